@@ -1,0 +1,41 @@
+"""Element types a sweep may ask for, and how close a result must be to count as correct.
+
+numpy has no bfloat16; ml_dtypes supplies one with the same bit layout the hardware uses, so the
+`.bin` inputs we write are byte-for-byte what a NEFF expects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+DTYPE_NAMES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+# Loose enough for reduced-precision accumulation order on the device, tight enough to catch a
+# wrong tile or a transposed operand (those give O(1) errors).
+TOLERANCES: dict[str, Tolerance] = {
+    "float32": Tolerance(atol=1e-4, rtol=1e-3),
+    "float16": Tolerance(atol=1e-2, rtol=1e-2),
+    "bfloat16": Tolerance(atol=5e-2, rtol=5e-2),
+}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        return np.dtype(ml_dtypes.bfloat16)
+    if name in DTYPE_NAMES:
+        return np.dtype(name)
+    raise KeyError(f"unknown dtype {name!r}; expected one of {', '.join(DTYPE_NAMES)}")
+
+
+def itemsize(name: str) -> int:
+    return numpy_dtype(name).itemsize

@@ -1,0 +1,107 @@
+"""What a kernel definition must provide so that kernelsweep can sweep it.
+
+A definition is plain Python and never imports NKI: the NKI kernel itself is named by an import
+path and loaded only by the real toolchain's tracer. Everything else the pipeline needs (inputs,
+reference outputs, the cost model, shape rules) is numpy, so specs validate and the simulated
+toolchain runs on any machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from kernelsweep.dtypes import numpy_dtype
+
+Params = Mapping[str, int]
+
+
+class InvalidShapeError(ValueError):
+    """A point the kernel cannot run; the message says which limit and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: int  # model FLOPs (2 per multiply-accumulate; 1 per element-wise op)
+    hbm_bytes: int  # minimum HBM traffic: every input read once, every output written once
+    dma_transfers: int  # DMA descriptors issued; small tiles pay a fixed cost per transfer
+    engine: str  # the engine doing the FLOPs: "tensor" or "vector"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class KernelDefinition:
+    """Base for kernel definitions; subclasses fill the class attributes and the four methods."""
+
+    name: ClassVar[str]
+    nki_kernel: ClassVar[str]  # "module:function" of the NKI kernel, imported only on Neuron hosts
+    axes: ClassVar[tuple[str, ...]]  # every parameter the kernel takes
+    defaults: ClassVar[dict[str, int]] = {}  # values for axes a spec may leave out
+    dtypes: ClassVar[tuple[str, ...]] = ("float32", "bfloat16")
+    engine: ClassVar[str] = "tensor"
+
+    def check(self, params: Params, dtype: str) -> None:
+        """Raise InvalidShapeError for points the kernel declares invalid."""
+
+    def input_infos(self, params: Params, dtype: str) -> list[TensorInfo]:
+        raise NotImplementedError
+
+    def output_infos(self, params: Params, dtype: str) -> list[TensorInfo]:
+        raise NotImplementedError
+
+    def reference(self, inputs: Mapping[str, np.ndarray], params: Params) -> dict[str, np.ndarray]:
+        """The numpy result, computed in float64 from the inputs as given."""
+        raise NotImplementedError
+
+    def model_flops(self, params: Params) -> int:
+        raise NotImplementedError
+
+    def cost(self, params: Params, dtype: str) -> Cost:
+        infos = self.input_infos(params, dtype) + self.output_infos(params, dtype)
+        hbm_bytes = sum(int(np.prod(t.shape)) * numpy_dtype(t.dtype).itemsize for t in infos)
+        return Cost(
+            flops=self.model_flops(params),
+            hbm_bytes=hbm_bytes,
+            dma_transfers=self.dma_transfers(params, len(infos)),
+            engine=self.engine,
+        )
+
+    def dma_transfers(self, params: Params, tensor_count: int) -> int:
+        """By default one bulk transfer per tensor; tiled kernels override this."""
+        return tensor_count
+
+    def build_inputs(self, params: Params, dtype: str, seed: int) -> dict[str, np.ndarray]:
+        """Deterministic inputs named as the NEFF's inputs, scaled so outputs stay O(1)."""
+        rng = np.random.default_rng(seed)
+        arrays = {}
+        for info in self.input_infos(params, dtype):
+            scale = self.input_scale(info, params)
+            values = rng.standard_normal(info.shape, dtype=np.float32) * scale
+            arrays[info.name] = values.astype(numpy_dtype(info.dtype))
+        return arrays
+
+    def input_scale(self, info: TensorInfo, params: Params) -> float:
+        return 1.0
+
+    def resolve(self, params: Params) -> dict[str, int]:
+        """The full parameter set: spec values over the kernel's defaults."""
+        return {**self.defaults, **params}
+
+
+def require_tiled(name: str, value: int, tile: int, limit_name: str) -> None:
+    """Dimensions above one tile must be whole tiles: the builtin kernels do not mask edges."""
+    if value <= 0:
+        raise InvalidShapeError(f"{name}={value} must be positive")
+    if value > tile and value % tile:
+        raise InvalidShapeError(
+            f"{name}={value} is not a multiple of the {limit_name} tile {tile}; "
+            f"use {name} <= {tile} or a multiple of {tile}"
+        )

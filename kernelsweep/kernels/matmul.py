@@ -1,0 +1,45 @@
+"""Tiled matrix multiply (seed 003's shape sweeps): out[M, N] = lhsT[K, M].T @ rhs[K, N].
+
+The stationary operand is passed transposed, as NKI's TensorEngine consumes it; the 128x128 PE
+array and the 512-wide moving tile set the tiling boundaries the seed sweeps across.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from kernelsweep.kernels.base import KernelDefinition, Params, TensorInfo, require_tiled
+
+
+class Matmul(KernelDefinition):
+    name = "matmul"
+    nki_kernel = "kernelsweep.kernels.nki.matmul:matmul_kernel"
+    axes = ("M", "K", "N")
+    dtypes = ("bfloat16", "float16", "float32")
+
+    def check(self, params: Params, dtype: str) -> None:
+        require_tiled("M", params["M"], 128, "partition")
+        require_tiled("K", params["K"], 128, "contraction")
+        require_tiled("N", params["N"], 512, "moving free-size")
+
+    def input_infos(self, params: Params, dtype: str) -> list[TensorInfo]:
+        m, k, n = params["M"], params["K"], params["N"]
+        return [TensorInfo("lhsT", (k, m), dtype), TensorInfo("rhs", (k, n), dtype)]
+
+    def output_infos(self, params: Params, dtype: str) -> list[TensorInfo]:
+        return [TensorInfo("out", (params["M"], params["N"]), dtype)]
+
+    def input_scale(self, info: TensorInfo, params: Params) -> float:
+        return float(params["K"]) ** -0.25
+
+    def reference(self, inputs: Mapping[str, np.ndarray], params: Params) -> dict[str, np.ndarray]:
+        lhs_t = inputs["lhsT"].astype(np.float64)
+        return {"out": lhs_t.T @ inputs["rhs"].astype(np.float64)}
+
+    def model_flops(self, params: Params) -> int:
+        return 2 * params["M"] * params["K"] * params["N"]
+
+
+matmul = Matmul()

@@ -1,0 +1,37 @@
+"""Set up what every stage of a flow run shares: toolchain, artifact store, core leases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelsweep.artifacts import open_artifact_store
+from kernelsweep.locks import CoreLeaser
+from kernelsweep.spec import SweepSpec
+from kernelsweep.stages import StageContext
+from kernelsweep.toolchain.compiler import compiler_version
+from kernelsweep.toolchain.devices import list_devices
+from kernelsweep.toolchain.resolve import resolve_toolchain
+
+
+@dataclass(frozen=True)
+class Locations:
+    """Host-local folders; taken from the environment by the flow layer, never read here."""
+
+    sim_state_dir: Path
+    lock_dir: Path
+
+
+def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | None]:
+    """Returns the context and the toolchain notice (set when `auto` fell back to the sim)."""
+    toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir)
+    devices = list_devices(toolchain)
+    lock_dir = locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir
+    ctx = StageContext(
+        toolchain=toolchain,
+        store=open_artifact_store(spec.artifacts),
+        capture=spec.capture,
+        leaser=CoreLeaser(lock_dir, devices.logical_cores, lnc=devices.lnc),
+        compiler_version=compiler_version(toolchain),
+    )
+    return ctx, notice

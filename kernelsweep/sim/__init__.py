@@ -1,0 +1,12 @@
+"""A simulated Neuron toolchain: stand-in `neuronx-cc`, `neuron-profile`/`neuron-explorer` and
+`neuron-ls` that speak the real argv and output formats, so the production adapters are what the
+tests exercise. Run as `python -m kernelsweep.sim.<tool>`; never installed on PATH.
+
+Everything it makes says it is simulated: compiler version strings carry `+kernelsweep.sim`,
+NEFF info and profiles carry `is_simulation`.
+"""
+
+SIM_VERSION_SUFFIX = "+kernelsweep.sim"
+COMPILER_VERSION = "2.21.33363.0" + SIM_VERSION_SUFFIX
+RUNTIME_VERSION = "2.23.112.0" + SIM_VERSION_SUFFIX
+PROFILER_VERSION = "2.29.18.0" + SIM_VERSION_SUFFIX

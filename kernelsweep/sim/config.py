@@ -1,0 +1,33 @@
+"""Simulator settings, read from the environment the adapters pass to the stand-in tools.
+
+KERNELSWEEP_SIM_STATE       folder for simulated device state (core locks, fault counters)
+KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated host exposes (default 2)
+KERNELSWEEP_SIM_LNC         logical core config the simulated host reports (default 1)
+KERNELSWEEP_SIM_TIME_SCALE  emulate tool latencies: seconds slept = modelled seconds x scale (default 0)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    state_dir: Path
+    cores: int
+    lnc: int
+    time_scale: float
+
+    @classmethod
+    def from_env(cls) -> SimConfig:
+        env = os.environ
+        state = env.get("KERNELSWEEP_SIM_STATE") or os.path.join(tempfile.gettempdir(), "kernelsweep-sim")
+        return cls(
+            state_dir=Path(state),
+            cores=int(env.get("KERNELSWEEP_SIM_CORES", "2")),
+            lnc=int(env.get("KERNELSWEEP_SIM_LNC", "1")),
+            time_scale=float(env.get("KERNELSWEEP_SIM_TIME_SCALE", "0")),
+        )

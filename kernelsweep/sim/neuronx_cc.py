@@ -1,0 +1,101 @@
+"""Stand-in `neuronx-cc`: `--version`, and `compile` of a simulated penguin.py into a NEFF."""
+
+from __future__ import annotations
+
+import argparse
+import platform as host_platform
+import sys
+import time
+from pathlib import Path
+
+import numpy
+
+from kernelsweep.kernels import InvalidShapeError, load_kernel
+from kernelsweep.neff import write_neff
+from kernelsweep.platforms import PLATFORMS
+from kernelsweep.sim import COMPILER_VERSION
+from kernelsweep.sim.config import SimConfig
+from kernelsweep.sim.ir import read_ir
+from kernelsweep.sim.model import compile_seconds
+
+TARGETS = ("inf2", "trn1", "trn1n", "trn2", "trn3")
+EXIT_COMPILE_FAILED = 70
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="neuronx-cc")
+    parser.add_argument("--version", action="store_true")
+    sub = parser.add_subparsers(dest="command")
+    comp = sub.add_parser("compile")
+    comp.add_argument("model_file")
+    comp.add_argument("--framework", required=True, choices=("XLA",))
+    comp.add_argument("--target", required=True, choices=TARGETS)
+    comp.add_argument("--lnc", "--logical-nc-config", dest="lnc", type=int, choices=(1, 2))
+    comp.add_argument("-O", dest="opt_level", type=int, choices=(1, 2, 3), default=2)
+    comp.add_argument("--model-type", choices=("generic", "transformer", "unet-inference"))
+    comp.add_argument("--auto-cast", choices=("none", "matmult", "all"))
+    comp.add_argument("--auto-cast-type", choices=("bf16", "fp16", "tf32", "fp8_e4m3"))
+    comp.add_argument("--output", default="file.neff")
+    comp.add_argument("--logfile", default="log-neuron-cc.txt")
+    comp.add_argument("--verbose")
+    comp.add_argument("--pipeline", nargs="+")
+    comp.add_argument("--disable-dge", action="store_true")
+    return parser
+
+
+def _fail(message: str, logfile: Path) -> int:
+    print(f"ERROR 1 [neuronx-cc]: {message}", file=sys.stderr)
+    print(f"Diagnostic logs stored in {logfile.resolve()}", file=sys.stderr)
+    logfile.write_text(message + "\n")
+    return EXIT_COMPILE_FAILED
+
+
+def compile_command(args: argparse.Namespace, config: SimConfig) -> int:
+    logfile = Path(args.logfile)
+    if args.lnc == 2 and not args.target.startswith(("trn2", "trn3")):
+        return _fail(f"[NCC_EARG001] --lnc 2 is not supported for target {args.target}", logfile)
+    try:
+        ir = read_ir(Path(args.model_file))
+    except (OSError, ValueError) as exc:
+        return _fail(f"[NCC_EARG002] cannot read model file: {exc}", logfile)
+    kernel = load_kernel(ir["kernel_ref"])
+    try:
+        kernel.check(ir["params"], ir["dtype"])
+    except InvalidShapeError as exc:
+        return _fail(f"[NCC_EVRF001] {exc}", logfile)
+    platform = PLATFORMS[ir["platform"]]
+    total_bytes = sum(t["bytes"] for t in ir["inputs"] + ir["outputs"])
+    if total_bytes > platform.hbm_bytes_per_chip:
+        return _fail("[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit", logfile)
+    time.sleep(compile_seconds(ir["flops"]) * config.time_scale)
+    lnc = args.lnc or platform.default_lnc
+    variables = {t["name"]: {"type": "input", "shape": t["shape"], "dtype": t["dtype"]} for t in ir["inputs"]}
+    variables |= {t["name"]: {"type": "output", "shape": t["shape"], "dtype": t["dtype"]} for t in ir["outputs"]}
+    write_neff(
+        Path(args.output),
+        name=ir["kernel"],
+        info={"tool_version": COMPILER_VERSION, "num_tpb": lnc, "target": args.target, "is_simulation": True},
+        neff={"kernelsweep_sim": ir},
+        variables=variables,
+        lnc_size=lnc,
+        build_version=COMPILER_VERSION,
+    )
+    print("Compiler status PASS")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.version:
+        print(f"NeuronX Compiler version {COMPILER_VERSION}")
+        print(f"\nPython version {host_platform.python_version()}")
+        print(f"NumPy version {numpy.__version__}")
+        return 0
+    if args.command != "compile":
+        _parser().print_usage(sys.stderr)
+        return 2
+    return compile_command(args, SimConfig.from_env())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""The simulator's NTFF: a magic line and a JSON record of what ran, for `view` to model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+MAGIC = b"NTFF-KERNELSWEEP-SIM\n"
+NTFF_VERSION = 2
+
+
+def write_ntff(path: Path, record: dict) -> None:
+    path.write_bytes(MAGIC + json.dumps({"ntff_version": NTFF_VERSION, "is_simulation": True, **record}).encode())
+
+
+def read_ntff(path: Path) -> dict:
+    raw = Path(path).read_bytes()
+    if not raw.startswith(MAGIC):
+        raise ValueError(f"{path}: not an NTFF written by the simulated toolchain")
+    record = json.loads(raw[len(MAGIC) :])
+    if record.get("ntff_version") != NTFF_VERSION:
+        raise ValueError(f"NTFF version {record.get('ntff_version')} is not supported in this version of the tool")
+    return record

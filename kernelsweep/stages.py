@@ -1,0 +1,184 @@
+"""What each of the six stages does for one point, as plain functions over small references.
+
+tasks/ wraps each function in a Prefect task (retries, names, run ids); nothing here knows about
+Prefect, so every stage runs and is tested on its own. Stages hand each other `ArtifactRef`s,
+never arrays: each stage fetches the bytes it needs from the store into its own scratch folder.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore
+from kernelsweep.correctness import Correctness, check_outputs
+from kernelsweep.dtypes import numpy_dtype
+from kernelsweep.errors import CaptureError, ExtractError, KernelsweepError
+from kernelsweep.kernels import load_kernel
+from kernelsweep.locks import CoreLeaser
+from kernelsweep.metrics import ProfileMetrics, read_profile
+from kernelsweep.spec import CaptureSettings, Point
+from kernelsweep.toolchain import compiler, profiler, tracing
+from kernelsweep.toolchain.resolve import Toolchain
+
+COMPILE_TIMEOUT_SECONDS = 1800.0
+VIEW_TIMEOUT_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """Everything a stage needs besides the point; built once per flow run."""
+
+    toolchain: Toolchain
+    store: LocalArtifactStore
+    capture: CaptureSettings
+    leaser: CoreLeaser
+    compiler_version: str | None = None
+    scratch_root: Path | None = None
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    kernel_source: ArtifactRef
+    ir: ArtifactRef
+    tracer: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    neff: ArtifactRef
+    compiler_version: str | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class InputsResult:
+    inputs: dict[str, ArtifactRef]
+
+
+@dataclass(frozen=True)
+class CaptureOutcome:
+    ntff: ArtifactRef
+    outputs: dict[str, ArtifactRef]
+    visible_cores: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ExtractResult:
+    profile: ArtifactRef
+    metrics: ProfileMetrics
+    correctness: Correctness
+
+
+@contextmanager
+def _scratch(ctx: StageContext, stage: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix=f"kernelsweep-{stage}-", dir=ctx.scratch_root) as tmp:
+        yield Path(tmp)
+
+
+def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
+    started = time.perf_counter()
+    definition = load_kernel(point.kernel_ref)
+    with _scratch(ctx, "trace") as workdir:
+        out = tracing.trace(ctx.toolchain, point, definition, workdir)
+        ir = ctx.store.put_file(out.ir_path)
+    source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition))))
+    return TraceResult(kernel_source=source, ir=ir, tracer=out.tracer, seconds=time.perf_counter() - started)
+
+
+def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> CompileResult:
+    started = time.perf_counter()
+    with _scratch(ctx, "compile") as workdir:
+        ir_path = ctx.store.fetch(traced.ir, workdir / "penguin.py")
+        lnc = point.lnc if point.platform in ("trn2", "trn3") else None
+        neff = compiler.compile_ir(ctx.toolchain, ir_path, workdir, point.platform, lnc, COMPILE_TIMEOUT_SECONDS)
+        ref = ctx.store.put_file(neff)
+    return CompileResult(neff=ref, compiler_version=ctx.compiler_version, seconds=time.perf_counter() - started)
+
+
+def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
+    """Inputs as raw C-order bytes, one `inp-<name>-000.bin` per NEFF input (seed 000)."""
+    definition = load_kernel(point.kernel_ref)
+    arrays = definition.build_inputs(point.params, point.dtype, point.seed)
+    refs = {}
+    with _scratch(ctx, "inputs") as workdir:
+        for name, array in arrays.items():
+            path = workdir / f"inp-{name}-000.bin"
+            path.write_bytes(np.ascontiguousarray(array).tobytes())
+            refs[name] = ctx.store.put_file(path)
+    return InputsResult(inputs=refs)
+
+
+def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureOutcome:
+    """Holds a NeuronCore lease for exactly the capture; the profiler's timeout ends first."""
+    started = time.perf_counter()
+    with _scratch(ctx, "capture") as workdir:
+        neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
+        files = {name: ctx.store.fetch(ref, workdir / f"inp-{name}-000.bin") for name, ref in inputs.inputs.items()}
+        with ctx.leaser.lease(waiting_for=point.point_id) as lease:
+            result = profiler.capture(
+                ctx.toolchain,
+                neff,
+                files,
+                workdir,
+                num_exec=ctx.capture.num_exec,
+                profile_nth_exec=ctx.capture.profile_nth_exec,
+                visible_cores=lease.visible_cores,
+                lnc=point.lnc,
+                timeout_seconds=ctx.capture.timeout_seconds,
+            )
+        ntff = ctx.store.put_file(result.ntff)
+        outputs = {name: ctx.store.put_file(path) for name, path in result.outputs.items()}
+    return CaptureOutcome(
+        ntff=ntff, outputs=outputs, visible_cores=lease.visible_cores, seconds=time.perf_counter() - started
+    )
+
+
+def extract_stage(
+    ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureOutcome
+) -> ExtractResult:
+    with _scratch(ctx, "extract") as workdir:
+        neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
+        ntff = ctx.store.fetch(captured.ntff, workdir / "profile.ntff")
+        profile_path = profiler.view_json(ctx.toolchain, neff, ntff, workdir, VIEW_TIMEOUT_SECONDS)
+        metrics = read_profile(profile_path)
+        profile = ctx.store.put_file(profile_path)
+        correctness = _check(ctx, point, inputs, captured, workdir)
+    if metrics.values.get("total_time_us") is None:
+        raise ExtractError(f"profile {profile.sha256[:12]} has no total_time")
+    return ExtractResult(profile=profile, metrics=metrics, correctness=correctness)
+
+
+def _check(
+    ctx: StageContext, point: Point, inputs: InputsResult, captured: CaptureOutcome, workdir: Path
+) -> Correctness:
+    """Compare what the device wrote with the reference on the very input bytes it was fed."""
+    definition = load_kernel(point.kernel_ref)
+    arrays = {}
+    for info in definition.input_infos(point.params, point.dtype):
+        path = ctx.store.fetch(inputs.inputs[info.name], workdir / f"inp-{info.name}-000.bin")
+        arrays[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
+    expected = definition.reference(arrays, point.params)
+    actual = {}
+    for info in definition.output_infos(point.params, point.dtype):
+        if info.name not in captured.outputs:
+            raise CaptureError(f"capture saved no output named {info.name!r}")
+        path = ctx.store.fetch(captured.outputs[info.name], workdir / f"out-{info.name}")
+        actual[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
+    return check_outputs(actual, expected, point.dtype)
+
+
+def describe(error: BaseException) -> tuple[str, str]:
+    """(error_class, one-line message) for a failed row."""
+    if isinstance(error, KernelsweepError):
+        return error.error_class, error.message
+    return type(error).__name__, " ".join(str(error).split()) or type(error).__name__

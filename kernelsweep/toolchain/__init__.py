@@ -1,0 +1,1 @@
+"""Adapters for the external Neuron tools: one module per tool, all through `process.run_tool`."""

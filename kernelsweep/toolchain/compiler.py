@@ -1,0 +1,68 @@
+"""`neuronx-cc`: compile a traced kernel to a NEFF, and report the compiler version."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kernelsweep.errors import CompileError
+from kernelsweep.toolchain.process import run_tool
+from kernelsweep.toolchain.resolve import Toolchain
+
+NEFF_NAME = "file.neff"  # what neuronx-cc writes in its working directory when no --output is given
+_VERSION = re.compile(r"NeuronX Compiler version\s+(\S+)")
+
+
+def compile_argv(toolchain: Toolchain, ir_file: str, target: str, lnc: int | None) -> list[str]:
+    """As in seed 000: `neuronx-cc compile --framework XLA penguin.py --target trn2 --lnc 2`."""
+    argv = toolchain.command("neuronx-cc") + ["compile", "--framework", "XLA", ir_file, "--target", target]
+    if lnc is not None:  # only trn2/trn3 take --lnc; on trn1 it is an NCC_EARG001 error
+        argv += ["--lnc", str(lnc)]
+    return argv
+
+
+def compile_ir(
+    toolchain: Toolchain, ir_path: Path, workdir: Path, target: str, lnc: int | None, timeout_seconds: float
+) -> Path:
+    """Compile in `workdir` and return the NEFF path; CompileError carries the tool's diagnostics."""
+    argv = compile_argv(toolchain, ir_path.name, target, lnc)
+    result = run_tool(argv, cwd=workdir, env=toolchain.env, timeout_seconds=timeout_seconds)
+    neff = workdir / NEFF_NAME
+    if result.timed_out:
+        raise CompileError(
+            f"neuronx-cc timed out after {timeout_seconds:.0f} s",
+            retryable=True,
+            error_class="Timeout",
+            argv=argv,
+            stderr_tail=result.output,
+        )
+    if result.returncode != 0:
+        raise CompileError(
+            _diagnostic(result.output) or f"neuronx-cc exited {result.returncode}",
+            argv=argv,
+            returncode=result.returncode,
+            stderr_tail=result.output,
+        )
+    if not neff.is_file():
+        raise CompileError(f"neuronx-cc exited 0 but wrote no {NEFF_NAME}", argv=argv, stderr_tail=result.output)
+    return neff
+
+
+def _diagnostic(output: str) -> str | None:
+    """The first line carrying a compiler error code (`[NCC_E...]`, `[F134]`) or an ERROR tag."""
+    for line in output.splitlines():
+        if re.search(r"\[(NCC_E\w+|F\d+|TEN\d+)\]|ERROR", line):
+            return line.strip()
+    return None
+
+
+def parse_compiler_version(output: str) -> str | None:
+    match = _VERSION.search(output)
+    return match.group(1) if match else None
+
+
+def compiler_version(toolchain: Toolchain, timeout_seconds: float = 60) -> str | None:
+    result = run_tool(
+        toolchain.command("neuronx-cc") + ["--version"], env=toolchain.env, timeout_seconds=timeout_seconds
+    )
+    return parse_compiler_version(result.output) if result.returncode == 0 else None

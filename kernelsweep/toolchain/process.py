@@ -1,0 +1,67 @@
+"""Run one external tool: argv list, no shell, a timeout that kills the whole process group."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_tool(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout_seconds: float,
+) -> ToolResult:
+    """Run argv to completion; never raises for a non-zero exit, callers classify the result.
+
+    The tool gets its own session so a timeout can kill everything it spawned (compilers fork
+    workers), not just the direct child.
+    """
+    argv = [str(a) for a in argv]
+    full_env = {**os.environ, **(env or {})}
+    logger.debug("running %s", " ".join(argv))
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_seconds)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        stdout, stderr = proc.communicate()
+        return ToolResult(argv, proc.returncode, stdout, stderr, timed_out=True)
+    return ToolResult(argv, proc.returncode, stdout, stderr)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,11 @@
+from prefect import task
+
+from kernelsweep.spec import Point
+from kernelsweep.stages import CompileResult, StageContext, TraceResult, compile_stage
+from tasks.policy import STAGE_TASK_OPTIONS, transient_retries
+
+
+@task(name="compile", task_run_name="compile-{point.point_id}", **STAGE_TASK_OPTIONS, **transient_retries())
+def compile_task(ctx: StageContext, point: Point, traced: TraceResult) -> CompileResult:
+    """neuronx-cc: compiler diagnostics fail at once; only timeouts are retried."""
+    return compile_stage(ctx, point, traced)

@@ -1,0 +1,13 @@
+from prefect import task
+
+from kernelsweep.spec import Point
+from kernelsweep.stages import CaptureOutcome, CompileResult, ExtractResult, InputsResult, StageContext, extract_stage
+from tasks.policy import STAGE_TASK_OPTIONS, transient_retries
+
+
+@task(name="extract", task_run_name="extract-{point.point_id}", **STAGE_TASK_OPTIONS, **transient_retries())
+def extract_task(
+    ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureOutcome
+) -> ExtractResult:
+    """View the profile as JSON, normalise its metrics and check outputs against the reference."""
+    return extract_stage(ctx, point, compiled, inputs, captured)

@@ -1,0 +1,11 @@
+from prefect import task
+
+from kernelsweep.spec import Point
+from kernelsweep.stages import InputsResult, StageContext, inputs_stage
+from tasks.policy import STAGE_TASK_OPTIONS
+
+
+@task(name="inputs", task_run_name="inputs-{point.point_id}", **STAGE_TASK_OPTIONS)
+def inputs_task(ctx: StageContext, point: Point) -> InputsResult:
+    """Serialise the point's inputs to .bin files in the artifact store."""
+    return inputs_stage(ctx, point)

@@ -1,0 +1,11 @@
+from prefect import task
+
+from kernelsweep.spec import Point
+from kernelsweep.stages import StageContext, TraceResult, trace_stage
+from tasks.policy import STAGE_TASK_OPTIONS
+
+
+@task(name="trace", task_run_name="trace-{point.point_id}", **STAGE_TASK_OPTIONS)
+def trace_task(ctx: StageContext, point: Point) -> TraceResult:
+    """Trace the kernel at this point to IR (deterministic: never retried)."""
+    return trace_stage(ctx, point)

@@ -1,0 +1,296 @@
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from kernelsweep.errors import DeviceBusyError
+from kernelsweep.locks import CoreLease, CoreLeaser, parse_visible_cores
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _raw_lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _is_free(path: Path) -> bool:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # also drops the probe's lock
+
+
+def test_flock_conflicts_between_fds_of_one_process(tmp_path):
+    # The leaser relies on this Linux behaviour to exclude threads of one process.
+    fd = _raw_lock(tmp_path / "x.lock")
+    try:
+        assert not _is_free(tmp_path / "x.lock")
+    finally:
+        os.close(fd)
+    assert _is_free(tmp_path / "x.lock")
+
+
+def test_same_thread_second_acquire_is_refused_until_release(tmp_path):
+    leaser = CoreLeaser(tmp_path, [0])
+    held = leaser.try_acquire("first")
+    assert held is not None and held.lease == CoreLease(0, (0,))
+    assert "first" in (tmp_path / "nc0.lock").read_text()
+    assert str(os.getpid()) in (tmp_path / "nc0.lock").read_text()
+    assert leaser.try_acquire() is None
+    held.release()
+    held.release()  # idempotent
+    again = leaser.try_acquire()
+    assert again is not None
+    again.release()
+
+
+def test_threads_never_share_a_core(tmp_path):
+    leaser = CoreLeaser(tmp_path, [0, 1])
+    guard = threading.Lock()
+    holders = {0: 0, 1: 0}
+    used: set[int] = set()
+    violations: list[str] = []
+    done: list[int] = []
+    n_threads, n_leases = 16, 20
+
+    def worker(i: int) -> None:
+        for _ in range(n_leases):
+            with leaser.lease(timeout_seconds=60, waiting_for=f"t{i}") as lease:
+                with guard:
+                    holders[lease.logical_core] += 1
+                    used.add(lease.logical_core)
+                    if holders[lease.logical_core] > 1:
+                        violations.append(f"core {lease.logical_core} had 2 holders")
+                threading.Event().wait(0.0005)  # widen the window an overlap would need
+                with guard:
+                    holders[lease.logical_core] -= 1
+        with guard:
+            done.append(i)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert violations == []
+    assert sorted(done) == list(range(n_threads))
+    assert holders == {0: 0, 1: 0}
+    assert used <= {0, 1}
+
+
+def test_lock_held_by_child_process_is_dropped_when_it_is_killed(tmp_path):
+    child_code = textwrap.dedent(
+        f"""
+        import sys
+        from kernelsweep.locks import CoreLeaser
+        with CoreLeaser({str(tmp_path)!r}, [0]).lease(waiting_for="child"):
+            print("ready", flush=True)
+            sys.stdin.read()
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", child_code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = child.stdout.readline()
+        assert line == "ready\n", child.stderr.read() if child.poll() is not None else line
+        leaser = CoreLeaser(tmp_path, [0])
+        assert leaser.try_acquire() is None
+        assert f"pid={child.pid}" in (tmp_path / "nc0.lock").read_text()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdin.close()
+        child.stdout.close()
+        child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+    held = leaser.try_acquire()  # no waiting: the kernel released the dead holder's flock
+    assert held is not None
+    held.release()
+
+
+def test_lnc2_logical_core_needs_both_physical_cores(tmp_path):
+    leaser = CoreLeaser(tmp_path, [0, 1], lnc=2)
+    assert leaser.physical_cores(0) == (0, 1) and leaser.physical_cores(1) == (2, 3)
+    other = _raw_lock(tmp_path / "nc1.lock")  # someone else holds physical core 1
+    try:
+        held = leaser.try_acquire()
+        assert held is not None
+        assert held.lease == CoreLease(1, (2, 3)) and held.lease.visible_cores == "1"
+        assert not _is_free(tmp_path / "nc2.lock") and not _is_free(tmp_path / "nc3.lock")
+        assert leaser.try_acquire() is None
+        assert _is_free(tmp_path / "nc0.lock")  # the failed attempt on logical 0 let physical 0 go
+        held.release()
+    finally:
+        os.close(other)
+    held = leaser.try_acquire()
+    assert (
+        held is not None and held.lease == CoreLease(0, (0, 1)) and held.lease.visible_cores == "0"
+    )
+    held.release()
+
+
+def test_leasers_with_different_lnc_exclude_each_other(tmp_path):
+    lnc2 = CoreLeaser(tmp_path, [0], lnc=2)  # physical 0,1
+    lnc1 = CoreLeaser(tmp_path, [1])  # physical 1
+    held = lnc1.try_acquire()
+    assert held is not None
+    assert lnc2.try_acquire() is None
+    held.release()
+    held = lnc2.try_acquire()
+    assert held is not None
+    held.release()
+
+
+def test_timeout_raises_retryable_device_busy(tmp_path, caplog):
+    leaser = CoreLeaser(tmp_path, [0, 1])
+    a, b = leaser.try_acquire(), leaser.try_acquire()
+    assert a is not None and b is not None
+    try:
+        with (
+            caplog.at_level(logging.INFO, logger="kernelsweep.locks"),
+            pytest.raises(DeviceBusyError) as info,
+            leaser.lease(timeout_seconds=0.2, waiting_for="point-7"),
+        ):
+            pytest.fail("lease granted while every core is held")
+    finally:
+        a.release()
+        b.release()
+    err = info.value
+    assert err.retryable is True
+    assert "no NeuronCore free after 0.2 s" in err.message and "cores 0,1" in err.message
+    waiting = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
+    assert len(waiting) == 1 and "point-7" in waiting[0] and "2 NeuronCore" in waiting[0]
+
+
+def test_waiting_lease_gets_the_core_once_released(tmp_path):
+    leaser = CoreLeaser(tmp_path, [0])
+    blocker = leaser.try_acquire()
+    assert blocker is not None
+    started_waiting, got = threading.Event(), []
+
+    class Signal(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("waiting"):
+                started_waiting.set()
+
+    logger = logging.getLogger("kernelsweep.locks")
+    handler, old_level = Signal(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+
+        def waiter() -> None:
+            with leaser.lease(timeout_seconds=30, waiting_for="p1") as lease:
+                got.append(lease)
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        assert started_waiting.wait(10)
+        blocker.release()
+        t.join(30)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert got == [CoreLease(0, (0,))]
+
+
+def test_lease_released_when_body_raises(tmp_path):
+    leaser = CoreLeaser(tmp_path, [0])
+    with pytest.raises(RuntimeError), leaser.lease(timeout_seconds=0):
+        raise RuntimeError("capture failed")
+    held = leaser.try_acquire()
+    assert held is not None
+    held.release()
+
+
+def test_forked_child_does_not_keep_the_lease(tmp_path):
+    leaser = CoreLeaser(tmp_path, [0])
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    with leaser.lease(timeout_seconds=0):
+        pid = os.fork()
+        if pid == 0:  # child: report it runs (at-fork hooks done), outlive the parent's lease
+            os.write(ready_w, b"r")
+            os.read(go_r, 1)
+            os._exit(0)
+        assert os.read(ready_r, 1) == b"r"
+    try:
+        held = leaser.try_acquire()
+        assert held is not None, "forked child still holds the parent's lock"
+        held.release()
+    finally:
+        os.write(go_w, b"x")
+        os.waitpid(pid, 0)
+        for fd in (ready_r, ready_w, go_r, go_w):
+            os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("0", [0]),
+        ("0-2", [0, 1, 2]),
+        ("0,1", [0, 1]),
+        ("0-1,4", [0, 1, 4]),
+        ("4,0-1", [0, 1, 4]),
+        (" 3 ", [3]),
+        ("5-5", [5]),
+        ("12-13", [12, 13]),
+    ],
+)
+def test_parse_visible_cores(value, expected):
+    assert parse_visible_cores(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        " ",
+        "a",
+        "0,",
+        ",0",
+        "0,,1",
+        "2-1",
+        "-1",
+        "1-",
+        "0-1-2",
+        "1.5",
+        "0;1",
+        "0,0",
+        "0-2,1",
+        "\u0661",
+    ],
+)
+def test_parse_visible_cores_rejects_junk(value):
+    with pytest.raises(ValueError):
+        parse_visible_cores(value)
+
+
+@pytest.mark.parametrize(("cores", "lnc"), [([], 1), ([0, 0], 1), ([-1], 1), ([0], 0)])
+def test_leaser_rejects_bad_config(tmp_path, cores, lnc):
+    with pytest.raises(ValueError):
+        CoreLeaser(tmp_path, cores, lnc=lnc)

@@ -52,6 +52,8 @@ def _load(spec_path: str, **overrides: str | None) -> tuple[SweepSpec, list]:
 @click.group()
 def main() -> None:
     """Sweep NKI kernels over shapes and platforms; results to Parquet."""
+    if os.getcwd() not in sys.path:  # specs name kernel definitions in the user's own modules
+        sys.path.insert(0, os.getcwd())
 
 
 @main.command()

@@ -74,7 +74,9 @@ def neuron_available(tools: Mapping[str, tuple[str, ...]]) -> bool:
 
 def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -> Toolchain:
     commands = {tool: (sys.executable, "-m", module) for tool, module in _SIM_MODULES.items()}
-    sim_env = {"KERNELSWEEP_SIM_STATE": str(Path(state_dir).resolve()), **(env or {})}
+    # The stand-ins import the sweep's kernel definitions: give them this process's import path.
+    import_path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
+    sim_env = {"KERNELSWEEP_SIM_STATE": str(Path(state_dir).resolve()), "PYTHONPATH": import_path, **(env or {})}
     return Toolchain(kind="sim", commands=commands, env=sim_env)
 
 

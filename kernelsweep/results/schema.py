@@ -1,0 +1,100 @@
+"""Schema v1 of the results dataset, pinned here and documented column by column in docs/schema.md.
+
+Evolution rule: columns are only ever added, and only as nullable. Grid parameters are the one
+open-ended part: each axis a sweep uses becomes an int64 column `param_<axis>` (null for kernels
+without that axis), next to the `params` map that holds them all.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from kernelsweep.metrics import METRIC_FIELDS
+
+SCHEMA_VERSION = 1
+PARAM_PREFIX = "param_"
+
+_ARTIFACT = pa.struct([("name", pa.string()), ("uri", pa.string()), ("sha256", pa.string()), ("size_bytes", pa.int64())])
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def _artifact_columns(name: str) -> list[pa.Field]:
+    return [pa.field(f"{name}_uri", pa.string()), pa.field(f"{name}_sha256", pa.string())]
+
+
+_IDENTITY = [
+    pa.field("schema_version", pa.int32(), nullable=False),
+    pa.field("row_id", pa.string(), nullable=False),
+    pa.field("sweep", pa.string(), nullable=False),
+    pa.field("kernel", pa.string(), nullable=False),
+    pa.field("kernel_ref", pa.string()),
+    pa.field("shape", pa.string(), nullable=False),
+    pa.field("params", pa.map_(pa.string(), pa.int64())),
+    pa.field("dtype", pa.string(), nullable=False),
+    pa.field("platform", pa.string(), nullable=False),
+    pa.field("lnc", pa.int32()),
+    pa.field("seed", pa.int64()),
+    pa.field("toolchain", pa.string(), nullable=False),
+    pa.field("is_simulation", pa.bool_(), nullable=False),
+]
+_STATUS = [
+    pa.field("status", pa.string(), nullable=False),
+    pa.field("error_stage", pa.string()),
+    pa.field("error_class", pa.string()),
+    pa.field("error_message", pa.string()),
+]
+_METRICS = [pa.field(name, pa.int64() if kind is int else pa.float64()) for name, kind in METRIC_FIELDS] + [
+    pa.field("extra_metrics", pa.map_(pa.string(), pa.float64())),
+    pa.field("profile_format", pa.string()),
+    pa.field("profile_percent_unit", pa.string()),
+]
+_DERIVED = [
+    pa.field("cost_flops", pa.int64()),
+    pa.field("cost_hbm_bytes", pa.int64()),
+    pa.field("achieved_tflops", pa.float64()),
+    pa.field("mfu_percent", pa.float64()),
+    pa.field("roofline_us", pa.float64()),
+    pa.field("roofline_percent", pa.float64()),
+    pa.field("roofline_bound", pa.string()),
+]
+_CORRECTNESS = [
+    pa.field("max_abs_error", pa.float64()),
+    pa.field("max_rel_error", pa.float64()),
+    pa.field("atol", pa.float64()),
+    pa.field("rtol", pa.float64()),
+    pa.field("correct", pa.bool_()),
+]
+_LINEAGE = [
+    *_artifact_columns("kernel_source"),
+    *_artifact_columns("ir"),
+    *_artifact_columns("neff"),
+    pa.field("inputs", pa.list_(_ARTIFACT)),
+    *_artifact_columns("ntff"),
+    *_artifact_columns("profile"),
+    pa.field("outputs", pa.list_(_ARTIFACT)),
+    pa.field("tracer", pa.string()),
+    pa.field("compiler_version", pa.string()),
+    pa.field("runtime_version", pa.string()),
+    pa.field("profiler_version", pa.string()),
+    pa.field("nki_version", pa.string()),
+    pa.field("instance_type", pa.string()),
+    pa.field("host", pa.string()),
+    pa.field("visible_cores", pa.string()),
+    pa.field("flow_run_id", pa.string()),
+    pa.field("task_run_ids", pa.map_(pa.string(), pa.string())),
+    pa.field("started_at", _TIMESTAMP),
+    pa.field("finished_at", _TIMESTAMP),
+    pa.field("trace_seconds", pa.float64()),
+    pa.field("compile_seconds", pa.float64()),
+    pa.field("capture_seconds", pa.float64()),
+]
+
+BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE)
+
+
+def schema_for(param_axes: list[str]) -> pa.Schema:
+    """The base schema plus one nullable int64 column per grid axis, in first-seen order."""
+    schema = BASE_SCHEMA
+    for axis in param_axes:
+        schema = schema.append(pa.field(PARAM_PREFIX + axis, pa.int64()))
+    return schema

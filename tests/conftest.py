@@ -1,0 +1,34 @@
+"""Shared fixtures. Prefect runs against one session-scoped test harness; the simulator's device
+state lives in a per-session temp folder so tests never share locks with a user's runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SESSION_TMP = Path(tempfile.mkdtemp(prefix="kernelsweep-tests-"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ["KERNELSWEEP_SIM_STATE"] = str(_SESSION_TMP / "sim")
+os.environ["KERNELSWEEP_LOCK_DIR"] = str(_SESSION_TMP / "leases")
+sys.path.insert(0, str(Path(__file__).parent))  # test-only kernel definitions under tests/kernels
+
+REPO = Path(__file__).resolve().parent.parent
+SEEDS_FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def write_spec(path: Path, body: str) -> Path:
+    path.write_text(body)
+    return path

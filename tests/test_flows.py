@@ -1,0 +1,87 @@
+"""End-to-end: the sweep and kernel_run flows through Prefect, results read back with pyarrow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore
+from kernelsweep.spec import expand, parse_spec
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def _spec(tmp_path: Path, kernels: list[dict], platforms=("trn2", "trn1")):
+    return parse_spec({
+        "name": "e2e",
+        "platforms": list(platforms),
+        "toolchain": "sim",
+        "results": str(tmp_path / "results"),
+        "artifacts": str(tmp_path / "artifacts"),
+        "capture": {"num_exec": 3, "profile_nth_exec": 2},
+        "kernels": kernels,
+    })
+
+
+VECTOR_ADD = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"],
+              "grid": {"n": [2048], "free_size": [1, 16]}}
+MLP = {"kernel": "kernelsweep.kernels.mlp:mlp", "dtypes": ["bfloat16"], "grid": {"s": [128], "h": [256], "i": [128]}}
+
+
+def test_sweep_writes_one_verified_row_per_point(tmp_path):
+    from flows.sweep import sweep
+
+    spec = _spec(tmp_path, [VECTOR_ADD, MLP])
+    report = sweep(spec)
+    points = expand(spec)
+    assert len(report["paths"]) == 2  # one object per platform partition
+    for path in report["paths"]:
+        assert f"/v1/platform=" in path and f"/{report['flow_run_id']}.parquet" in path
+    table = pq.read_table(report["paths"][0]).to_pylist() + pq.read_table(report["paths"][1]).to_pylist()
+    assert sorted(r["row_id"] for r in table) == sorted({r["row_id"] for r in table})
+    assert {(r["kernel"], r["shape"], r["platform"]) for r in table} == {
+        (p.kernel, p.shape, p.platform) for p in points
+    }
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    for row in table:
+        assert row["status"] == "ok", row["error_message"]
+        assert row["is_simulation"] is True and row["toolchain"] == "sim"
+        assert row["correct"] is True and row["total_time_us"] > 0 and row["roofline_percent"] > 0
+        assert row["compiler_version"].endswith("+kernelsweep.sim")
+        assert row["flow_run_id"] == report["flow_run_id"]
+        assert set(dict(row["task_run_ids"])) == {"trace", "compile", "inputs", "capture", "extract"}
+        assert len(row["inputs"]) == (2 if row["kernel"] == "vector_add" else 4) and len(row["outputs"]) == 1
+        for name in ("kernel_source", "ir", "neff", "ntff", "profile"):
+            ref = ArtifactRef(row[f"{name}_uri"], row[f"{name}_sha256"], 0)
+            assert store.fetch(ref, tmp_path / "check" / row["row_id"] / name).is_file()
+        assert row["param_n"] == (2048 if row["kernel"] == "vector_add" else None)
+    metadata = pq.read_schema(report["paths"][0]).metadata
+    assert metadata[b"kernelsweep.schema_version"] == b"1"
+
+
+def test_failed_point_is_a_row_and_the_rest_completes(tmp_path):
+    from flows.sweep import sweep
+
+    crashing = {"kernel": "kernels.faulty:crashes_on_device", "dtypes": ["float32"], "grid": {"n": [1024]}}
+    report = sweep(_spec(tmp_path, [crashing, VECTOR_ADD], platforms=("trn2",)))
+    rows = {r["kernel"]: r for r in report["rows"]}
+    failed = rows["crashes_on_device"]
+    assert failed["status"] == "failed" and failed["error_stage"] == "capture"
+    assert failed["error_class"] == "CaptureError" and "simulated device fault" in failed["error_message"]
+    assert failed.get("total_time_us") is None and failed.get("correct") is None  # no fake numbers
+    assert failed["neff_sha256"]  # lineage up to the failure is kept
+    assert sum(r["status"] == "ok" for r in report["rows"]) == 2
+    on_disk = pq.read_table(report["paths"][0]).to_pylist()
+    assert len(on_disk) == 3 and {r["status"] for r in on_disk} == {"ok", "failed"}
+
+
+def test_kernel_run_runs_exactly_one_point(tmp_path):
+    from flows.kernel_run import kernel_run
+
+    spec = _spec(tmp_path, [VECTOR_ADD], platforms=("trn2",))
+    target = expand(spec)[1]
+    report = kernel_run(spec, target.point_id)
+    assert [(r["shape"], r["status"]) for r in report["rows"]] == [(target.shape, "ok")]
+    assert len(pq.read_table(report["paths"][0])) == 1

@@ -1,14 +1,17 @@
 """The `sweep` flow: every point of a spec on this host, then one Parquet object per platform.
 
-Points fan out as task chains on a bounded thread pool inside this one flow run (a subflow per
-point would cost ~1.1 s each; a chain of six tasks ~70 ms). Each thread runs in a copy of the
-flow's context, so its task calls belong to this flow run.
+Points fan out as task chains on a bounded thread pool inside one flow run (a subflow per point
+would cost ~1.1 s each; a chain of six tasks ~70 ms). Each thread runs in a copy of the flow's
+context, so its task calls belong to this flow run. Points move through the stages independently:
+later points compile (bounded by compile slots) while earlier ones capture (bounded by NeuronCore
+leases). Sweeps larger than `execution.max_points_per_flow_run` run as several shard subflows, each
+writing its own object, so a flow run's memory and its load on the Prefect server stay bounded.
 """
 
 from __future__ import annotations
 
 import contextvars
-import logging
+import math
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
 
@@ -24,10 +27,16 @@ from kernelsweep.spec import Point, SweepSpec, expand
 from kernelsweep.stages import StageContext
 from tasks import store_task
 
-MAX_POINT_WORKERS = 8
+# What the CLI's summary and a flow's return value keep of each row: enough to report on,
+# small enough that a sweep's memory stays flat in the number of points.
+SUMMARY_KEYS = (
+    "row_id", "kernel", "shape", "dtype", "platform", "status", "error_stage", "error_class", "error_message",
+    "total_time_us", "achieved_tflops", "mfu_percent", "roofline_percent", "correct", "is_simulation",
+)
+POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 
 
-@flow(name="sweep", flow_run_name="sweep-{spec.name}", log_prints=False)
+@flow(name="sweep", flow_run_name="sweep-{spec.name}")
 def sweep(spec: SweepSpec) -> dict:
     """Run every point of a sweep spec on this host and write its results.
 
@@ -35,6 +44,32 @@ def sweep(spec: SweepSpec) -> dict:
         spec: The sweep: kernels, parameter grid, dtypes, platforms, capture settings, locations.
     """
     points = expand(spec)
+    shards = math.ceil(len(points) / spec.execution.max_points_per_flow_run)
+    if shards <= 1:
+        return run_here(spec, points)
+    reports = [sweep_shard(spec, shard, shards) for shard in range(shards)]
+    return {
+        "flow_run_id": str(flow_run.id),
+        "paths": [p for r in reports for p in r["paths"]],
+        "rows": [row for r in reports for row in r["rows"]],
+    }
+
+
+@flow(name="sweep-shard", flow_run_name="sweep-{spec.name}-shard-{shard}-of-{shards}")
+def sweep_shard(spec: SweepSpec, shard: int, shards: int) -> dict:
+    """Run one contiguous slice of a sweep's points (shard 0 .. shards-1).
+
+    Args:
+        spec: The whole sweep.
+        shard: Which slice this run takes.
+        shards: How many slices the sweep is cut into.
+    """
+    points = expand(spec)
+    size = math.ceil(len(points) / shards)
+    return run_here(spec, points[shard * size : (shard + 1) * size])
+
+
+def run_here(spec: SweepSpec, points: list[Point]) -> dict:
     ctx, notice = prepare(spec, locations_from_env())
     if notice:
         get_run_logger().info(notice)
@@ -42,31 +77,24 @@ def sweep(spec: SweepSpec) -> dict:
 
 
 def run_points(spec: SweepSpec, ctx: StageContext, points: list[Point]) -> dict:
-    """Shared by `sweep` and `kernel_run`: run the chains, then store one object per platform."""
+    """Run the chains, then store one object per platform for this flow run."""
     run_id = str(flow_run.id)
     rows = []
-    workers = max(1, min(MAX_POINT_WORKERS, len(points)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="point") as pool:
+    workers = min(len(points), ctx.compile_slots + len(ctx.leaser.logical_cores) + POOL_SLACK)
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="point") as pool:
         futures = [pool.submit(contextvars.copy_context().run, run_point, ctx, p) for p in points]
         for future in as_completed(futures):
             row = build_row(
-                future.result(),
-                flow_run_id=run_id,
-                toolchain=ctx.toolchain.kind,
+                future.result(), flow_run_id=run_id, toolchain=ctx.toolchain.kind,
                 is_simulation=ctx.toolchain.is_simulation,
             )
             rows.append(row)
             publish(row)
     scheduled = flow_run.scheduled_start_time or datetime.now(UTC)
     lineage = {
-        "sweep": spec.name,
-        "flow_run_id": run_id,
-        "toolchain": ctx.toolchain.kind,
-        "is_simulation": ctx.toolchain.is_simulation,
-        "compiler_version": ctx.compiler_version,
-        "points": len(points),
-        "failed": sum(r["status"] != "ok" for r in rows),
+        "sweep": spec.name, "flow_run_id": run_id, "toolchain": ctx.toolchain.kind,
+        "is_simulation": ctx.toolchain.is_simulation, "compiler_version": ctx.compiler_version,
+        "points": len(points), "failed": sum(r["status"] != "ok" for r in rows),
     }
     paths = store_task(rows, spec.results, run_id, scheduled.astimezone(UTC).date(), lineage)
-    logging.getLogger(__name__).debug("wrote %s", paths)
-    return {"flow_run_id": run_id, "paths": paths, "rows": rows}
+    return {"flow_run_id": run_id, "paths": paths, "rows": [{k: r.get(k) for k in SUMMARY_KEYS} for r in rows]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,16 @@ class Locations:
     lock_dir: Path
 
 
+COMPILE_MEMORY_BYTES = 4 * 2**30  # a large NEFF compile can hold several GB
+
+
+def default_compile_slots() -> int:
+    """One compile per core, fewer when memory would run out first."""
+    cores = len(os.sched_getaffinity(0))
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, min(cores, memory // COMPILE_MEMORY_BYTES))
+
+
 def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | None]:
     """Returns the context and the toolchain notice (set when `auto` fell back to the sim)."""
     toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir)
@@ -32,6 +43,7 @@ def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | 
         store=open_artifact_store(spec.artifacts),
         capture=spec.capture,
         leaser=CoreLeaser(lock_dir, devices.logical_cores, lnc=devices.lnc),
+        compile_slots=spec.execution.compile_slots or default_compile_slots(),
         compiler_version=compiler_version(toolchain),
     )
     return ctx, notice

@@ -47,6 +47,15 @@ class CaptureSettings(_Strict):
         return self
 
 
+class ExecutionSettings(_Strict):
+    compile_slots: int | None = Field(
+        None, ge=1, le=256, description="Concurrent compiles on this host; default from CPU cores and memory."
+    )
+    max_points_per_flow_run: int = Field(
+        200, ge=1, le=5000, description="Larger sweeps are split into several flow runs of at most this many points."
+    )
+
+
 class KernelGrid(_Strict):
     kernel: str = Field(description="Kernel definition as module:attribute, e.g. kernelsweep.kernels.mlp:mlp.")
     grid: dict[str, list[int]] = Field(
@@ -70,6 +79,7 @@ class SweepSpec(_Strict):
     platforms: list[PlatformName] = Field(min_length=1, description="Platforms to sweep.")
     kernels: list[KernelGrid] = Field(min_length=1)
     capture: CaptureSettings = Field(default_factory=CaptureSettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     toolchain: ToolchainKind = Field("auto", description="auto: real Neuron tools when present, else the simulator.")
     results: str = Field("results", description="Results location: a folder or s3://bucket/prefix.")
     artifacts: str = Field("artifacts", description="Artifact store: a folder or s3://bucket/prefix.")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import inspect
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +41,13 @@ class StageContext:
     store: LocalArtifactStore
     capture: CaptureSettings
     leaser: CoreLeaser
+    compile_slots: int
     compiler_version: str | None = None
     scratch_root: Path | None = None
+    compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compile_gate", threading.BoundedSemaphore(self.compile_slots))
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,8 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
     with _scratch(ctx, "compile") as workdir:
         ir_path = ctx.store.fetch(traced.ir, workdir / "penguin.py")
         lnc = point.lnc if point.platform in ("trn2", "trn3") else None
-        neff = compiler.compile_ir(ctx.toolchain, ir_path, workdir, point.platform, lnc, COMPILE_TIMEOUT_SECONDS)
+        with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
+            neff = compiler.compile_ir(ctx.toolchain, ir_path, workdir, point.platform, lnc, COMPILE_TIMEOUT_SECONDS)
         ref = ctx.store.put_file(neff)
     return CompileResult(neff=ref, compiler_version=ctx.compiler_version, seconds=time.perf_counter() - started)
 

@@ -70,11 +70,26 @@ def test_failed_point_is_a_row_and_the_rest_completes(tmp_path):
     failed = rows["crashes_on_device"]
     assert failed["status"] == "failed" and failed["error_stage"] == "capture"
     assert failed["error_class"] == "CaptureError" and "simulated device fault" in failed["error_message"]
-    assert failed.get("total_time_us") is None and failed.get("correct") is None  # no fake numbers
-    assert failed["neff_sha256"]  # lineage up to the failure is kept
     assert sum(r["status"] == "ok" for r in report["rows"]) == 2
     on_disk = pq.read_table(report["paths"][0]).to_pylist()
     assert len(on_disk) == 3 and {r["status"] for r in on_disk} == {"ok", "failed"}
+    stored = next(r for r in on_disk if r["status"] == "failed")
+    assert stored["total_time_us"] is None and stored["correct"] is None  # no fake numbers
+    assert stored["neff_sha256"] and stored["ir_sha256"]  # lineage up to the failure is kept
+    assert stored["ntff_sha256"] is None
+
+
+def test_large_sweeps_split_into_bounded_shard_runs(tmp_path):
+    from flows.sweep import sweep
+
+    spec = _spec(tmp_path, [VECTOR_ADD], platforms=("trn2", "trn1", "inf2"))
+    spec = spec.model_copy(update={"execution": spec.execution.model_copy(update={"max_points_per_flow_run": 4})})
+    report = sweep(spec)
+    run_ids = {p.rsplit("/", 1)[1] for p in report["paths"]}
+    assert len(run_ids) == 2 and report["flow_run_id"] + ".parquet" not in run_ids  # two shard runs wrote
+    rows = [r for p in report["paths"] for r in pq.read_table(p).to_pylist()]
+    assert len(rows) == 6 and len({r["row_id"] for r in rows}) == 6
+    assert {r["flow_run_id"] for r in rows} == {i.removesuffix(".parquet") for i in run_ids}
 
 
 def test_kernel_run_runs_exactly_one_point(tmp_path):

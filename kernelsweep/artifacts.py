@@ -1,22 +1,37 @@
-"""Content-addressed artifact store: `<root>/sha256/<2 hex>/<sha256>`.
+"""Content-addressed artifact store: `<root>/sha256/<2 hex>/<sha256>`, in a local folder or on S3.
 
 Every file a point makes (IR, NEFF, inputs, NTFF, profile, outputs) goes in by its hash and comes
 out verified, so no step can read another run's overwritten file and every row can name exactly
-the bytes behind its numbers.
+the bytes behind its numbers. Because the key is the content, a put of bytes already present is a
+no-op, and any store holding the hash can serve a ref, whichever host wrote it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+from urllib.parse import unquote, urlsplit
 
+from boto3.exceptions import Boto3Error
+from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from kernelsweep import s3
 from kernelsweep.errors import StoreError, UsageError
 
 CHUNK_BYTES = 1 << 20
+MIB = 1 << 20
+# An NTFF can be ~200 MB: above 64 MiB, upload 16 MiB parts in parallel; part failures retry alone.
+DEFAULT_TRANSFER = TransferConfig(multipart_threshold=64 * MIB, multipart_chunksize=16 * MIB, max_concurrency=8)
+_HASH = re.compile(r"^[0-9a-f]{64}$")
+_CONTENT_PATH = re.compile(r"/sha256/[0-9a-f]{2}/[0-9a-f]{64}$")
+_BOTO_ERRORS = (BotoCoreError, ClientError, Boto3Error)
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,14 @@ class ArtifactRef:
     uri: str
     sha256: str
     size_bytes: int
+
+
+class ArtifactStore(Protocol):
+    """What the stages need: put a file by content, fetch a ref's verified bytes under a chosen name."""
+
+    def put_file(self, path: Path) -> ArtifactRef: ...
+
+    def fetch(self, ref: ArtifactRef, dest: Path) -> Path: ...
 
 
 def sha256_file(path: Path) -> str:
@@ -34,12 +57,26 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def content_key(sha256: str) -> str:
+    """The store-relative key; refuses anything but a hex digest so a ref can never name another path."""
+    if not _HASH.match(sha256):
+        raise StoreError(f"artifact hash {sha256[:80]!r} is not a sha256 hex digest")
+    return f"sha256/{sha256[:2]}/{sha256}"
+
+
+def _verify(path: Path, ref: ArtifactRef, where: str) -> Path:
+    if sha256_file(path) != ref.sha256:
+        path.unlink(missing_ok=True)
+        raise StoreError(f"artifact {ref.sha256[:12]} at {where} is corrupt (hash mismatch)")
+    return path
+
+
 class LocalArtifactStore:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
 
     def _path(self, sha256: str) -> Path:
-        return self.root / "sha256" / sha256[:2] / sha256
+        return self.root / content_key(sha256)
 
     def put_file(self, path: Path) -> ArtifactRef:
         """Idempotent: a file already present is not written again."""
@@ -63,12 +100,80 @@ class LocalArtifactStore:
             os.link(source, dest)
         except OSError:
             shutil.copyfile(source, dest)
-        if sha256_file(dest) != ref.sha256:
-            raise StoreError(f"artifact {ref.sha256[:12]} at {source} is corrupt (hash mismatch)")
+        return _verify(dest, ref, str(source))
+
+
+class S3ArtifactStore:
+    """The same layout under `s3://bucket/prefix`; `client` is public so callers can share or observe it."""
+
+    def __init__(
+        self, location: s3.S3Location, *, client: s3.S3Client | None = None, transfer: TransferConfig = DEFAULT_TRANSFER
+    ) -> None:
+        self.location = location
+        self.client = client or s3.make_client()
+        self.transfer = transfer
+
+    def _key(self, sha256: str) -> str:
+        return self.location.key(content_key(sha256))
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.location.bucket, Key=key)
+        except ClientError as exc:
+            if s3.error_code(exc) in ("404", "NoSuchKey"):
+                return False
+            raise
+        return True
+
+    def put_file(self, path: Path) -> ArtifactRef:
+        """Idempotent: one HEAD, and an upload (multipart when large) only if the hash is not there yet."""
+        sha = sha256_file(path)
+        key = self._key(sha)
+        try:
+            if not self._exists(key):
+                extra = {"Metadata": {"sha256": sha}, "ChecksumAlgorithm": "SHA256"}
+                self.client.upload_file(str(path), self.location.bucket, key, ExtraArgs=extra, Config=self.transfer)
+        except _BOTO_ERRORS as exc:
+            raise s3.translate(exc, f"storing artifact {sha[:12]} at {self.location.uri(key)}") from exc
+        return ArtifactRef(uri=self.location.uri(key), sha256=sha, size_bytes=path.stat().st_size)
+
+    def fetch(self, ref: ArtifactRef, dest: Path) -> Path:
+        """Download next to `dest` under a hidden name, verify, then rename: `dest` is whole or absent."""
+        key = self._key(ref.sha256)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".incoming-")
+        os.close(fd)
+        try:
+            self.client.download_file(self.location.bucket, key, tmp, Config=self.transfer)
+            os.replace(_verify(Path(tmp), ref, self.location.uri(key)), dest)
+        except ClientError as exc:
+            if s3.error_code(exc) in ("404", "NoSuchKey"):
+                raise StoreError(f"artifact {ref.sha256[:12]} is missing from {self.location.uri(key)}") from exc
+            raise s3.translate(exc, f"fetching artifact {ref.sha256[:12]}") from exc
+        except _BOTO_ERRORS as exc:
+            raise s3.translate(exc, f"fetching artifact {ref.sha256[:12]}") from exc
+        finally:
+            Path(tmp).unlink(missing_ok=True)
         return dest
 
 
-def open_artifact_store(location: str) -> LocalArtifactStore:
+def open_artifact_store(location: str) -> ArtifactStore:
+    """A folder path or `s3://bucket/prefix`."""
+    if s3.is_s3_uri(location):
+        return S3ArtifactStore(s3.parse_s3_uri(location))
     if "://" in location:
-        raise UsageError(f"artifact store {location!r}: only local folders are supported so far; use a path")
+        raise UsageError(f"artifact store {location!r}: use a folder path or s3://bucket/prefix")
     return LocalArtifactStore(location)
+
+
+def open_store_for(ref: ArtifactRef) -> ArtifactStore:
+    """The store a ref was written to, e.g. to verify a row's artifacts from another host."""
+    parts = urlsplit(ref.uri)
+    if not _CONTENT_PATH.search(parts.path):
+        raise StoreError(f"{ref.uri!r} is not a content-addressed artifact URI")
+    root = _CONTENT_PATH.sub("", parts.path)
+    if parts.scheme == "s3":
+        return S3ArtifactStore(s3.S3Location(parts.netloc, root.strip("/")))
+    if parts.scheme == "file":
+        return LocalArtifactStore(unquote(root))
+    raise StoreError(f"{ref.uri!r}: artifact URIs are s3:// or file://")

@@ -1,0 +1,128 @@
+"""Read the results dataset (a folder or `s3://bucket/prefix`) with the unified schema.
+
+pyarrow, like Polars, takes a dataset's schema from the first file it opens and silently drops
+columns that only later files have. Reading through `dataset` avoids that: the schema is the pinned
+BASE_SCHEMA plus every `param_*` column any selected file holds (int64), so files written before a
+column existed read back with nulls there, and the hive partitions come back typed (`run_date` as a
+date, not a string). Hidden files (`.incoming-*`, a crashed local write) are never read.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+from kernelsweep import s3
+from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.results.schema import BASE_SCHEMA, PARAM_PREFIX
+from kernelsweep.results.writer import LAYOUT_VERSION
+
+PARTITIONS = pa.schema([("platform", pa.string()), ("run_date", pa.date32())])
+FOOTER_READ_THREADS = 16
+_ATTEMPT = re.compile(r"\.attempt-(\d+)\.parquet$")
+
+Filters = ds.Expression | list | None
+
+
+def dataset(uri: str, *, filters: Filters = None) -> ds.Dataset:
+    """The files under `uri` (pruned by any partition terms in `filters`) as one dataset.
+
+    Hand it to DuckDB (`duckdb.sql("select ... from d")`) or scan it yourself; `read` is the
+    one-call version.
+    """
+    filesystem, root = _filesystem(uri)
+    base = _with_partitions(BASE_SCHEMA)
+    partitioning = ds.partitioning(PARTITIONS, flavor="hive")
+    try:
+        discovered = ds.dataset(root, schema=base, format="parquet", partitioning=partitioning, filesystem=filesystem)
+        fragments = _fragments(discovered, _expression(filters))
+    except FileNotFoundError:
+        fragments = []
+    except OSError as exc:
+        raise StoreError(f"listing results at {uri}: {exc}", retryable=True) from exc
+    with ThreadPoolExecutor(FOOTER_READ_THREADS) as pool:
+        schemas = list(pool.map(_physical_schema, fragments))
+    params = dict.fromkeys(n for schema in schemas for n in schema.names if n.startswith(PARAM_PREFIX))
+    unified = BASE_SCHEMA
+    for name in params:
+        unified = unified.append(pa.field(name, pa.int64()))
+    return ds.FileSystemDataset(fragments, _with_partitions(unified), ds.ParquetFileFormat(), filesystem)
+
+
+def read(uri: str, *, filters: Filters = None, columns: list[str] | None = None) -> pa.Table:
+    """Rows under `uri` as one table; `filters` is a pyarrow expression or pyarrow's DNF tuples,
+    e.g. `[("platform", "=", "trn2"), ("run_date", ">=", date(2026, 1, 1))]`."""
+    data = dataset(uri, filters=filters)
+    try:
+        return data.to_table(filter=_expression(filters), columns=columns)
+    except OSError as exc:
+        raise StoreError(f"reading results at {uri}: {exc}", retryable=True) from exc
+
+
+def find_row(uri: str, row_id: str, *, filters: Filters = None) -> dict | None:
+    """One row by id (narrow the scan with partition `filters` when known).
+
+    A run re-executed with different results keeps each attempt's object under the same row ids;
+    the latest attempt's row is returned.
+    """
+    data = dataset(uri, filters=filters)
+    where = ds.field("row_id") == row_id
+    if (narrow := _expression(filters)) is not None:
+        where = where & narrow
+    found: list[tuple[int, dict]] = []
+    for tagged in data.scanner(filter=where).scan_batches():
+        found += [(_attempt(tagged.fragment.path), row) for row in tagged.record_batch.to_pylist()]
+    return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
+def _fragments(discovered: ds.Dataset, where: ds.Expression | None) -> list[ds.Fragment]:
+    """Partition pruning before any footer is read; a filter on a `param_*` column (unknown until the
+    footers are read) cannot prune here and is applied in full by the scan instead."""
+    try:
+        return list(discovered.get_fragments(filter=where))
+    except pa.ArrowInvalid:
+        return list(discovered.get_fragments())
+
+
+def _physical_schema(fragment: ds.Fragment) -> pa.Schema:
+    try:
+        return fragment.physical_schema
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise StoreError(f"{fragment.path} is not a readable Parquet file ({exc}); move it out of the dataset") from exc
+
+
+def _attempt(path: str) -> int:
+    match = _ATTEMPT.search(path)
+    return int(match.group(1)) if match else 1
+
+
+def _with_partitions(schema: pa.Schema) -> pa.Schema:
+    """`platform` is both a column and a partition (same values); `run_date` exists only in the path."""
+    return schema.append(PARTITIONS.field("run_date"))
+
+
+def _expression(filters: Filters) -> ds.Expression | None:
+    if filters is None or isinstance(filters, ds.Expression):
+        return filters
+    try:
+        return pq.filters_to_expression(filters)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"filters {filters!r}: use a pyarrow expression or [(column, op, value), ...]") from exc
+
+
+def _filesystem(uri: str) -> tuple[fs.FileSystem, str]:
+    if s3.is_s3_uri(uri):
+        location = s3.parse_s3_uri(uri)
+        return s3.pyarrow_filesystem(location), f"{location.bucket}/{location.key(LAYOUT_VERSION)}"
+    if "://" in uri:
+        raise UsageError(f"results location {uri!r}: use a folder path or s3://bucket/prefix")
+    root = Path(uri)
+    if not root.is_dir():
+        raise UsageError(f"results folder {uri!r} does not exist; pass the folder the sweep wrote to")
+    return fs.LocalFileSystem(), str(root.resolve() / LAYOUT_VERSION)

@@ -126,7 +126,9 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `finished_at` timestamp,
   `trace_seconds` double,
   `compile_seconds` double,
-  `capture_seconds` double
+  `capture_seconds` double,
+  `trace_cache_hit` boolean,
+  `compile_cache_hit` boolean
 )
 PARTITIONED BY (
   `platform` string,

@@ -48,6 +48,21 @@ class ArtifactStore(Protocol):
 
     def fetch(self, ref: ArtifactRef, dest: Path) -> Path: ...
 
+    def put_index(self, name: str, data: bytes) -> None:
+        """A small named object (a cache entry) under `<root>/index/`; written last, after its artifacts."""
+
+    def get_index(self, name: str) -> bytes | None:
+        """The named object, or None only when it does not exist (any other failure raises)."""
+
+
+_INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9._/-]*$")
+
+
+def index_key(name: str) -> str:
+    if not _INDEX_NAME.match(name) or ".." in name:
+        raise StoreError(f"index name {name!r} must be lowercase [a-z0-9._/-] without '..'")
+    return f"index/{name}"
+
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
@@ -102,6 +117,20 @@ class LocalArtifactStore:
             shutil.copyfile(source, dest)
         return _verify(dest, ref, str(source))
 
+    def put_index(self, name: str, data: bytes) -> None:
+        target = self.root / index_key(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+
+    def get_index(self, name: str) -> bytes | None:
+        try:
+            return (self.root / index_key(name)).read_bytes()
+        except FileNotFoundError:
+            return None
+
 
 class S3ArtifactStore:
     """The same layout under `s3://bucket/prefix`; `client` is public so callers can share or observe it."""
@@ -155,6 +184,24 @@ class S3ArtifactStore:
         finally:
             Path(tmp).unlink(missing_ok=True)
         return dest
+
+    def put_index(self, name: str, data: bytes) -> None:
+        key = self.location.key(index_key(name))
+        try:
+            self.client.put_object(Bucket=self.location.bucket, Key=key, Body=data)
+        except _BOTO_ERRORS as exc:
+            raise s3.translate(exc, f"writing index {name}") from exc
+
+    def get_index(self, name: str) -> bytes | None:
+        key = self.location.key(index_key(name))
+        try:
+            return self.client.get_object(Bucket=self.location.bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            if s3.error_code(exc) in ("404", "NoSuchKey"):
+                return None
+            raise s3.translate(exc, f"reading index {name}") from exc
+        except _BOTO_ERRORS as exc:
+            raise s3.translate(exc, f"reading index {name}") from exc
 
 
 def open_artifact_store(location: str) -> ArtifactStore:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore
+from kernelsweep import cache
+from kernelsweep.artifacts import ArtifactRef, ArtifactStore
 from kernelsweep.correctness import Correctness, check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import CaptureError, ExtractError, KernelsweepError
@@ -38,7 +39,7 @@ class StageContext:
     """Everything a stage needs besides the point; built once per flow run."""
 
     toolchain: Toolchain
-    store: LocalArtifactStore
+    store: ArtifactStore
     capture: CaptureSettings
     leaser: CoreLeaser
     compile_slots: int
@@ -56,13 +57,15 @@ class TraceResult:
     ir: ArtifactRef
     tracer: str
     seconds: float
+    cache_hit: bool = False
 
 
 @dataclass(frozen=True)
 class CompileResult:
     neff: ArtifactRef
     compiler_version: str | None
-    seconds: float
+    seconds: float | None
+    cache_hit: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,22 +97,39 @@ def _scratch(ctx: StageContext, stage: str) -> Iterator[Path]:
 def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     started = time.perf_counter()
     definition = load_kernel(point.kernel_ref)
+    source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition))))
+    key = cache.trace_key(
+        kernel_source_sha256=source.sha256, kernel_ref=point.kernel_ref, params=point.params, dtype=point.dtype,
+        platform=point.platform, lnc=point.lnc, tracer=ctx.toolchain.kind, tracer_version=ctx.compiler_version,
+    )
+    hit = cache.lookup(ctx.store, "trace", ctx.compiler_version, key)
+    if hit is not None:
+        return TraceResult(kernel_source=source, ir=hit.refs["ir"], tracer=hit.meta["tracer"], seconds=0.0, cache_hit=True)
     with _scratch(ctx, "trace") as workdir:
         out = tracing.trace(ctx.toolchain, point, definition, workdir)
         ir = ctx.store.put_file(out.ir_path)
-    source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition))))
+    cache.record(ctx.store, "trace", ctx.compiler_version, key, {"ir": ir}, {"tracer": out.tracer})
     return TraceResult(kernel_source=source, ir=ir, tracer=out.tracer, seconds=time.perf_counter() - started)
 
 
 def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> CompileResult:
-    started = time.perf_counter()
+    """`seconds` is the compiler's own wall time (None on a cache hit), not the wait for a compile slot."""
+    lnc = point.lnc if point.platform in ("trn2", "trn3") else None
+    key = cache.compile_key(
+        ir_sha256=traced.ir.sha256, compiler_version=ctx.compiler_version, target=point.platform, lnc=lnc, flags=[]
+    )
+    hit = cache.lookup(ctx.store, "compile", ctx.compiler_version, key)
+    if hit is not None:
+        return CompileResult(neff=hit.refs["neff"], compiler_version=ctx.compiler_version, seconds=None, cache_hit=True)
     with _scratch(ctx, "compile") as workdir:
         ir_path = ctx.store.fetch(traced.ir, workdir / "penguin.py")
-        lnc = point.lnc if point.platform in ("trn2", "trn3") else None
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
+            started = time.perf_counter()
             neff = compiler.compile_ir(ctx.toolchain, ir_path, workdir, point.platform, lnc, COMPILE_TIMEOUT_SECONDS)
+            seconds = time.perf_counter() - started
         ref = ctx.store.put_file(neff)
-    return CompileResult(neff=ref, compiler_version=ctx.compiler_version, seconds=time.perf_counter() - started)
+    cache.record(ctx.store, "compile", ctx.compiler_version, key, {"neff": ref})
+    return CompileResult(neff=ref, compiler_version=ctx.compiler_version, seconds=seconds)
 
 
 def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
@@ -126,12 +146,12 @@ def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
 
 
 def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureOutcome:
-    """Holds a NeuronCore lease for exactly the capture; the profiler's timeout ends first."""
-    started = time.perf_counter()
+    """Holds a NeuronCore lease for exactly the capture; `seconds` excludes the wait for the lease."""
     with _scratch(ctx, "capture") as workdir:
         neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
         files = {name: ctx.store.fetch(ref, workdir / f"inp-{name}-000.bin") for name, ref in inputs.inputs.items()}
         with ctx.leaser.lease(waiting_for=point.point_id) as lease:
+            started = time.perf_counter()
             result = profiler.capture(
                 ctx.toolchain,
                 neff,
@@ -143,10 +163,11 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
                 lnc=point.lnc,
                 timeout_seconds=ctx.capture.timeout_seconds,
             )
+            seconds = time.perf_counter() - started
         ntff = ctx.store.put_file(result.ntff)
         outputs = {name: ctx.store.put_file(path) for name, path in result.outputs.items()}
     return CaptureOutcome(
-        ntff=ntff, outputs=outputs, visible_cores=lease.visible_cores, seconds=time.perf_counter() - started
+        ntff=ntff, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds
     )
 
 

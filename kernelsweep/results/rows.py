@@ -129,9 +129,11 @@ def _lineage(record: PointRecord) -> dict:
     if record.trace:
         out |= _artifact("kernel_source", record.trace.kernel_source) | _artifact("ir", record.trace.ir)
         out |= {"tracer": record.trace.tracer, "trace_seconds": record.trace.seconds}
+        out["trace_cache_hit"] = record.trace.cache_hit
     if record.compiled:
         out |= _artifact("neff", record.compiled.neff)
         out |= {"compiler_version": record.compiled.compiler_version, "compile_seconds": record.compiled.seconds}
+        out["compile_cache_hit"] = record.compiled.cache_hit
     if record.inputs:
         out["inputs"] = _artifact_list(record.inputs.inputs)
     if record.captured:

@@ -87,6 +87,8 @@ _LINEAGE = [
     pa.field("trace_seconds", pa.float64()),
     pa.field("compile_seconds", pa.float64()),
     pa.field("capture_seconds", pa.float64()),
+    pa.field("trace_cache_hit", pa.bool_()),
+    pa.field("compile_cache_hit", pa.bool_()),
 ]
 
 BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE)

@@ -2,8 +2,9 @@
 `neuron-ls` that speak the real argv and output formats, so the production adapters are what the
 tests exercise. Run as `python -m kernelsweep.sim.<tool>`; never installed on PATH.
 
-Everything it makes says it is simulated: compiler version strings carry `+kernelsweep.sim`,
-NEFF info and profiles carry `is_simulation`.
+Everything it makes says it is simulated: version strings carry `+kernelsweep.sim`, NEFF info and
+profiles carry `is_simulation`. Faults (a busy core, a hung capture, a compile error) can be
+injected through KERNELSWEEP_SIM_FAULTS (sim.config, sim.faults) to test failure handling.
 """
 
 SIM_VERSION_SUFFIX = "+kernelsweep.sim"

@@ -4,14 +4,20 @@ KERNELSWEEP_SIM_STATE       folder for simulated device state (core locks, fault
 KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated host exposes (default 2)
 KERNELSWEEP_SIM_LNC         logical core config the simulated host reports (default 1)
 KERNELSWEEP_SIM_TIME_SCALE  emulate tool latencies: seconds slept = modelled seconds x scale (default 0)
+KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=mlp` (see sim.faults):
+                              capture-busy=N     first N captures: the NRT busy error (transient)
+                              capture-timeout=N  first N captures hang until the caller's timeout
+                              compile-error=K    compiles of kernel K: an NCC diagnostic (deterministic)
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
 
 
 @dataclass(frozen=True)
@@ -20,6 +26,7 @@ class SimConfig:
     cores: int
     lnc: int
     time_scale: float
+    faults: Faults = field(default_factory=Faults)
 
     @classmethod
     def from_env(cls) -> SimConfig:
@@ -30,4 +37,5 @@ class SimConfig:
             cores=int(env.get("KERNELSWEEP_SIM_CORES", "2")),
             lnc=int(env.get("KERNELSWEEP_SIM_LNC", "1")),
             time_scale=float(env.get("KERNELSWEEP_SIM_TIME_SCALE", "0")),
+            faults=parse_faults(env.get(FAULTS_ENV, "")),
         )

@@ -1,4 +1,4 @@
-"""Stand-in `neuron-ls -j`: one simulated device exposing the configured NeuronCores."""
+"""Stand-in `neuron-ls -j`: one simulated device exposing the configured logical NeuronCores."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from kernelsweep.sim.config import SimConfig
 
 
 def inventory(config: SimConfig) -> list[dict]:
-    physical = config.cores * config.lnc
+    """One device, reported like the real tool: `nc_count` and `neuroncore_ids` count LOGICAL cores
+    at the device's logical_neuroncore_config (the physical cores are lnc times as many)."""
     return [
         {
             "neuron_device": 0,
@@ -18,10 +19,10 @@ def inventory(config: SimConfig) -> list[dict]:
             "cpu_affinity": "0-1",
             "numa_node": "0",
             "connected_to": [],
-            "nc_count": physical,
+            "nc_count": config.cores,
             "logical_neuroncore_config": config.lnc,
             "memory_size": 32 * 2**30,
-            "neuroncore_ids": list(range(physical)),
+            "neuroncore_ids": list(range(config.cores)),
             "neuron_processes": [],
             "is_simulation": True,
         }

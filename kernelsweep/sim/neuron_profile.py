@@ -1,9 +1,11 @@
 """Stand-in `neuron-profile` / `neuron-explorer`: `capture` on a simulated exclusive core, `view`.
 
-capture honours -n, -s, --num-exec, --profile-nth-exec, --save-output and NAME FILE input pairs,
-runs the kernel's numpy reference in the kernel's dtype to produce the outputs, and writes NTFFs
-under the real names. Like the runtime, it takes every visible core for the whole process and
-fails with the NRT busy error when another process holds one.
+capture honours -n, -s, --num-exec, --profile-nth-exec, --save-output, --check-output-determinism
+and NAME FILE input pairs, runs the kernel's numpy reference in the kernel's dtype to produce the
+outputs, and writes NTFFs under the real names. Like the runtime, it takes every visible core for
+the whole process and fails with the NRT busy error when another process holds one; configured
+faults (sim.faults) inject that error or a hang. view writes json, summary-json and summary-text,
+and, as neuron-explorer only, Parquet (sim.views). Errors are printed as runtime log lines.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
-import json
 import os
 import sys
 import time
 from contextlib import ExitStack
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -24,18 +26,38 @@ from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.kernels import load_kernel
 from kernelsweep.locks import parse_visible_cores
 from kernelsweep.neff import NeffFormatError, read_neff
-from kernelsweep.platforms import PLATFORMS
-from kernelsweep.sim import COMPILER_VERSION, PROFILER_VERSION, RUNTIME_VERSION
+from kernelsweep.sim import PROFILER_VERSION, views
 from kernelsweep.sim.config import SimConfig
-from kernelsweep.sim.model import Workload, predict, summary
+from kernelsweep.sim.faults import take
+from kernelsweep.sim.model import predict
 from kernelsweep.sim.ntff import read_ntff, write_ntff
 
-LOAD_SECONDS = 1.0  # emulated NEFF load + runtime init per capture
+LOAD_SECONDS = 1.2  # emulated NEFF load + runtime init per capture (captures take ~1-2 s)
 EXIT_FAILED = 1
+HANG_SECONDS = 3600.0  # an injected capture-timeout hangs until the caller's timeout kills it
+BUILD = "%kernelsweep/sim@simulated built on 2026-01-01T00:00:00Z"  # real: %kaena-tools/2.19@c48a122 built on ...
+VIEW_FORMATS = ("json", "summary-json", "summary-text")
+EXPLORER_VIEW_FORMATS = (*VIEW_FORMATS, "parquet")  # Parquet output came with neuron-explorer (SDK 2.27)
 
 
 class RuntimeFailure(Exception):
-    pass
+    """A capture failure, printed as Neuron runtime log lines (`... ERROR   NRT:<function>  <text>`)."""
+
+
+class SessionFailure(Exception):
+    """A view failure, printed as the profiler's own log line plus the bare message (aws-neuron-sdk#1007)."""
+
+
+def _nrt(function: str, text: str) -> str:
+    return f"{function:<44}{text}"
+
+
+def _busy(requested: str) -> RuntimeFailure:
+    return RuntimeFailure(
+        _nrt("NRT:nrt_allocate_neuron_cores", f"NeuronCore(s) not available - Requested:{requested} Available:0")
+        + "\n"
+        + _nrt("NRT:nrt_init", "nrt_init failed. Status = 1")
+    )
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -56,7 +78,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     view = sub.add_parser("view")
     view.add_argument("-n", "--neff", required=True)
     view.add_argument("-s", "--session-file", required=True)
-    view.add_argument("--output-format", default="summary-text", choices=("json", "summary-json", "summary-text"))
+    formats = EXPLORER_VIEW_FORMATS if prog == "neuron-explorer" else VIEW_FORMATS
+    view.add_argument("--output-format", default="summary-text", choices=formats)
     view.add_argument("--output-file")
     return parser
 
@@ -67,7 +90,7 @@ def _visible_cores(config: SimConfig) -> list[int]:
         return list(range(config.cores))
     cores = parse_visible_cores(value)
     if any(c >= config.cores for c in cores):
-        raise RuntimeFailure(f"TDRV:tdrv_get_dev_info No neuron device available for cores {value}")
+        raise RuntimeFailure(_nrt("TDRV:tdrv_get_dev_info", f"No neuron device available (cores {value})"))
     return cores
 
 
@@ -80,27 +103,28 @@ def _hold_cores(stack: ExitStack, config: SimConfig, cores: list[int]) -> None:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeFailure(
-                "ERROR   NRT:nrt_allocate_neuron_cores               NeuronCore(s) not available - "
-                f"Requested:nc{core}-nc{core} Available:0\nnrt_init failed. Status = 1"
-            ) from None
+            raise _busy(f"nc{core}-nc{core}") from None
 
 
 def _load_inputs(pairs: list[str], ir: dict) -> dict[str, np.ndarray]:
     if len(pairs) % 2:
-        raise RuntimeFailure(f"inputs must be NAME FILE pairs; got {len(pairs)} values")
+        raise RuntimeFailure(
+            _nrt("NRT:nrt_execute", f"NRT_EXEC_BAD_INPUT: inputs must be NAME FILE pairs ({len(pairs)})")
+        )
     given = dict(zip(pairs[::2], pairs[1::2], strict=True))
     expected = {t["name"]: t for t in ir["inputs"]}
     if set(given) != set(expected):
         raise RuntimeFailure(
-            f"NRT_EXEC_BAD_INPUT: inputs {sorted(given)} do not match the NEFF's inputs {sorted(expected)}"
+            _nrt("NRT:nrt_execute", f"NRT_EXEC_BAD_INPUT: inputs {sorted(given)} are not the NEFF's {sorted(expected)}")
         )
     arrays = {}
     for name, file in given.items():
         spec = expected[name]
         data = Path(file).read_bytes()
         if len(data) != spec["bytes"]:
-            raise RuntimeFailure(f"NRT_EXEC_BAD_INPUT: {name} has {len(data)} bytes, NEFF expects {spec['bytes']}")
+            raise RuntimeFailure(
+                _nrt("NRT:nrt_execute", f"NRT_EXEC_BAD_INPUT: {name} has {len(data)} bytes, expected {spec['bytes']}")
+            )
         arrays[name] = np.frombuffer(data, dtype=numpy_dtype(spec["dtype"])).reshape(spec["shape"])
     return arrays
 
@@ -120,48 +144,40 @@ def _ntff_names(session: str, num_exec: int, nth: int | None) -> list[tuple[int,
     return [(1, session)] + [(i, f"{stem}_exec_{i}.ntff") for i in range(2, num_exec + 1)]
 
 
-def _workload(ir: dict) -> Workload:
-    return Workload(
-        platform=PLATFORMS[ir["platform"]],
-        lnc=ir["lnc"],
-        dtype=ir["dtype"],
-        flops=ir["flops"],
-        hbm_bytes=ir["hbm_bytes"],
-        input_bytes=sum(t["bytes"] for t in ir["inputs"]),
-        output_bytes=sum(t["bytes"] for t in ir["outputs"]),
-        dma_transfers=ir["dma_transfers"],
-        engine=ir["engine"],
-    )
-
-
 def capture(args: argparse.Namespace, config: SimConfig) -> int:
     if args.profile_nth_exec is not None and not 1 <= args.profile_nth_exec <= args.num_exec:
         raise RuntimeFailure(f"--profile-nth-exec={args.profile_nth_exec} is outside 1..{args.num_exec}")
     try:
         neff = read_neff(Path(args.neff))
     except (OSError, NeffFormatError) as exc:
-        raise RuntimeFailure(f"NRT_UNSUPPORTED_NEFF_VERSION: cannot load {args.neff}: {exc}") from None
+        raise RuntimeFailure(_nrt("NRT:nrt_load", f"NRT_UNSUPPORTED_NEFF_VERSION: {args.neff}: {exc}")) from None
     ir = neff.neff.get("kernelsweep_sim")
     if ir is None:
-        raise RuntimeFailure("NRT_UNSUPPORTED_NEFF_VERSION: the simulator runs only NEFFs it compiled")
+        raise RuntimeFailure(
+            _nrt("NRT:nrt_load", "NRT_UNSUPPORTED_NEFF_VERSION: the simulator runs only its own NEFFs")
+        )
+    cores = _visible_cores(config)
+    if take(config.state_dir, "capture-busy", config.faults.capture_busy):
+        raise _busy(f"nc{cores[0]}-nc{cores[-1]}")
     with ExitStack() as stack:
-        _hold_cores(stack, config, _visible_cores(config))
+        _hold_cores(stack, config, cores)
+        if take(config.state_dir, "capture-timeout", config.faults.capture_timeout):
+            time.sleep(HANG_SECONDS)
         inputs = _load_inputs(args.inputs, ir)
         outputs = _run_kernel(ir, inputs)
         if args.check_output_determinism and any(
             not np.array_equal(a, b) for a, b in zip(outputs.values(), _run_kernel(ir, inputs).values(), strict=True)
         ):
-            raise RuntimeFailure("output determinism check failed")
-        per_exec = predict(_workload(ir)).total
+            raise RuntimeFailure(_nrt("NRT:nrt_execute", "output determinism check failed"))
+        per_exec = predict(views.workload(ir)).total
         time.sleep((LOAD_SECONDS + args.num_exec * per_exec) * config.time_scale)
         run_key = hashlib.sha256(Path(args.neff).read_bytes() + repr(args.inputs).encode()).hexdigest()
         for index, name in _ntff_names(args.session_file, args.num_exec, args.profile_nth_exec):
             write_ntff(Path(name), {"exec_index": index, "run_key": run_key, "ir": ir})
         if args.save_output or args.save_output_npy:
             _save_outputs(outputs, npy=args.save_output_npy)
-    print(
-        f"Profile captured: {args.num_exec} executions on NeuronCore(s) {os.environ.get('NEURON_RT_VISIBLE_CORES', 'all')} (simulated)"
-    )
+    visible = os.environ.get("NEURON_RT_VISIBLE_CORES", "all")
+    print(f"Profile captured: {args.num_exec} executions on NeuronCore(s) {visible} (simulated)")
     return 0
 
 
@@ -182,25 +198,14 @@ def view(args: argparse.Namespace) -> int:
     try:
         record = read_ntff(Path(args.session_file))
     except (OSError, ValueError) as exc:
-        raise RuntimeFailure(str(exc)) from None
-    workload = _workload(record["ir"])
-    timing = predict(workload, jitter_key=f"{record['run_key']}:{record['exec_index']}")
-    fields = summary(workload, timing)
-    info = {
-        "instance_type": f"{workload.platform.name}.sim",
-        "compiler_version": COMPILER_VERSION,
-        "runtime_version": RUNTIME_VERSION,
-        "profiler_version": PROFILER_VERSION,
-        "is_simulation": True,
-    }
-    if args.output_format == "json":
-        doc = {"summary": [{**fields, **info}], "instruction": _instructions(record, timing.total)}
-        text = json.dumps(doc)
-    elif args.output_format == "summary-json":
-        fractions = {k: (v / 100 if k.endswith("_percent") else v) for k, v in fields.items()}
-        text = json.dumps({f"n_{record['run_key'][:16]}": {**fractions, **info}}, indent=1)
-    else:
-        text = "\n".join(f"{k:<45} {v}" for k, v in {**fields, **info}.items())
+        raise SessionFailure(str(exc)) from None
+    if args.output_format == "parquet":
+        if not args.output_file:
+            raise SessionFailure("--output-format parquet needs --output-file DIR")
+        views.write_parquet(record, Path(args.output_file))
+        return 0
+    render = {"json": views.full_json, "summary-json": views.summary_json, "summary-text": views.summary_text}
+    text = render[args.output_format](record)
     if args.output_file:
         Path(args.output_file).write_text(text)
     else:
@@ -208,27 +213,11 @@ def view(args: argparse.Namespace) -> int:
     return 0
 
 
-def _instructions(record: dict, total_seconds: float) -> list[dict]:
-    count = record["ir"]["dma_transfers"]
-    step = int(total_seconds * 1e9 / max(count, 1))
-    return [
-        {
-            "timestamp": i * step,
-            "duration": step // 2,
-            "label": "qSyncIO",
-            "opcode": "DMA",
-            "hlo_name": record["ir"]["kernel"],
-            "nki_source_location": f"{record['ir']['kernel']}.py:{i + 1}",
-        }
-        for i in range(count)
-    ]
-
-
 def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.version:
-        print(f"{parser.prog} {PROFILER_VERSION}")
+        print(f"{parser.prog} {PROFILER_VERSION}{BUILD}")
         return 0
     try:
         if args.command == "capture":
@@ -236,7 +225,13 @@ def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
         if args.command == "view":
             return view(args)
     except RuntimeFailure as exc:
-        print(f"ERROR   {exc}", file=sys.stderr)
+        stamp = datetime.now(timezone.utc).strftime("%Y-%b-%d %H:%M:%S.%f")
+        for line in str(exc).splitlines():
+            print(f"{stamp} {os.getpid()}:{os.getpid()}  ERROR   {line}", file=sys.stderr)
+        return EXIT_FAILED
+    except SessionFailure as exc:
+        print(f'ERRO[0000] Failed to load profile session  NTFF={args.session_file} error="{exc}"', file=sys.stderr)
+        print(f"{parser.prog} exited with an error.{parser.prog} {PROFILER_VERSION}{BUILD}\n\n{exc}", file=sys.stderr)
         return EXIT_FAILED
     parser.print_usage(sys.stderr)
     return 2

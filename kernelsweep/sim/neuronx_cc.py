@@ -1,16 +1,22 @@
-"""Stand-in `neuronx-cc`: `--version`, and `compile` of a simulated penguin.py into a NEFF."""
+"""Stand-in `neuronx-cc`: `--version`, and `compile` of a simulated penguin.py into a NEFF.
+
+Failures look like the real compiler's: `[NCC_E...]` diagnostics on log-prefixed ERROR lines, the
+`Diagnostic logs stored in ...` tail, exit code 70. Kernel constraint violations never reach it:
+as on a real host, they fail at trace time (see toolchain.tracing.sim_trace).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform as host_platform
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy
 
-from kernelsweep.kernels import InvalidShapeError, load_kernel
 from kernelsweep.neff import write_neff
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim import COMPILER_VERSION
@@ -20,6 +26,7 @@ from kernelsweep.sim.model import compile_seconds
 
 TARGETS = ("inf2", "trn1", "trn1n", "trn2", "trn3")
 EXIT_COMPILE_FAILED = 70
+INJECTED = "injected by KERNELSWEEP_SIM_FAULTS"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +51,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, logfile: Path) -> int:
-    print(f"ERROR 1 [neuronx-cc]: {message}", file=sys.stderr)
+    """`2024-08-15T14:01:19Z ERROR 1320 [neuronx-cc]: [NCC_...] ...`, as the real compiler logs."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(f"{stamp} ERROR {os.getpid()} [neuronx-cc]: {message}", file=sys.stderr)
     print(f"Diagnostic logs stored in {logfile.resolve()}", file=sys.stderr)
     logfile.write_text(message + "\n")
     return EXIT_COMPILE_FAILED
@@ -58,15 +67,12 @@ def compile_command(args: argparse.Namespace, config: SimConfig) -> int:
         ir = read_ir(Path(args.model_file))
     except (OSError, ValueError) as exc:
         return _fail(f"[NCC_EARG002] cannot read model file: {exc}", logfile)
-    kernel = load_kernel(ir["kernel_ref"])
-    try:
-        kernel.check(ir["params"], ir["dtype"])
-    except InvalidShapeError as exc:
-        return _fail(f"[NCC_EVRF001] {exc}", logfile)
     platform = PLATFORMS[ir["platform"]]
     total_bytes = sum(t["bytes"] for t in ir["inputs"] + ir["outputs"])
     if total_bytes > platform.hbm_bytes_per_chip:
         return _fail("[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit", logfile)
+    if ir["kernel"] in config.faults.compile_errors:
+        return _fail(f"[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit ({INJECTED})", logfile)
     time.sleep(compile_seconds(ir["flops"]) * config.time_scale)
     lnc = args.lnc or platform.default_lnc
     variables = {t["name"]: {"type": "input", "shape": t["shape"], "dtype": t["dtype"]} for t in ir["inputs"]}
@@ -89,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"NeuronX Compiler version {COMPILER_VERSION}")
         print(f"\nPython version {host_platform.python_version()}")
+        print(f"HWM version {COMPILER_VERSION}")
         print(f"NumPy version {numpy.__version__}")
         return 0
     if args.command != "compile":

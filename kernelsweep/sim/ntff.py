@@ -19,5 +19,8 @@ def read_ntff(path: Path) -> dict:
         raise ValueError(f"{path}: not an NTFF written by the simulated toolchain")
     record = json.loads(raw[len(MAGIC) :])
     if record.get("ntff_version") != NTFF_VERSION:
-        raise ValueError(f"NTFF version {record.get('ntff_version')} is not supported in this version of the tool")
+        raise ValueError(  # the real tool's words (aws-neuron-sdk#1007)
+            f"NTFF version {record.get('ntff_version')} is not supported in this version of the tool "
+            f"(supported: {NTFF_VERSION} - {NTFF_VERSION}). Please upgrade aws-neuronx-tools."
+        )
     return record

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from kernelsweep.errors import CompileError
+from kernelsweep.toolchain.failures import compile_failure
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 
@@ -27,36 +28,21 @@ def compile_ir(
     """Compile in `workdir` and return the NEFF path; CompileError carries the tool's diagnostics."""
     argv = compile_argv(toolchain, ir_path.name, target, lnc)
     result = run_tool(argv, cwd=workdir, env=toolchain.env, timeout_seconds=timeout_seconds)
+    if result.timed_out or result.returncode != 0:
+        raise compile_failure(result, timeout_seconds)
     neff = workdir / NEFF_NAME
-    if result.timed_out:
-        raise CompileError(
-            f"neuronx-cc timed out after {timeout_seconds:.0f} s",
-            retryable=True,
-            error_class="Timeout",
-            argv=argv,
-            stderr_tail=result.output,
-        )
-    if result.returncode != 0:
-        raise CompileError(
-            _diagnostic(result.output) or f"neuronx-cc exited {result.returncode}",
-            argv=argv,
-            returncode=result.returncode,
-            stderr_tail=result.output,
-        )
     if not neff.is_file():
-        raise CompileError(f"neuronx-cc exited 0 but wrote no {NEFF_NAME}", argv=argv, stderr_tail=result.output)
+        raise CompileError(
+            f"neuronx-cc exited 0 but wrote no {NEFF_NAME}",
+            error_class="MissingOutput",
+            argv=argv,
+            stderr_tail=result.output,
+        )
     return neff
 
 
-def _diagnostic(output: str) -> str | None:
-    """The first line carrying a compiler error code (`[NCC_E...]`, `[F134]`) or an ERROR tag."""
-    for line in output.splitlines():
-        if re.search(r"\[(NCC_E\w+|F\d+|TEN\d+)\]|ERROR", line):
-            return line.strip()
-    return None
-
-
 def parse_compiler_version(output: str) -> str | None:
+    """`NeuronX Compiler version 2.14.227.0+2d4f85be` (the first line of `neuronx-cc --version`)."""
     match = _VERSION.search(output)
     return match.group(1) if match else None
 

@@ -1,13 +1,37 @@
-"""`neuron-ls -j`: which NeuronCores this host can lease, at which LNC."""
+"""`neuron-ls -j`: which NeuronCores this host can lease, at which LNC.
+
+neuron-ls reports LOGICAL NeuronCores: `nc_count` and `neuroncore_ids` count cores at the device's
+`logical_neuroncore_config` (a trn2 device, 8 physical cores, shows 4 at the default LNC=2), and the
+ids run on across devices (device 1 of a trn2.48xlarge holds 4-7). `NEURON_RT_VISIBLE_CORES` takes
+those logical ids; logical core i is made of physical cores i*lnc .. i*lnc+lnc-1, which is what
+the per-physical-core lease locks (kernelsweep.locks) and AWS's own harness rely on.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
+
+
+@dataclass(frozen=True)
+class NeuronProcess:
+    pid: int
+    command: str
+    runtime_version: str | None
+
+
+@dataclass(frozen=True)
+class NeuronDevice:
+    index: int
+    lnc: int
+    logical_cores: tuple[int, ...]
+    memory_bytes: int | None
+    processes: tuple[NeuronProcess, ...]
 
 
 @dataclass(frozen=True)
@@ -16,22 +40,66 @@ class DeviceInventory:
     logical_cores: list[int]
     instance_type: str | None
     busy_pids: list[int]
+    devices: tuple[NeuronDevice, ...] = field(default=())
+
+    def physical_cores(self, logical: int) -> tuple[int, ...]:
+        if logical not in self.logical_cores:
+            raise ValueError(f"logical NeuronCore {logical} is not on this host (visible: {self.logical_cores})")
+        return tuple(range(logical * self.lnc, (logical + 1) * self.lnc))
+
+    @property
+    def physical_core_map(self) -> dict[int, tuple[int, ...]]:
+        return {logical: self.physical_cores(logical) for logical in self.logical_cores}
 
 
 def parse_neuron_ls(text: str, default_lnc: int = 1) -> DeviceInventory:
-    """Logical core ids number each device's physical cores / LNC, device after device."""
-    devices = json.loads(text)
-    lnc = default_lnc
-    logical: list[int] = []
-    busy: list[int] = []
-    instance_type = None
-    for device in devices:
-        lnc = int(device.get("logical_neuroncore_config", default_lnc) or default_lnc)
-        per_device = int(device["nc_count"]) // lnc
-        logical.extend(range(len(logical), len(logical) + per_device))
-        busy.extend(int(p["pid"]) for p in device.get("neuron_processes") or [])
-        instance_type = device.get("instance_type", instance_type)
-    return DeviceInventory(lnc=lnc, logical_cores=logical, instance_type=instance_type, busy_pids=busy)
+    """Parse `neuron-ls -j`; `default_lnc` applies where a device omits logical_neuroncore_config
+    (older tools; pass the platform default: 2 on trn2, 1 on trn1/inf2).
+
+    One process runs at one LNC, so devices reporting different LNCs are an error, not a guess.
+    """
+    entries = json.loads(text)
+    if not isinstance(entries, list):
+        raise ValueError("expected a JSON list of devices")
+    devices: list[NeuronDevice] = []
+    next_id = 0
+    for entry in sorted(entries, key=lambda d: int(d.get("neuron_device", 0))):
+        device = _device(entry, default_lnc, next_id)
+        devices.append(device)
+        next_id = max(device.logical_cores, default=next_id - 1) + 1
+    lncs = {d.lnc for d in devices}
+    if len(lncs) > 1:
+        raise ValueError(f"devices report different logical_neuroncore_config values {sorted(lncs)}")
+    logical = [core for d in devices for core in d.logical_cores]
+    if len(set(logical)) != len(logical):
+        raise ValueError(f"a NeuronCore id appears on two devices: {logical}")
+    return DeviceInventory(
+        lnc=lncs.pop() if lncs else default_lnc,
+        logical_cores=logical,
+        instance_type=None,  # neuron-ls does not report it; see versions.instance_type()
+        busy_pids=[p.pid for d in devices for p in d.processes],
+        devices=tuple(devices),
+    )
+
+
+def _device(entry: Mapping[str, object], default_lnc: int, next_id: int) -> NeuronDevice:
+    lnc = int(entry.get("logical_neuroncore_config") or default_lnc)
+    ids = entry.get("neuroncore_ids")
+    if ids is None:  # older tools: number the device's logical cores on from the previous device
+        ids = range(next_id, next_id + int(entry["nc_count"]))
+    processes = tuple(
+        NeuronProcess(int(p["pid"]), str(p.get("command", "")), p.get("neuron_runtime_version"))
+        for p in entry.get("neuron_processes") or []
+        if not str(p.get("command", "")).startswith("neuron-ls")  # neuron-ls -a lists itself
+    )
+    memory = entry.get("memory_size")
+    return NeuronDevice(
+        index=int(entry.get("neuron_device", 0)),
+        lnc=lnc,
+        logical_cores=tuple(int(i) for i in ids),
+        memory_bytes=int(memory) if memory is not None else None,
+        processes=processes,
+    )
 
 
 def list_devices(toolchain: Toolchain, default_lnc: int = 1, timeout_seconds: float = 30) -> DeviceInventory:

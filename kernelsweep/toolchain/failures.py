@@ -1,34 +1,135 @@
 """Translate a failed tool run into the error it means, once, at the boundary.
 
-Transient failures (a NeuronCore held by another process, runtime init, timeouts) are retried by
-the tasks; deterministic ones (compiler diagnostics, bad input, version skew) never are. The
-patterns are the real strings from the Neuron docs and issue threads (reference sections 2 and 4).
+One table of rules per tool, matched against the tool's output; the first rule in table order
+wins, so specific diagnostics come before the follow-on lines they cause (a busy core is followed
+by `nrt_init failed`). Transient failures (a NeuronCore held by another process, runtime init,
+timeouts) are retried by the tasks; deterministic ones (compiler diagnostics, kernel constraint
+violations, bad input, version skew) never are. The patterns are the real strings from the Neuron
+docs and issue threads (reference sections 2 and 4); tests/test_failures.py walks every one.
+
+error_class values are stable: they land in result rows and are what users group failures by.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from kernelsweep.errors import CaptureError, DeviceBusyError, KernelsweepError
+from kernelsweep.errors import CaptureError, CompileError, DeviceBusyError, ExtractError, KernelsweepError, TraceError
 from kernelsweep.toolchain.process import ToolResult
 
-# (pattern, error class name, retryable, exception type), first match wins
-CAPTURE_PATTERNS: Sequence[tuple[re.Pattern[str], str, bool, type[KernelsweepError]]] = (
-    (re.compile(r"(Virtual )?Neuron ?Core\(s\) not available"), "DeviceBusy", True, DeviceBusyError),
-    (re.compile(r"NRT_EXEC_NC_BUSY|Neuron core is locked"), "DeviceBusy", True, DeviceBusyError),
-    (re.compile(r"NRT_LOAD_NOT_ENOUGH_NC"), "DeviceBusy", True, DeviceBusyError),
-    (re.compile(r"nrt_init failed"), "RuntimeInit", True, CaptureError),
-    (re.compile(r"No neuron device available"), "RuntimeInit", True, CaptureError),
-    (re.compile(r"NRT_TIMEOUT"), "Timeout", True, CaptureError),
-    (re.compile(r"NTFF version \d+ is not supported"), "VersionSkew", False, CaptureError),
-    (re.compile(r"NRT_UNSUPPORTED_NEFF_VERSION"), "VersionSkew", False, CaptureError),
-    (re.compile(r"NRT_EXEC_BAD_INPUT|bad input", re.I), "BadInput", False, CaptureError),
-    (re.compile(r"NRT_EXEC_OOB"), "OutOfBounds", False, CaptureError),
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: re.Pattern[str]
+    error_class: str
+    retryable: bool
+    error_type: type[KernelsweepError] | None = None  # None: the stage's own error type
+
+
+def _rule(regex: str, error_class: str, retryable: bool, error_type: type[KernelsweepError] | None = None) -> Rule:
+    return Rule(re.compile(regex), error_class, retryable, error_type)
+
+
+_INTERNAL_COMPILER_ERROR = _rule(r"An Internal Compiler Error has occurred", "InternalCompilerError", False)
+_PARTITION_LIMIT = _rule(r"number of partitions \d+ exceed architecture limitation of \d+", "KernelConstraint", False)
+_NKI_DOCUMENTED_ERROR = _rule(r"nki\.errors\.html#err-", "KernelConstraint", False)
+_NTFF_SKEW = _rule(r"NTFF version \d+ is not supported", "VersionSkew", False)
+
+COMPILER_RULES: Sequence[Rule] = (
+    _rule(r"\[NCC_E[A-Z]+\d+\]", "CompilerDiagnostic", False),
+    _rule(r"\[TEN\d+\]", "InternalCompilerError", False),
+    _INTERNAL_COMPILER_ERROR,
+    _rule(r"\[F\d+\] neuronx-cc terminated abnormally", "CompilerCrash", False),
+    _PARTITION_LIMIT,  # in-process compiles (nki_standalone, frontend) trace first
+    _NKI_DOCUMENTED_ERROR,
 )
 
+CAPTURE_RULES: Sequence[Rule] = (
+    _rule(r"(Virtual )?Neuron ?Core\(s\) not available", "DeviceBusy", True, DeviceBusyError),
+    _rule(r"NRT_EXEC_NC_BUSY|Neuron core is locked|status\s*=\s*1005\b", "DeviceBusy", True, DeviceBusyError),
+    _rule(r"NRT_LOAD_NOT_ENOUGH_NC", "DeviceBusy", True, DeviceBusyError),
+    _rule(r"nrt_init failed", "RuntimeInit", True),
+    _rule(r"No neuron device available", "RuntimeInit", True),
+    _rule(r"NRT_TIMEOUT", "Timeout", True),
+    _NTFF_SKEW,
+    _rule(r"NRT_UNSUPPORTED_NEFF_VERSION", "VersionSkew", False),
+    _rule(r"NRT_EXEC_BAD_INPUT|status\s*=\s*1002\b", "BadInput", False),
+    _rule(r"NRT_EXEC_OOB|status\s*=\s*1006\b", "OutOfBounds", False),
+)
 
-def capture_failure(result: ToolResult, tool: str) -> KernelsweepError:
+VIEW_RULES: Sequence[Rule] = (_NTFF_SKEW,)
+
+TRACE_RULES: Sequence[Rule] = (_PARTITION_LIMIT, _NKI_DOCUMENTED_ERROR)
+
+_SUPPORT_TICKET = re.compile(r"\s+-\s+Please open a support ticket.*$")
+_LOG_PREFIX = re.compile(r"^.*?\[neuronx-cc\]:\s*")  # "2023-07-14T18:16:48Z ERROR 26345 [neuronx-cc]: "
+
+
+def match(rules: Sequence[Rule], text: str) -> tuple[Rule, str] | None:
+    """The first rule (in table order) found in `text`, and the message it implies."""
+    for rule in rules:
+        found = rule.pattern.search(text)
+        if found:
+            return rule, _message_at(text, found.start())
+    return None
+
+
+def _message_at(text: str, offset: int) -> str:
+    """From the match to the end of its line, minus the boilerplate support-ticket tail."""
+    end = text.find("\n", offset)
+    return _SUPPORT_TICKET.sub("", " ".join(text[offset : None if end < 0 else end].split()))
+
+
+def _internal_error_summary(text: str) -> str | None:
+    """The ICE block names the Python error inside it: `Error class:` and `Error message:`."""
+    kind = re.search(r"Error class:\s*(\S+)", text)
+    detail = re.search(r"Error message:[ \t]*(\S[^\n]*)", text)
+    if not kind and not detail:
+        return None
+    parts = [m.group(1).strip() for m in (kind, detail) if m]
+    return "An Internal Compiler Error has occurred: " + ": ".join(parts)
+
+
+def _last_line(text: str, fallback: str) -> str:
+    lines = [_LOG_PREFIX.sub("", line).strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("Diagnostic logs stored in")]
+    return lines[-1] if lines else fallback
+
+
+def compile_failure(result: ToolResult, timeout_seconds: float) -> CompileError:
+    """A failed `neuronx-cc compile`: diagnostics, crashes and a bare exit 70 (how failing compiles
+    exit in practice) are deterministic for the same input, so never worth a retry."""
+    if result.timed_out:
+        return CompileError(
+            f"neuronx-cc timed out after {timeout_seconds:.0f} s",
+            retryable=True,
+            error_class="Timeout",
+            argv=result.argv,
+            stderr_tail=result.output,
+        )
+    found = match(COMPILER_RULES, result.output)
+    if found:
+        rule, message = found
+        if rule is _INTERNAL_COMPILER_ERROR:
+            message = _internal_error_summary(result.output) or message
+        error_class, retryable = rule.error_class, rule.retryable
+    else:
+        message = _last_line(result.output, f"exit code {result.returncode}")
+        error_class, retryable = "CompilerFailed", False
+    return CompileError(
+        f"neuronx-cc failed: {message}",
+        retryable=retryable,
+        error_class=error_class,
+        argv=result.argv,
+        returncode=result.returncode,
+        stderr_tail=result.output,
+    )
+
+
+def capture_failure(result: ToolResult, tool: str) -> CaptureError:
+    """A failed capture: busy / init / timeout are transient, bad input and version skew are not."""
     if result.timed_out:
         return CaptureError(
             f"{tool} capture timed out",
@@ -37,28 +138,60 @@ def capture_failure(result: ToolResult, tool: str) -> KernelsweepError:
             argv=result.argv,
             stderr_tail=result.output,
         )
-    for pattern, error_class, retryable, exc_type in CAPTURE_PATTERNS:
-        match = pattern.search(result.output)
-        if match:
-            line = _line_of(result.output, match.start())
-            return exc_type(
-                f"{tool} capture failed: {line}",
-                retryable=retryable,
-                error_class=error_class,
-                argv=result.argv,
-                returncode=result.returncode,
-                stderr_tail=result.output,
-            )
-    last = (result.output.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
-    return CaptureError(
-        f"{tool} capture failed: {last.strip()}",
+    found = match(CAPTURE_RULES, result.output)
+    if found is None:  # unrecognised: deterministic, classed by the error type alone
+        return CaptureError(
+            f"{tool} capture failed: {_last_line(result.output, f'exit code {result.returncode}')}",
+            argv=result.argv,
+            returncode=result.returncode,
+            stderr_tail=result.output,
+        )
+    rule, message = found
+    error_type = rule.error_type or CaptureError
+    return error_type(
+        f"{tool} capture failed: {message}",
+        retryable=rule.retryable,
+        error_class=rule.error_class,
         argv=result.argv,
         returncode=result.returncode,
         stderr_tail=result.output,
     )
 
 
-def _line_of(text: str, offset: int) -> str:
-    start = text.rfind("\n", 0, offset) + 1
-    end = text.find("\n", offset)
-    return " ".join(text[start : None if end < 0 else end].split())
+def view_failure(result: ToolResult, tool: str) -> ExtractError:
+    """A failed `view`: only a timeout is worth another try; skew and bad sessions are not."""
+    if result.timed_out:
+        return ExtractError(
+            f"{tool} view timed out",
+            retryable=True,
+            error_class="Timeout",
+            argv=result.argv,
+            stderr_tail=result.output,
+        )
+    found = match(VIEW_RULES, result.output)
+    message = found[1] if found else _last_line(result.output, f"exit code {result.returncode}")
+    return ExtractError(
+        f"{tool} view failed: {message}",
+        retryable=False,
+        error_class=found[0].error_class if found else None,
+        argv=result.argv,
+        returncode=result.returncode,
+        stderr_tail=result.output,
+    )
+
+
+def trace_failure(error: BaseException, tracer: str) -> KernelsweepError:
+    """An exception raised by an in-process tracer: always deterministic for the same kernel.
+
+    Tracers that also compile (nki_standalone, the nki frontend) raise the compiler's diagnostics
+    as exceptions; those are CompileErrors, so rows say which step really failed.
+    """
+    text = f"{type(error).__name__}: {error}"
+    first_line = " ".join(text.splitlines()[0].split())
+    found = match(TRACE_RULES, text)
+    if found:
+        return TraceError(f"{tracer}: {first_line}", error_class=found[0].error_class, stderr_tail=text)
+    found = match(COMPILER_RULES, text)
+    if found:
+        return CompileError(f"{tracer}: {found[1]}", error_class=found[0].error_class, stderr_tail=text)
+    return TraceError(f"{tracer}: {first_line}", stderr_tail=text)

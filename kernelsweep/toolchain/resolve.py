@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,8 +55,20 @@ class Toolchain:
         return "neuron-profile"
 
 
-def find_neuron_tools(search_path: str | None = None) -> dict[str, tuple[str, ...]]:
-    path = os.pathsep.join(p for p in (search_path or os.environ.get("PATH", ""), str(NEURON_BIN_DIR)) if p)
+def tool_search_path(path: str | None = None, extra_paths: Sequence[str | Path] = ()) -> str:
+    """Where the real tools are looked for: configured paths first, then PATH, then the SDK's bin."""
+    parts = [
+        *(str(p) for p in extra_paths),
+        path if path is not None else os.environ.get("PATH", ""),
+        str(NEURON_BIN_DIR),
+    ]
+    return os.pathsep.join(p for p in parts if p)
+
+
+def find_neuron_tools(
+    search_path: str | None = None, extra_paths: Sequence[str | Path] = ()
+) -> dict[str, tuple[str, ...]]:
+    path = tool_search_path(search_path, extra_paths)
     found = {}
     for tool in TOOLS:
         exe = shutil.which(tool, path=path)
@@ -65,11 +77,15 @@ def find_neuron_tools(search_path: str | None = None) -> dict[str, tuple[str, ..
     return found
 
 
-def neuron_available(tools: Mapping[str, tuple[str, ...]]) -> bool:
+def neuron_devices(dev_dir: Path = Path("/dev")) -> list[Path]:
+    """The Neuron driver's device nodes (`/dev/neuron0`, ...); none means no usable device."""
+    return sorted(p for p in dev_dir.glob("neuron*") if p.name[len("neuron") :].isdigit())
+
+
+def neuron_available(tools: Mapping[str, tuple[str, ...]], dev_dir: Path = Path("/dev")) -> bool:
     """The real toolchain needs a compiler, a profiler and a visible Neuron device."""
     has_profiler = "neuron-profile" in tools or "neuron-explorer" in tools
-    has_device = any(Path("/dev").glob("neuron*"))
-    return "neuronx-cc" in tools and has_profiler and has_device
+    return "neuronx-cc" in tools and has_profiler and bool(neuron_devices(dev_dir))
 
 
 def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -> Toolchain:
@@ -80,14 +96,16 @@ def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -
     return Toolchain(kind="sim", commands=commands, env=sim_env)
 
 
-def resolve_toolchain(kind: str, sim_state_dir: str | Path) -> tuple[Toolchain, str | None]:
+def resolve_toolchain(
+    kind: str, sim_state_dir: str | Path, extra_paths: Sequence[str | Path] = ()
+) -> tuple[Toolchain, str | None]:
     """Pick the toolchain; returns it and a one-line notice when `auto` fell back to the sim."""
     if kind == "sim":
         return sim_toolchain(sim_state_dir), None
-    tools = find_neuron_tools()
+    tools = find_neuron_tools(extra_paths=extra_paths)
     if kind == "neuron":
         if not neuron_available(tools):
-            missing = [t for t in ("neuronx-cc", "neuron-profile") if t not in tools]
+            missing = [t for t in ("neuronx-cc", "neuron-explorer or neuron-profile") if not _has(tools, t)]
             what = f"missing {', '.join(missing)}" if missing else "no /dev/neuron* device"
             raise UsageError(
                 f"--toolchain neuron: {what}; run on a Neuron instance with the SDK "
@@ -100,3 +118,7 @@ def resolve_toolchain(kind: str, sim_state_dir: str | Path) -> tuple[Toolchain, 
         return Toolchain(kind="neuron", commands=tools), None
     notice = "No Neuron SDK or device found: running on the simulated toolchain (results marked simulated)."
     return sim_toolchain(sim_state_dir), notice
+
+
+def _has(tools: Mapping[str, tuple[str, ...]], requirement: str) -> bool:
+    return any(name in tools for name in requirement.split(" or "))

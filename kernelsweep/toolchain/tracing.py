@@ -1,34 +1,322 @@
-"""Tracing a kernel to the IR the compiler takes: the step before `neuronx-cc compile`.
+"""Tracing a kernel to what the compiler takes: the step before `neuronx-cc compile`.
 
-The simulated toolchain's tracer writes a data-only `penguin.py`. Real tracing goes through NKI
-APIs that moved between SDK generations; the one that imports is used.
+NKI's tracing API moved three times (reference section 0/1), so there is one thin adapter per
+generation, tried newest first, and the first whose imports succeed is used:
+
+  nki.compiler.frontend     (SDK 2.27+, NKI 0.x)  TracerFrontend -> CompiledKernel.from_frontend:
+                            traces AND compiles in-process; TraceOutput.neff_path is set
+  neuronxcc.nki_standalone  (2026-02)             _compile_nki_ir_to_tensorizer_ir + _write_tensorizer_ir
+                            -> penguin.py for `neuronx-cc compile`
+  legacy-penguin            (<= 2.26, seed 000)   KLIR TraceKernel + penguin IRBuilder/IRWriter -> penguin.py
+
+Each adapter's imports live in its own `_load_*` function, so a host only ever imports the
+generation it has, and tests replace them with stand-in modules. These are private NKI internals
+no public code fully confirms; each call mirrors the one working example cited at the adapter.
+The simulated toolchain's tracer writes a data-only `penguin.py` instead.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
+import inspect
 import math
+import tarfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
-from kernelsweep.dtypes import itemsize
-from kernelsweep.errors import TraceError
-from kernelsweep.kernels import KernelDefinition
+import numpy as np
+
+from kernelsweep.dtypes import itemsize, numpy_dtype
+from kernelsweep.errors import KernelsweepError, TraceError
+from kernelsweep.kernels import InvalidShapeError, KernelDefinition
+from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim import COMPILER_VERSION
 from kernelsweep.sim.ir import IR_NAME, write_ir
 from kernelsweep.spec import Point
+from kernelsweep.toolchain.failures import trace_failure
 from kernelsweep.toolchain.resolve import Toolchain
+from kernelsweep.toolchain.versions import SDK_PACKAGES, package_version
 
-REAL_TRACER_MODULES = ("nki.compiler.frontend", "neuronxcc.nki_standalone", "neuronxcc.starfish.penguin")
+SIM_TRACER = "sim-penguin"
+NEFF_NAME = "file.neff"
+NKI_PARTITION_ERROR = (  # the NKI tracer's own wording (seed 004), which the simulated tracer reuses
+    "number of partitions {parts} exceed architecture limitation of {limit}. Info on how to fix: "
+    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/nki/api/nki.errors.html"
+    "#err-num-partition-exceed-arch-limit"
+)
 
 
 @dataclass(frozen=True)
 class TraceOutput:
     ir_path: Path
     tracer: str
+    neff_path: Path | None = None  # set when the tracing API compiled too: no `neuronx-cc compile` needed
+
+
+@dataclass(frozen=True)
+class TensorStub:
+    """The output description nki_standalone takes (a duck type: shape, dtype, name)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    name: str
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    kernel: Any  # the NKI kernel object named by KernelDefinition.nki_kernel
+    inputs: dict[str, np.ndarray]  # named as the kernel's parameters and the NEFF's inputs
+    outputs: list[TensorStub]
+    target: str
+    lnc: int
+
+
+@dataclass(frozen=True)
+class Tracer:
+    name: str
+    load: Callable[[], SimpleNamespace]  # imports this generation's API; raises if absent
+    run: Callable[[SimpleNamespace, TraceRequest, Path], tuple[Path, Path | None]]  # -> (IR, NEFF or None)
+
+
+# ---------------------------------------------------------------------------------------------
+# nki.compiler.frontend: the path @nki.jit itself takes (recipe verified on NKI 0.6.0)
+# ---------------------------------------------------------------------------------------------
+
+
+def _load_frontend() -> SimpleNamespace:
+    from nki._backends.context import nki_ir_context
+    from nki.compiler.frontend import TracerFrontend
+    from nki.compiler.ncc_driver import CompiledKernel, CompileOptions
+
+    return SimpleNamespace(
+        nki_ir_context=nki_ir_context,
+        TracerFrontend=TracerFrontend,
+        CompileOptions=CompileOptions,
+        CompiledKernel=CompiledKernel,
+    )
+
+
+def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> tuple[Path, Path | None]:
+    """nki_ir_context -> TracerFrontend().compile -> CompiledKernel.from_frontend, as in the public
+    NKI 0.6.0 export recipe; the CompiledKernel step runs neuronx-cc, so this also yields the NEFF."""
+    artifacts = workdir / "nki_artifacts"  # neuronx-cc refuses a non-empty artifacts dir (NCC_IDRV077)
+    artifacts.mkdir()
+    neff = workdir / NEFF_NAME
+    arguments = _bind(request.kernel, request.inputs)
+    with api.nki_ir_context() as ctx:
+        result = api.TracerFrontend().compile(
+            ctx,
+            request.kernel,
+            inputs=arguments,
+            target=request.target,
+            lnc=request.lnc,
+            artifacts_dir=str(artifacts),
+        )
+        options = api.CompileOptions(
+            target=request.target, lnc=request.lnc, output_path=str(neff), artifacts_dir=str(artifacts)
+        )
+        api.CompiledKernel.from_frontend(result, options)
+    _require(neff, "CompiledKernel.from_frontend")
+    return _pack(artifacts, workdir / "nki_artifacts.tar"), neff
+
+
+def _bind(kernel: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Inputs in the kernel's parameter order, checked against its signature by name."""
+    func = getattr(kernel, "func", kernel)  # @nki.jit objects keep the Python function in .func
+    try:
+        return dict(inspect.signature(func).bind(**inputs).arguments)
+    except TypeError as exc:
+        raise TraceError(
+            f"NKI kernel {getattr(func, '__name__', func)}{inspect.signature(func)} does not take the "
+            f"definition's inputs {sorted(inputs)}: {exc}",
+            error_class="KernelSignature",
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# neuronxcc.nki_standalone: trace only, as nki-library's test harness does (trace_kernel_only)
+# ---------------------------------------------------------------------------------------------
+
+
+def _load_standalone() -> SimpleNamespace:
+    from neuronxcc.nki_standalone import NKI_IR_VERSION, _compile_nki_ir_to_tensorizer_ir, _write_tensorizer_ir
+
+    return SimpleNamespace(
+        NKI_IR_VERSION=NKI_IR_VERSION, to_tensorizer_ir=_compile_nki_ir_to_tensorizer_ir, write=_write_tensorizer_ir
+    )
+
+
+def _run_standalone(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> tuple[Path, Path | None]:
+    """Positional arguments exactly as aws-neuron/nki-library's `trace_kernel_only` passes them.
+
+    That `_write_tensorizer_ir` writes `penguin.py` is inferred (the legacy NumpyKernel's
+    write_tensorizer_ir does); if it writes anything else, the TraceError lists what it wrote.
+    """
+    ir_dir = workdir / "tensorizer_ir"
+    ir_dir.mkdir()
+    ir_module, _ = api.to_tensorizer_ir(
+        request.kernel,
+        request.target,
+        request.lnc,
+        dict(request.inputs),
+        list(request.outputs),
+        api.NKI_IR_VERSION.beta2,
+    )
+    api.write(ir_module, str(ir_dir))
+    return _require(ir_dir / IR_NAME, "_write_tensorizer_ir"), None
+
+
+# ---------------------------------------------------------------------------------------------
+# Legacy KLIR + penguin (SDK <= 2.26), exactly the steps of seed 000
+# ---------------------------------------------------------------------------------------------
+
+LEGACY_TRACE_KERNEL_MODULES = (
+    "nki.compiler.backends.neuron.TraceKernel",  # as seed 000 imports it
+    "neuronxcc.nki.compiler.backends.neuron.TraceKernel",  # where seed 004's traceback shows it
+)
+
+
+def _load_legacy() -> SimpleNamespace:
+    from neuronxcc.starfish.penguin.ir.IRBuilder import IRBuilder
+    from neuronxcc.starfish.penguin.ir.IRWriter import IRWriter
+
+    return SimpleNamespace(
+        TraceKernel=_first_attribute(LEGACY_TRACE_KERNEL_MODULES, "TraceKernel"), IRBuilder=IRBuilder, IRWriter=IRWriter
+    )
+
+
+def _first_attribute(modules: tuple[str, ...], attribute: str) -> Any:
+    errors = []
+    for name in modules:
+        try:
+            return getattr(importlib.import_module(name), attribute)
+        except (ImportError, AttributeError) as exc:
+            errors.append(f"{name}: {exc}")
+    raise ImportError("; ".join(errors))
+
+
+def _run_legacy(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> tuple[Path, Path | None]:
+    builder = api.IRBuilder()
+    for name, array in request.inputs.items():
+        builder.tensor(shape=array.shape, dtype=array.dtype, name=name)
+    traced = api.TraceKernel.trace(func=request.kernel, platform_target=request.target)
+    traced[request.lnc](**request.inputs)
+    weights = workdir / "weights"
+    weights.mkdir()
+    penguin = workdir / IR_NAME
+    with open(penguin, "w") as handle:
+        api.IRWriter.run(cu=builder.cu, output=handle, save_weights=True, weights_dir=str(weights))
+    return _require(penguin, "IRWriter.run"), None
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection
+# ---------------------------------------------------------------------------------------------
+
+TRACERS: tuple[Tracer, ...] = (
+    Tracer("nki.compiler.frontend", _load_frontend, _run_frontend),
+    Tracer("neuronxcc.nki_standalone", _load_standalone, _run_standalone),
+    Tracer("legacy-penguin", _load_legacy, _run_legacy),
+)
+
+
+def probe_tracers(tracers: tuple[Tracer, ...] = TRACERS) -> list[tuple[Tracer, SimpleNamespace | None, str]]:
+    """Each tracer with its loaded API (None when unavailable) and why it is unavailable."""
+    found = []
+    for tracer in tracers:
+        try:
+            found.append((tracer, tracer.load(), ""))
+        except Exception as exc:  # placeholder wheels raise at import: any failure means absent
+            found.append((tracer, None, f"{type(exc).__name__}: {' '.join(str(exc).split())}"))
+    return found
+
+
+def select_tracer(tracers: tuple[Tracer, ...] = TRACERS) -> tuple[Tracer, SimpleNamespace]:
+    probed = probe_tracers(tracers)
+    for tracer, api, _ in probed:
+        if api is not None:
+            return tracer, api
+    tried = "; ".join(f"{tracer.name} ({reason})" for tracer, _, reason in probed)
+    installed = ", ".join(package_version(name).describe() for name in SDK_PACKAGES)
+    raise TraceError(
+        f"no NKI tracing API is importable (tried {tried}); installed: {installed}. Install the Neuron SDK "
+        "from https://pip.repos.neuron.amazonaws.com (kernelsweep doctor shows details) or use --toolchain sim",
+        error_class="TracerUnavailable",
+    )
+
+
+def trace(toolchain: Toolchain, point: Point, definition: KernelDefinition, workdir: Path) -> TraceOutput:
+    if toolchain.is_simulation:
+        return sim_trace(point, definition, workdir)
+    tracer, api = select_tracer()
+    request = TraceRequest(
+        kernel=_load_nki_kernel(definition.nki_kernel),
+        inputs=definition.build_inputs(point.params, point.dtype, point.seed),
+        outputs=[
+            TensorStub(t.shape, numpy_dtype(t.dtype), t.name)
+            for t in definition.output_infos(point.params, point.dtype)
+        ],
+        target=point.platform,
+        lnc=point.lnc,
+    )
+    try:
+        ir_path, neff_path = tracer.run(api, request, workdir)
+    except KernelsweepError:
+        raise
+    except Exception as exc:  # the tracer's own errors, classified once, here
+        raise trace_failure(exc, tracer.name) from exc
+    return TraceOutput(ir_path=ir_path, tracer=tracer.name, neff_path=neff_path)
+
+
+def _load_nki_kernel(ref: str) -> Any:
+    module_name, _, attribute = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise TraceError(
+            f"cannot import the NKI kernel {ref!r} ({type(exc).__name__}: {exc}); check the definition's nki_kernel",
+            error_class="KernelImport",
+        ) from None
+
+
+def _require(path: Path, producer: str) -> Path:
+    if not path.is_file():
+        written = sorted(p.name for p in path.parent.iterdir()) if path.parent.is_dir() else []
+        raise TraceError(
+            f"{producer} wrote no {path.name} in {path.parent} (found: {', '.join(written) or 'nothing'})",
+            error_class="MissingOutput",
+        )
+    return path
+
+
+def _pack(folder: Path, archive: Path) -> Path:
+    """One reproducible file for the artifact store: sorted names, no times or owners."""
+
+    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+        return info
+
+    with tarfile.open(archive, "w") as tar:
+        for path in sorted(folder.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False, filter=normalise)
+    return archive
+
+
+# ---------------------------------------------------------------------------------------------
+# The simulated tracer
+# ---------------------------------------------------------------------------------------------
 
 
 def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> TraceOutput:
+    """Write the simulator's data-only penguin.py; kernel constraint violations fail here, at trace
+    time, in the NKI tracer's words, as they do on a real host."""
+    try:
+        _check_like_nki(point, definition)
+    except ValueError as exc:
+        raise trace_failure(exc, SIM_TRACER) from None
     cost = definition.cost(point.params, point.dtype)
 
     def tensors(infos):
@@ -54,25 +342,22 @@ def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> Trac
     }
     ir_path = workdir / IR_NAME
     write_ir(ir_path, payload)
-    return TraceOutput(ir_path=ir_path, tracer="sim-penguin")
+    return TraceOutput(ir_path=ir_path, tracer=SIM_TRACER)
+
+
+def _check_like_nki(point: Point, definition: KernelDefinition) -> None:
+    """The kernel's declared limits, raised as the ValueError the NKI tracer raises.
+
+    A tile partition dimension over the architecture limit (the builtin kernels call it
+    `partition_size`) gets NKI's exact message (seed 004); other violations keep the kernel's words.
+    """
+    try:
+        definition.check(point.params, point.dtype)
+    except InvalidShapeError as exc:
+        limit = PLATFORMS[point.platform].partition_limit
+        parts = point.params.get("partition_size", 0)
+        raise ValueError(NKI_PARTITION_ERROR.format(parts=parts, limit=limit) if parts > limit else str(exc)) from None
 
 
 def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
     return math.prod(shape) * itemsize(dtype)
-
-
-def trace(toolchain: Toolchain, point: Point, definition: KernelDefinition, workdir: Path) -> TraceOutput:
-    if toolchain.is_simulation:
-        return sim_trace(point, definition, workdir)
-    available = [m for m in REAL_TRACER_MODULES if _importable(m)]
-    raise TraceError(
-        f"no supported NKI tracing API found (tried {', '.join(REAL_TRACER_MODULES)}; "
-        f"importable: {', '.join(available) or 'none'}); install the Neuron SDK's neuronx-cc >= 2.21"
-    )
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False

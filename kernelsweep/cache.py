@@ -1,0 +1,72 @@
+"""Trace and compile caches keyed by content, kept in the artifact store.
+
+A NEFF compiled once is reused by any later sweep on any host that shares the store. Keys hash
+canonical JSON of exactly what determines the output, with the tool version in both the key and
+the entry's path:
+
+    trace:   kernel source sha256, kernel ref, params, dtype, platform, lnc, tracer + version
+    compile: IR sha256, compiler version, target, lnc, compiler flags
+
+An entry is written after the artifacts it names, so an entry that exists is complete. Only a
+missing entry is a miss; a store error raises rather than silently recompiling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kernelsweep.artifacts import ArtifactRef, ArtifactStore
+
+CACHE_LAYOUT = "cache-v1"
+
+
+def cache_key(fields: dict[str, Any]) -> str:
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def trace_key(*, kernel_source_sha256: str, kernel_ref: str, params: dict[str, int], dtype: str,
+              platform: str, lnc: int, tracer: str, tracer_version: str | None) -> str:
+    return cache_key({
+        "kernel_source_sha256": kernel_source_sha256, "kernel_ref": kernel_ref, "params": params, "dtype": dtype,
+        "platform": platform, "lnc": lnc, "tracer": tracer, "tracer_version": tracer_version,
+    })
+
+
+def compile_key(*, ir_sha256: str, compiler_version: str | None, target: str, lnc: int | None,
+                flags: list[str]) -> str:
+    return cache_key({
+        "ir_sha256": ir_sha256, "compiler_version": compiler_version, "target": target, "lnc": lnc,
+        "flags": sorted(flags),
+    })
+
+
+def _entry_name(stage: str, version: str | None, key: str) -> str:
+    safe_version = re.sub(r"[^a-z0-9._-]+", "-", (version or "unknown").lower())
+    return f"{CACHE_LAYOUT}/{stage}/{safe_version}/{key}.json"
+
+
+@dataclass(frozen=True)
+class Entry:
+    refs: dict[str, ArtifactRef]
+    meta: dict[str, str]
+
+
+def lookup(store: ArtifactStore, stage: str, version: str | None, key: str) -> Entry | None:
+    data = store.get_index(_entry_name(stage, version, key))
+    if data is None:
+        return None
+    doc = json.loads(data)
+    return Entry(refs={name: ArtifactRef(**ref) for name, ref in doc["refs"].items()}, meta=doc["meta"])
+
+
+def record(
+    store: ArtifactStore, stage: str, version: str | None, key: str, refs: dict[str, ArtifactRef],
+    meta: dict[str, str] | None = None,
+) -> None:
+    doc = {"refs": {name: asdict(ref) for name, ref in refs.items()}, "meta": meta or {}}
+    store.put_index(_entry_name(stage, version, key), json.dumps(doc, sort_keys=True).encode())

@@ -1,0 +1,240 @@
+"""`kernelsweep doctor`: what of the Neuron toolchain this host has, what is missing, and the fix.
+
+Every sweep on a new host starts with "why is it using the simulator?" or "which SDK made these
+numbers?"; this answers both in one screen, from the same lookups the sweep itself uses
+(toolchain.resolve, versions, tracing), so the report cannot disagree with what a run does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from kernelsweep.errors import KernelsweepError
+from kernelsweep.toolchain import tracing, versions
+from kernelsweep.toolchain.compiler import compiler_version
+from kernelsweep.toolchain.devices import DeviceInventory, list_devices
+from kernelsweep.toolchain.profiler import profiler_version
+from kernelsweep.toolchain.resolve import (
+    NEURON_BIN_DIR,
+    Toolchain,
+    find_neuron_tools,
+    neuron_available,
+    neuron_devices,
+    tool_search_path,
+)
+
+NEURON_PIP = "python -m pip install --extra-index-url=https://pip.repos.neuron.amazonaws.com"
+NEURON_REPO = "the Neuron apt/yum repository (apt.repos.neuron.amazonaws.com / yum.repos.neuron.amazonaws.com)"
+CORE_PACKAGES = ("numpy", "pyarrow", "ijson", "pydantic", "prefect")
+OK, MISSING, WARN, INFO = "ok", "missing", "warn", "info"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | missing | warn | info
+    found: str  # what was found (path, version), or what was looked for
+    fix: str | None = None  # one line, for missing and warn
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where to look; the defaults are this machine (tests point them at stand-ins)."""
+
+    path: str | None = None  # PATH to search; None: the process's PATH
+    extra_paths: Sequence[str] = ()
+    dev_dir: Path = Path("/dev")
+    dmi_product_name: Path = versions.DMI_PRODUCT_NAME
+    timeout_seconds: float = 20
+
+
+def diagnose(host: Host | None = None) -> list[Check]:
+    """One check per tool or resource, in a fixed order; the last is the verdict (which toolchain runs)."""
+    host = host or Host()
+    tools = find_neuron_tools(host.path, host.extra_paths)
+    toolchain = Toolchain(kind="neuron", commands=tools)
+    return [
+        _compiler(toolchain, host),
+        _profiler(toolchain, host),
+        _neuron_ls(toolchain, host),
+        _devices(host),
+        _runtime(host),
+        _tracer(),
+        _sdk_packages(),
+        _core_packages(),
+        _instance(host),
+        _verdict(tools, host),
+    ]
+
+
+def _where(host: Host) -> str:
+    return "on PATH" + (f", {', '.join(host.extra_paths)}" if host.extra_paths else "") + f" or in {NEURON_BIN_DIR}"
+
+
+def _compiler(toolchain: Toolchain, host: Host) -> Check:
+    if "neuronx-cc" not in toolchain.commands:
+        return Check("neuronx-cc", MISSING, f"not {_where(host)}", f"{NEURON_PIP} neuronx-cc")
+    exe = toolchain.commands["neuronx-cc"][0]
+    version = compiler_version(toolchain, host.timeout_seconds)
+    if version is None:
+        return Check("neuronx-cc", WARN, f"{exe}: --version printed no version", f"reinstall: {NEURON_PIP} neuronx-cc")
+    return Check("neuronx-cc", OK, f"{exe} (NeuronX Compiler version {version})")
+
+
+def _profiler(toolchain: Toolchain, host: Host) -> Check:
+    names = [n for n in ("neuron-explorer", "neuron-profile") if n in toolchain.commands]
+    if not names:
+        return Check(
+            "profiler",
+            MISSING,
+            f"neither neuron-explorer nor neuron-profile {_where(host)}",
+            f"install aws-neuronx-tools from {NEURON_REPO}",
+        )
+    tool = toolchain.profiler
+    version = profiler_version(toolchain, host.timeout_seconds) or "version unknown"
+    found = f"{tool} {version} at {toolchain.commands[tool][0]}"
+    if len(names) == 2:
+        found += " (preferred over neuron-profile, also found)"
+    if tool == "neuron-profile":
+        return Check(
+            "profiler",
+            WARN,
+            found,
+            "neuron-profile ended with SDK 2.29; upgrade aws-neuronx-tools "
+            "for neuron-explorer (same capture interface, Parquet profiles)",
+        )
+    return Check("profiler", OK, found)
+
+
+def _neuron_ls(toolchain: Toolchain, host: Host) -> Check:
+    if "neuron-ls" not in toolchain.commands:
+        return Check("neuron-ls", MISSING, f"not {_where(host)}", f"install aws-neuronx-tools from {NEURON_REPO}")
+    exe = toolchain.commands["neuron-ls"][0]
+    try:
+        inventory = list_devices(toolchain, timeout_seconds=host.timeout_seconds)
+    except KernelsweepError as exc:
+        return Check("neuron-ls", WARN, f"{exe}: {exc.message}", "check the Neuron driver: lsmod | grep neuron")
+    return Check("neuron-ls", OK, f"{exe}: {describe_inventory(inventory)}")
+
+
+def describe_inventory(inventory: DeviceInventory) -> str:
+    cores = inventory.logical_cores
+    physical = [p for core in cores for p in inventory.physical_cores(core)]
+    text = (
+        f"{len(inventory.devices)} device(s), {len(cores)} logical NeuronCores at LNC={inventory.lnc} "
+        f"(ids {_span(cores)}; physical {_span(physical)})"
+    )
+    holders = [f"pid {p.pid} ({p.command})" for d in inventory.devices for p in d.processes]
+    return text + (f"; in use by {', '.join(holders)}" if holders else "; no other process on them")
+
+
+def _span(ids: list[int]) -> str:
+    if not ids:
+        return "none"
+    return f"{ids[0]}-{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1)) else ",".join(map(str, ids))
+
+
+def _devices(host: Host) -> Check:
+    found = neuron_devices(host.dev_dir)
+    if not found:
+        return Check(
+            "devices",
+            MISSING,
+            f"no {host.dev_dir / 'neuron*'}",
+            "run on a trn1/trn2/inf2 instance with the Neuron driver (aws-neuronx-dkms) loaded",
+        )
+    shown = ", ".join(map(str, found)) if len(found) <= 4 else f"{len(found)} nodes, {found[0]} ... {found[-1]}"
+    return Check("devices", OK, shown)
+
+
+def _runtime(host: Host) -> Check:
+    version = versions.runtime_version(tool_search_path(host.path, host.extra_paths), host.timeout_seconds)
+    if version is None:
+        return Check(
+            "runtime",
+            MISSING,
+            f"{versions.RUNTIME_PACKAGE} not installed (asked dpkg/rpm)",
+            f"install {versions.RUNTIME_PACKAGE} from {NEURON_REPO}",
+        )
+    return Check("runtime", OK, f"{versions.RUNTIME_PACKAGE} {version}")
+
+
+def _tracer() -> Check:
+    probed = tracing.probe_tracers()
+    for tracer, api, _ in probed:
+        if api is not None:
+            return Check("NKI tracer", OK, f"{tracer.name} (newest importable NKI tracing API)")
+    tried = "; ".join(f"{tracer.name}: {_short(reason)}" for tracer, _, reason in probed)
+    return Check("NKI tracer", MISSING, f"none importable ({tried})", f"{NEURON_PIP} neuronx-cc nki")
+
+
+def _short(reason: str, limit: int = 70) -> str:
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
+
+
+def _sdk_packages() -> Check:
+    found = [versions.package_version(name) for name in versions.SDK_PACKAGES]
+    text = ", ".join(p.describe() for p in found)
+    if any(p.placeholder for p in found):
+        placeholders = " ".join(p.name for p in found if p.placeholder)
+        return Check(
+            "SDK packages", WARN, text, f"python -m pip uninstall -y {placeholders}; then {NEURON_PIP} neuronx-cc nki"
+        )
+    if not any(p.usable for p in found):
+        return Check("SDK packages", MISSING, text, f"{NEURON_PIP} neuronx-cc nki")
+    return Check("SDK packages", OK, text)
+
+
+def _core_packages() -> Check:
+    present, missing = [], []
+    for name in CORE_PACKAGES:
+        try:
+            present.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        return Check(
+            "kernelsweep deps",
+            MISSING,
+            f"missing {', '.join(missing)}",
+            "python -m pip install -e . (from the kernelsweep checkout)",
+        )
+    return Check("kernelsweep deps", OK, ", ".join(present))
+
+
+def _instance(host: Host) -> Check:
+    instance = versions.instance_type(host.dmi_product_name)
+    if instance is None:
+        return Check("instance type", INFO, f"unknown (not an EC2 instance: {host.dmi_product_name})")
+    return Check("instance type", OK, instance)
+
+
+def _verdict(tools: dict[str, tuple[str, ...]], host: Host) -> Check:
+    if neuron_available(tools, host.dev_dir):
+        return Check("toolchain", OK, "neuron: `--toolchain auto` runs the real tools on this host")
+    return Check(
+        "toolchain",
+        INFO,
+        "sim: no complete Neuron SDK + device here, so `--toolchain auto` uses the simulated toolchain "
+        "(every row is marked simulated); `--toolchain neuron` fails until the items above are fixed",
+    )
+
+
+def render(checks: Sequence[Check]) -> str:
+    """Plain aligned text: it goes to terminals, CI logs and the README alike."""
+    width = max(len(c.name) for c in checks) + 2
+    lines = ["kernelsweep doctor", ""]
+    for check in checks:
+        lines.append(f"{check.status:<8} {check.name:<{width}}{check.found}")
+        if check.fix:
+            lines.append(f"{'':<8} {'':<{width}}fix: {check.fix}")
+    return "\n".join(lines)
+
+
+def main_text(host: Host | None = None) -> tuple[str, int]:
+    """The report and the exit code: 0 when the real toolchain is complete, 1 when runs will use the sim."""
+    checks = diagnose(host)
+    return render(checks), 0 if checks[-1].status == OK else 1

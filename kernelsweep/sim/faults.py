@@ -1,0 +1,67 @@
+"""Configured faults for the simulated tools, so failure handling is tested end to end.
+
+`KERNELSWEEP_SIM_FAULTS` is a comma-separated list of `name=value`:
+
+    capture-busy=N        the first N captures in this state dir fail with the NRT busy error
+    capture-timeout=N     the first N captures hang until the caller's timeout kills them
+    compile-error=KERNEL  every compile of KERNEL (a kernel name, e.g. mlp) fails with an NCC
+                          diagnostic; repeat the entry for several kernels
+
+Counts are kept in the simulator's state dir under an exclusive lock, so they hold across the
+separate processes a sweep runs the tools in, and each test's own state dir starts from zero.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+FAULTS_ENV = "KERNELSWEEP_SIM_FAULTS"
+_COUNTED = ("capture-busy", "capture-timeout")
+_KNOWN = (*_COUNTED, "compile-error")
+
+
+@dataclass(frozen=True)
+class Faults:
+    capture_busy: int = 0
+    capture_timeout: int = 0
+    compile_errors: frozenset[str] = frozenset()
+
+
+def parse_faults(text: str) -> Faults:
+    counts = dict.fromkeys(_COUNTED, 0)
+    kernels: set[str] = set()
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = entry.partition("=")
+        name, value = name.strip(), value.strip()
+        if name not in _KNOWN or not sep or not value:
+            raise ValueError(f"{FAULTS_ENV}: bad entry {entry!r}; use name=value with name one of {', '.join(_KNOWN)}")
+        if name == "compile-error":
+            kernels.add(value)
+        elif not value.isdigit():
+            raise ValueError(f"{FAULTS_ENV}: {name} takes a count, got {value!r}")
+        else:
+            counts[name] = int(value)
+    return Faults(counts["capture-busy"], counts["capture-timeout"], frozenset(kernels))
+
+
+def take(state_dir: Path, fault: str, limit: int) -> bool:
+    """True for the first `limit` calls for `fault` in this state dir, counted across processes."""
+    if limit <= 0:
+        return False
+    folder = state_dir / "faults"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"{fault}.count", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        used = int(os.read(fd, 32) or b"0")
+        if used >= limit:
+            return False
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(used + 1).encode())
+        return True
+    finally:
+        os.close(fd)  # closing drops the lock

@@ -1,0 +1,154 @@
+"""Which compiler, profiler, runtime and NKI a result was made with.
+
+Profiles and compile results change between SDK releases (a 3x slowdown went unnoticed until a
+user reported it; profiler/runtime skew breaks profiles), so every row records these versions.
+PyPI's `neuronx-cc` 1.0.post1 and `nki` 0.0.1 are empty placeholder wheels whose import raises
+"WRONG PACKAGE": they are reported as placeholders, never as an installed SDK.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+from kernelsweep.sim import RUNTIME_VERSION as SIM_RUNTIME_VERSION
+from kernelsweep.toolchain.compiler import compiler_version
+from kernelsweep.toolchain.process import run_tool
+from kernelsweep.toolchain.profiler import profiler_version
+from kernelsweep.toolchain.resolve import Toolchain
+
+PLACEHOLDER_MARKER = "WRONG PACKAGE"  # the description and the ImportError text of PyPI's placeholders
+PLACEHOLDER_VERSIONS = {"neuronx-cc": frozenset({"1.0.post1"}), "nki": frozenset({"0.0.1"})}
+SDK_PACKAGES = ("neuronx-cc", "nki")
+RUNTIME_PACKAGE = "aws-neuronx-runtime-lib"
+DMI_PRODUCT_NAME = Path("/sys/devices/virtual/dmi/id/product_name")  # the instance type on EC2 Nitro
+_INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
+_RUNTIME_VERSION = re.compile(r"(?:Neuron Runtime|NRT version:|aws-neuronx-runtime-lib)\s+v?(\d+(?:\.\d+){2,})")
+_SIMULATED_INSTANCE = "simulated"
+
+
+@dataclass(frozen=True)
+class PackageVersion:
+    name: str
+    version: str | None  # None: not installed
+    placeholder: bool = False
+
+    @property
+    def usable(self) -> bool:
+        return self.version is not None and not self.placeholder
+
+    def describe(self) -> str:
+        if self.version is None:
+            return f"{self.name} not installed"
+        if self.placeholder:
+            return f"{self.name} {self.version} (PyPI placeholder, not the Neuron SDK)"
+        return f"{self.name} {self.version}"
+
+
+@dataclass(frozen=True)
+class ToolVersions:
+    """What one host's rows were made with; None where a version could not be found."""
+
+    compiler: str | None
+    profiler: str | None
+    runtime: str | None
+    nki: str | None
+    profiler_tool: str | None
+    instance_type: str | None = None
+
+    def as_row(self) -> dict[str, str | None]:
+        """Column names for the result row."""
+        return {
+            "compiler_version": self.compiler,
+            "profiler_version": self.profiler,
+            "runtime_version": self.runtime,
+            "nki_version": self.nki,
+            "profiler_tool": self.profiler_tool,
+            "instance_type": self.instance_type,
+        }
+
+    def as_dict(self) -> dict[str, str | None]:
+        return asdict(self)
+
+
+def package_version(name: str) -> PackageVersion:
+    """A distribution's version from its metadata (never imports it: placeholders raise on import)."""
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return PackageVersion(name, None)
+    version = dist.version
+    description = dist.metadata.get("Description") or dist.metadata.get_payload() or ""  # where the marker lives
+    placeholder = version in PLACEHOLDER_VERSIONS.get(name, ()) or PLACEHOLDER_MARKER in description
+    return PackageVersion(name, version, placeholder)
+
+
+def nki_version() -> str | None:
+    """The `nki` package (SDK 2.27+), else the NKI bundled in neuronx-cc (`neuronxcc.nki`, <= 2.26)."""
+    nki = package_version("nki")
+    if nki.usable:
+        return nki.version
+    compiler = package_version("neuronx-cc")
+    return f"neuronxcc.nki {compiler.version}" if compiler.usable else None
+
+
+def parse_runtime_version(text: str) -> str | None:
+    """From runtime log lines (`Neuron Runtime 2.22.14.0 built on ...`, `NRT version: 2.21.41.0`)
+    or a package listing (`aws-neuronx-runtime-lib 2.21.41.0-fb1705f5f`)."""
+    match = _RUNTIME_VERSION.search(text)
+    return match.group(1) if match else None
+
+
+def runtime_version(search_path: str | None = None, timeout_seconds: float = 30) -> str | None:
+    """The installed `aws-neuronx-runtime-lib`, asked of dpkg or rpm (the runtime is a system package)."""
+    queries = (
+        ("dpkg-query", ["-W", "-f=${binary:Package} ${Version}\\n", RUNTIME_PACKAGE]),
+        ("rpm", ["-q", "--qf", "%{NAME} %{VERSION}\\n", RUNTIME_PACKAGE]),
+    )
+    for tool, args in queries:
+        exe = shutil.which(tool, path=search_path)
+        if exe is None:
+            continue
+        result = run_tool([exe, *args], timeout_seconds=timeout_seconds)
+        if result.returncode == 0 and not result.timed_out:
+            return parse_runtime_version(result.stdout)
+    return None
+
+
+def instance_type(dmi_product_name: Path = DMI_PRODUCT_NAME) -> str | None:
+    """`trn1.2xlarge` etc. from DMI: local, instant, no metadata-service call; None off EC2."""
+    try:
+        text = dmi_product_name.read_text().strip()
+    except OSError:
+        return None
+    return text if _INSTANCE_TYPE.fullmatch(text) else None
+
+
+def collect(
+    toolchain: Toolchain,
+    *,
+    search_path: str | None = None,
+    dmi_product_name: Path = DMI_PRODUCT_NAME,
+    timeout_seconds: float = 60,
+) -> ToolVersions:
+    """Every version a row records, asked of the tools this toolchain runs.
+
+    The simulator reports its own (`+kernelsweep.sim`) versions; it does not use NKI.
+    """
+    if toolchain.is_simulation:
+        runtime, nki, instance = SIM_RUNTIME_VERSION, None, _SIMULATED_INSTANCE
+    else:
+        runtime = runtime_version(search_path, timeout_seconds)
+        nki, instance = nki_version(), instance_type(dmi_product_name)
+    has_profiler = toolchain.profiler in toolchain.commands
+    return ToolVersions(
+        compiler=compiler_version(toolchain, timeout_seconds) if "neuronx-cc" in toolchain.commands else None,
+        profiler=profiler_version(toolchain, timeout_seconds) if has_profiler else None,
+        runtime=runtime,
+        nki=nki,
+        profiler_tool=toolchain.profiler if has_profiler else None,
+        instance_type=instance,
+    )

@@ -1,0 +1,97 @@
+"""`neuron-ls -j` into visible logical cores and their physical cores, LNC-aware."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelsweep.errors import KernelsweepError
+from kernelsweep.locks import CoreLeaser
+from kernelsweep.toolchain.devices import list_devices, parse_neuron_ls
+from kernelsweep.toolchain.resolve import Toolchain, sim_toolchain
+
+# Reference section 4's sample, verbatim: a trn2 device (96 GiB, 8 physical cores) at LNC=2.
+SAMPLE = (
+    '[{"neuron_device": 0, "bdf": "cc:00.0", "cpu_affinity": "48-95,144-191", "numa_node": "1", '
+    '"connected_to": [12, 3, 4, 1], "nc_count": 4, "logical_neuroncore_config": 2, "memory_size": 103079215104, '
+    '"neuroncore_ids": [0, 1, 2, 3], "neuron_processes": [{"pid": 113985, "command": "neuron-bench exec ...", '
+    '"neuron_runtime_version": "2.0.0"}]}]'
+)
+
+
+def trn2_device(index: int, lnc: int = 2, processes: list | None = None, **overrides) -> dict:
+    per_device = 8 // lnc
+    device = {
+        "neuron_device": index,
+        "nc_count": per_device,
+        "logical_neuroncore_config": lnc,
+        "memory_size": 103079215104,
+        "neuroncore_ids": list(range(index * per_device, (index + 1) * per_device)),
+        "neuron_processes": processes or [],
+    }
+    return {**device, **overrides}
+
+
+def test_the_reference_sample():
+    inventory = parse_neuron_ls(SAMPLE)
+    assert inventory.lnc == 2 and inventory.logical_cores == [0, 1, 2, 3]
+    assert inventory.physical_core_map == {0: (0, 1), 1: (2, 3), 2: (4, 5), 3: (6, 7)}
+    assert inventory.busy_pids == [113985]
+    (device,) = inventory.devices
+    assert device.memory_bytes == 96 * 2**30
+    assert device.processes[0].command == "neuron-bench exec ..." and device.processes[0].runtime_version == "2.0.0"
+
+
+def test_several_trn2_devices_number_on_across_devices():
+    text = json.dumps([trn2_device(1), trn2_device(0), trn2_device(2, processes=[{"pid": 7}])])
+    inventory = parse_neuron_ls(text)
+    assert inventory.logical_cores == list(range(12))
+    assert inventory.physical_cores(5) == (10, 11) and inventory.physical_cores(11) == (22, 23)
+    assert [d.index for d in inventory.devices] == [0, 1, 2] and inventory.busy_pids == [7]
+
+
+def test_lnc_1_exposes_every_physical_core():
+    inventory = parse_neuron_ls(json.dumps([trn2_device(0, lnc=1), trn2_device(1, lnc=1)]))
+    assert inventory.lnc == 1 and inventory.logical_cores == list(range(16))
+    assert inventory.physical_cores(9) == (9,)
+
+
+def test_missing_config_and_ids_take_the_platform_default_and_count_on():
+    """Older tools omit logical_neuroncore_config and neuroncore_ids: the caller's default applies."""
+    devices = [{"neuron_device": i, "nc_count": 2, "neuron_processes": []} for i in range(2)]  # trn1.32xlarge-like
+    assert parse_neuron_ls(json.dumps(devices)).logical_cores == [0, 1, 2, 3]
+    trn2 = [{k: v for k, v in trn2_device(0).items() if k != "logical_neuroncore_config"}]
+    assert parse_neuron_ls(json.dumps(trn2), default_lnc=2).physical_cores(3) == (6, 7)
+
+
+def test_neuron_ls_listing_itself_is_not_a_holder():
+    own = [{"pid": 1, "command": "neuron-ls -a"}, {"pid": 2, "command": "python train.py"}]
+    assert parse_neuron_ls(json.dumps([trn2_device(0, processes=own)])).busy_pids == [2]
+
+
+def test_mixed_lnc_is_an_error_not_a_guess():
+    with pytest.raises(ValueError, match="different logical_neuroncore_config"):
+        parse_neuron_ls(json.dumps([trn2_device(0, lnc=2), trn2_device(1, lnc=1)]))
+
+
+def test_physical_core_map_agrees_with_the_lease_locks(tmp_path):
+    """Leases lock physical cores: the parser and the leaser must agree on the mapping."""
+    inventory = parse_neuron_ls(json.dumps([trn2_device(0), trn2_device(1)]))
+    leaser = CoreLeaser(tmp_path, inventory.logical_cores, lnc=inventory.lnc)
+    assert all(leaser.physical_cores(c) == inventory.physical_cores(c) for c in inventory.logical_cores)
+    with pytest.raises(ValueError, match="not on this host"):
+        inventory.physical_cores(8)
+
+
+def test_the_simulated_neuron_ls_speaks_the_same_json(tmp_path):
+    sim = sim_toolchain(tmp_path, env={"KERNELSWEEP_SIM_CORES": "4", "KERNELSWEEP_SIM_LNC": "2"})
+    inventory = list_devices(sim)
+    assert inventory.lnc == 2 and inventory.logical_cores == [0, 1, 2, 3]
+    assert inventory.physical_cores(3) == (6, 7)
+
+
+def test_unparseable_output_is_one_clear_error(tmp_path):
+    broken = Toolchain(kind="neuron", commands={"neuron-ls": ("/bin/echo", "not json")})
+    with pytest.raises(KernelsweepError, match="neuron-ls -j printed unparseable output"):
+        list_devices(broken)

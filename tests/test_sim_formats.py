@@ -1,0 +1,171 @@
+"""The simulated profiler's output formats and configured faults, through the production adapters.
+
+Every tool runs as its own process (resolve.sim_toolchain), exactly as a sweep runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelsweep.errors import CaptureError, CompileError, DeviceBusyError, ExtractError
+from kernelsweep.kernels import load_kernel
+from kernelsweep.metrics import read_profile
+from kernelsweep.sim.ntff import MAGIC
+from kernelsweep.spec import Point
+from kernelsweep.toolchain import compiler, profiler, tracing
+from kernelsweep.toolchain.resolve import Toolchain, sim_toolchain
+
+POINT = Point(
+    sweep="t", kernel="vector_add", kernel_ref="kernelsweep.kernels.vector_add:vector_add",
+    params={"n": 4096, "partition_size": 128, "free_size": 32}, dtype="float32", platform="trn2", lnc=2, seed=0,
+)  # fmt: skip
+MATMUL = Point(
+    sweep="t", kernel="matmul", kernel_ref="kernelsweep.kernels.matmul:matmul",
+    params={"M": 128, "K": 128, "N": 512}, dtype="bfloat16", platform="trn2", lnc=2, seed=0,
+)  # fmt: skip
+
+
+def compiled(sim: Toolchain, point: Point, workdir: Path) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    traced = tracing.trace(sim, point, load_kernel(point.kernel_ref), workdir)
+    return compiler.compile_ir(sim, traced.ir_path, workdir, point.platform, point.lnc, timeout_seconds=120)
+
+
+def inputs(point: Point, workdir: Path) -> dict[str, Path]:
+    files = {}
+    for name, array in load_kernel(point.kernel_ref).build_inputs(point.params, point.dtype, point.seed).items():
+        files[name] = workdir / f"inp-{name}-000.bin"
+        files[name].write_bytes(array.tobytes())
+    return files
+
+
+def capture(sim: Toolchain, neff: Path, workdir: Path, timeout_seconds: float = 120) -> profiler.CaptureResult:
+    return profiler.capture(
+        sim, neff, inputs(POINT, workdir), workdir, num_exec=3, profile_nth_exec=2, visible_cores="0", lnc=2,
+        timeout_seconds=timeout_seconds,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def captured(tmp_path) -> tuple[Toolchain, Path, Path]:
+    sim = sim_toolchain(tmp_path / "state")
+    neff = compiled(sim, POINT, tmp_path / "work")
+    return sim, neff, capture(sim, neff, tmp_path / "work").ntff
+
+
+def test_every_view_format_normalises_to_the_same_metrics(captured, tmp_path):
+    sim, neff, ntff = captured
+    assert sim.profiler == "neuron-explorer"
+    read = {}
+    for fmt in ("json", "summary-json", "parquet"):
+        out = tmp_path / fmt
+        out.mkdir()
+        path = profiler.view(sim, neff, ntff, out, timeout_seconds=120, profile_format=fmt)
+        read[fmt] = read_profile(path)
+        assert read[fmt].source_format == fmt
+    assert read["summary-json"].percent_unit == "fraction" and read["parquet"].percent_unit == "percent"
+    reference = read["json"].values
+    assert reference["total_time_us"] is not None and reference["dma_active_time_percent"] > 1
+    for fmt in ("summary-json", "parquet"):
+        assert read[fmt].values.keys() == reference.keys()
+        for name, value in reference.items():
+            assert read[fmt].values[name] == (None if value is None else pytest.approx(value, rel=1e-9)), (fmt, name)
+            if isinstance(value, int):
+                assert isinstance(read[fmt].values[name], int), (fmt, name)
+
+
+def test_summary_json_keeps_fractions_keyed_by_profile_id(captured, tmp_path):
+    sim, neff, ntff = captured
+    path = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="summary-json")
+    (profile_id, record), = json.loads(path.read_text()).items()  # fmt: skip
+    assert profile_id.startswith("n_")
+    assert 0 < record["tensor_engine_active_time_percent"] <= 1 and record["is_simulation"] is True
+
+
+def test_parquet_is_an_explorer_folder_with_summary_and_metadata(captured, tmp_path):
+    sim, neff, ntff = captured
+    folder = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="parquet")
+    assert folder.is_dir() and {p.name for p in folder.iterdir()} == {"Summary.parquet", "Metadata.parquet"}
+    info = read_profile(folder).info
+    assert info["profile_schema_version"] == "7.4.0" and info["is_simulation"] == "true"
+    assert info["compiler_version"].endswith("+kernelsweep.sim") and info["instance_type"] == "trn2.sim"
+    assert float(info["tensor_engine_clock_freq"]) == 2.4e9
+
+
+def test_neuron_profile_has_no_parquet_output(captured, tmp_path):
+    sim, neff, ntff = captured
+    old = Toolchain(kind="sim", commands={k: v for k, v in sim.commands.items() if k != "neuron-explorer"}, env=sim.env)
+    assert old.profiler == "neuron-profile"
+    with pytest.raises(ExtractError, match="invalid choice: 'parquet'") as info:
+        profiler.view(old, neff, ntff, tmp_path, timeout_seconds=120, profile_format="parquet")
+    assert info.value.retryable is False
+
+
+def test_ntff_version_skew_is_the_real_deterministic_error(captured, tmp_path):
+    sim, neff, ntff = captured
+    record = json.loads(ntff.read_bytes()[len(MAGIC) :])
+    future = tmp_path / "profile_exec_2.ntff"
+    future.write_bytes(MAGIC + json.dumps({**record, "ntff_version": 4}).encode())
+    with pytest.raises(ExtractError) as info:
+        profiler.view_json(sim, neff, future, tmp_path, timeout_seconds=120)
+    assert info.value.error_class == "VersionSkew" and info.value.retryable is False
+    assert "NTFF version 4 is not supported in this version of the tool (supported: 2 - 2)" in info.value.message
+
+
+def test_injected_busy_core_fails_the_first_captures_then_clears(tmp_path):
+    sim = sim_toolchain(tmp_path / "state", env={"KERNELSWEEP_SIM_FAULTS": "capture-busy=2"})
+    neff = compiled(sim, POINT, tmp_path / "work")
+    for _ in range(2):  # counted across processes: each capture is a fresh process
+        with pytest.raises(DeviceBusyError) as info:
+            capture(sim, neff, tmp_path / "work")
+        assert info.value.retryable and info.value.error_class == "DeviceBusy"
+        assert "NeuronCore(s) not available - Requested:nc0-nc0 Available:0" in info.value.message
+        assert "nrt_init failed. Status = 1" in info.value.stderr_tail
+    assert capture(sim, neff, tmp_path / "work").ntff.name == "profile_exec_2.ntff"
+    fresh = sim_toolchain(tmp_path / "other-state", env={"KERNELSWEEP_SIM_FAULTS": "capture-busy=2"})
+    with pytest.raises(DeviceBusyError):  # each state dir counts from zero
+        capture(fresh, neff, tmp_path / "work")
+
+
+def test_injected_capture_timeout_hangs_until_killed(tmp_path):
+    sim = sim_toolchain(tmp_path / "state", env={"KERNELSWEEP_SIM_FAULTS": "capture-timeout=1"})
+    neff = compiled(sim, POINT, tmp_path / "work")
+    with pytest.raises(CaptureError) as info:
+        capture(sim, neff, tmp_path / "work", timeout_seconds=3)
+    assert info.value.error_class == "Timeout" and info.value.retryable
+    assert capture(sim, neff, tmp_path / "work").ntff.is_file()  # the hung process held no core after its kill
+
+
+def test_injected_compile_error_is_deterministic_and_only_for_that_kernel(tmp_path):
+    sim = sim_toolchain(tmp_path / "state", env={"KERNELSWEEP_SIM_FAULTS": "compile-error=vector_add"})
+    for _ in range(2):
+        with pytest.raises(CompileError) as info:
+            compiled(sim, POINT, tmp_path / "work")
+        error = info.value
+        assert (error.error_class, error.retryable, error.returncode) == ("CompilerDiagnostic", False, 70)
+        assert (
+            error.message.startswith("neuronx-cc failed: [NCC_EVRF009]") and "KERNELSWEEP_SIM_FAULTS" in error.message
+        )
+        assert "[neuronx-cc]: [NCC_EVRF009]" in error.stderr_tail and "Diagnostic logs stored in" in error.stderr_tail
+    assert compiled(sim, MATMUL, tmp_path / "matmul").name == "file.neff"
+
+
+def test_a_bad_fault_spec_is_named(tmp_path):
+    sim = sim_toolchain(tmp_path / "state", env={"KERNELSWEEP_SIM_FAULTS": "capture-bizzy=2"})
+    with pytest.raises(CompileError, match="KERNELSWEEP_SIM_FAULTS: bad entry 'capture-bizzy=2'"):
+        compiled(sim, POINT, tmp_path / "work")
+
+
+def test_capture_passes_check_output_determinism(captured, tmp_path):
+    sim, neff, _ = captured
+    argv = profiler.capture_argv(sim, "file.neff", {"a": "a.bin"}, num_exec=2, profile_nth_exec=2,
+                                 check_output_determinism=True)  # fmt: skip
+    assert argv[-4:] == ["--check-output-determinism", "--save-output", "a", "a.bin"]
+    result = profiler.capture(
+        sim, neff, inputs(POINT, tmp_path), tmp_path, num_exec=2, profile_nth_exec=2, visible_cores="1", lnc=2,
+        timeout_seconds=120, check_output_determinism=True,
+    )  # fmt: skip
+    assert result.ntff.name == "profile_exec_2.ntff"

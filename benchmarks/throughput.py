@@ -37,7 +37,6 @@ from flows.sweep import run_points  # noqa: E402
 from kernelsweep import stages  # noqa: E402
 from kernelsweep.runtime import Locations, prepare  # noqa: E402
 from kernelsweep.spec import Point, SweepSpec, expand, parse_spec  # noqa: E402
-from kernelsweep.toolchain import compiler, profiler  # noqa: E402
 
 
 def make_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:
@@ -45,20 +44,27 @@ def make_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:
     per_dtype_seq = points // 4
     h_count = 2 ** math.ceil(math.log2(per_dtype_seq) / 2)
     i_count = per_dtype_seq // h_count
-    return parse_spec({
-        "name": f"bench-{points}",
-        "platforms": ["trn2"],
-        "toolchain": "sim",
-        "results": str(root / "results"),
-        "artifacts": str(root / "artifacts"),
-        "execution": {"compile_slots": compile_slots, "max_points_per_flow_run": max(points, 1)},
-        "kernels": [{
-            "kernel": "kernelsweep.kernels.mlp:mlp",
-            "dtypes": ["bfloat16", "float16"],
-            "grid": {"s": [128, 256], "h": [128 * (k + 1) for k in range(h_count)],
-                     "i": [128 * (k + 1) for k in range(i_count)]},
-        }],
-    })
+    return parse_spec(
+        {
+            "name": f"bench-{points}",
+            "platforms": ["trn2"],
+            "toolchain": "sim",
+            "results": str(root / "results"),
+            "artifacts": str(root / "artifacts"),
+            "execution": {"compile_slots": compile_slots, "max_points_per_flow_run": max(points, 1)},
+            "kernels": [
+                {
+                    "kernel": "kernelsweep.kernels.mlp:mlp",
+                    "dtypes": ["bfloat16", "float16"],
+                    "grid": {
+                        "s": [128, 256],
+                        "h": [128 * (k + 1) for k in range(h_count)],
+                        "i": [128 * (k + 1) for k in range(i_count)],
+                    },
+                }
+            ],
+        }
+    )
 
 
 def configure(root: Path, scale: float, cores: int) -> Locations:
@@ -99,6 +105,7 @@ def noop(x: int) -> int:
 @flow(name="bench-bare-chain")
 def bare_chain(points: int, workers: int) -> None:
     """Six no-op tasks per point on the same kind of pool: Prefect's own floor."""
+
     def chain(i: int) -> None:
         value = i
         for _ in range(6):
@@ -171,7 +178,7 @@ def main() -> None:
     n = args.overhead_points
     workers = args.compile_slots + args.cores + 2
     root = fresh(base, "zero")
-    locations = configure(root, 0.0, args.cores)
+    configure(root, 0.0, args.cores)
     spec = make_spec(n, root, args.compile_slots)
     rss_before = rss_mb()
     started = time.perf_counter()
@@ -184,16 +191,20 @@ def main() -> None:
     floor = time.perf_counter() - started
     overhead_ms = (with_prefect - without_prefect) / n * 1000
     floor_ms = floor / n * 1000
-    print(f"zero latency, {n} points: pipeline {with_prefect / n * 1000:.0f} ms/point, same work without Prefect "
-          f"{without_prefect / n * 1000:.0f} ms/point -> orchestration overhead {overhead_ms:.0f} ms/point; "
-          f"bare chain of six no-op tasks {floor_ms:.0f} ms/point; ratio {overhead_ms / floor_ms:.2f}")
+    print(
+        f"zero latency, {n} points: pipeline {with_prefect / n * 1000:.0f} ms/point, same work without Prefect "
+        f"{without_prefect / n * 1000:.0f} ms/point -> orchestration overhead {overhead_ms:.0f} ms/point; "
+        f"bare chain of six no-op tasks {floor_ms:.0f} ms/point; ratio {overhead_ms / floor_ms:.2f}"
+    )
     big = 4 * n
     root = fresh(base, "rss")
     configure(root, 0.0, args.cores)
     pipelined(make_spec(big, root, args.compile_slots), str(root))
     growth = (rss_mb() - rss_after_first) / (big / 100)
-    print(f"peak RSS {rss_before:.0f} MB before, {rss_after_first:.0f} MB after {n} points, {rss_mb():.0f} MB after "
-          f"{big} more: {max(growth, 0):.2f} MB per 100 points")
+    print(
+        f"peak RSS {rss_before:.0f} MB before, {rss_after_first:.0f} MB after {n} points, {rss_mb():.0f} MB after "
+        f"{big} more: {max(growth, 0):.2f} MB per 100 points"
+    )
     shutil.rmtree(base, ignore_errors=True)
 
 

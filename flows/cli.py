@@ -72,8 +72,8 @@ def validate(spec_path: str) -> None:
 @main.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--toolchain", type=click.Choice(["auto", "neuron", "sim"]), help="Override the spec's toolchain.")
-@click.option("--results", help="Results folder (overrides the spec).")
-@click.option("--artifacts", help="Artifact store folder (overrides the spec).")
+@click.option("--results", help="Results folder or s3://bucket/prefix (overrides the spec).")
+@click.option("--artifacts", help="Artifact store folder or s3://bucket/prefix (overrides the spec).")
 def run(spec_path: str, toolchain: str | None, results: str | None, artifacts: str | None) -> None:
     """Run a sweep on this host and print a summary table."""
     spec, points = _load(spec_path, toolchain=toolchain, results=results, artifacts=artifacts)
@@ -151,6 +151,20 @@ def summary_table(rows: list[dict]) -> Table:
             correct,
         )
     return table
+
+
+@main.command()
+def doctor() -> None:
+    """Show which Neuron tools, devices and packages this host has, and the fix for what is missing.
+
+    Exit code 0 when the real toolchain is complete, 1 when sweeps here will run on the simulator.
+    """
+    from flows.settings import tool_paths_from_env
+    from kernelsweep.doctor import Host, main_text
+
+    text, code = main_text(Host(extra_paths=tool_paths_from_env()))
+    click.echo(text)  # plain: the report may hold [brackets] that rich would take as markup
+    sys.exit(code)
 
 
 @main.command()

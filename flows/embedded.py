@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 
 from flows.progress import subscribe
+from flows.settings import tool_paths_from_env
 from flows.sweep import sweep
 from kernelsweep.spec import SweepSpec
 from kernelsweep.toolchain.resolve import find_neuron_tools, neuron_available
@@ -20,7 +21,7 @@ _NOISY_LOGGERS = ("prefect.server", "uvicorn", "uvicorn.error", "prefect._intern
 
 def toolchain_notice(spec: SweepSpec) -> str | None:
     """The one-line notice `auto` owes the user when it falls back to the simulator."""
-    if spec.toolchain == "auto" and not neuron_available(find_neuron_tools()):
+    if spec.toolchain == "auto" and not neuron_available(find_neuron_tools(extra_paths=tool_paths_from_env())):
         return "No Neuron SDK or device found: running on the simulated toolchain (every row is marked simulated)."
     return None
 

@@ -30,8 +30,21 @@ from tasks import store_task
 # What the CLI's summary and a flow's return value keep of each row: enough to report on,
 # small enough that a sweep's memory stays flat in the number of points.
 SUMMARY_KEYS = (
-    "row_id", "kernel", "shape", "dtype", "platform", "status", "error_stage", "error_class", "error_message",
-    "total_time_us", "achieved_tflops", "mfu_percent", "roofline_percent", "correct", "is_simulation",
+    "row_id",
+    "kernel",
+    "shape",
+    "dtype",
+    "platform",
+    "status",
+    "error_stage",
+    "error_class",
+    "error_message",
+    "total_time_us",
+    "achieved_tflops",
+    "mfu_percent",
+    "roofline_percent",
+    "correct",
+    "is_simulation",
 )
 POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 
@@ -85,16 +98,23 @@ def run_points(spec: SweepSpec, ctx: StageContext, points: list[Point]) -> dict:
         futures = [pool.submit(contextvars.copy_context().run, run_point, ctx, p) for p in points]
         for future in as_completed(futures):
             row = build_row(
-                future.result(), flow_run_id=run_id, toolchain=ctx.toolchain.kind,
+                future.result(),
+                flow_run_id=run_id,
+                toolchain=ctx.toolchain.kind,
                 is_simulation=ctx.toolchain.is_simulation,
+                versions=ctx.versions,
             )
             rows.append(row)
             publish(row)
     scheduled = flow_run.scheduled_start_time or datetime.now(UTC)
     lineage = {
-        "sweep": spec.name, "flow_run_id": run_id, "toolchain": ctx.toolchain.kind,
-        "is_simulation": ctx.toolchain.is_simulation, "compiler_version": ctx.compiler_version,
-        "points": len(points), "failed": sum(r["status"] != "ok" for r in rows),
+        "sweep": spec.name,
+        "flow_run_id": run_id,
+        "toolchain": ctx.toolchain.kind,
+        "is_simulation": ctx.toolchain.is_simulation,
+        "versions": ctx.versions.as_dict(),
+        "points": len(points),
+        "failed": sum(r["status"] != "ok" for r in rows),
     }
     paths = store_task(rows, spec.results, run_id, scheduled.astimezone(UTC).date(), lineage)
     return {"flow_run_id": run_id, "paths": paths, "rows": [{k: r.get(k) for k in SUMMARY_KEYS} for r in rows]}

@@ -29,20 +29,41 @@ def cache_key(fields: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def trace_key(*, kernel_source_sha256: str, kernel_ref: str, params: dict[str, int], dtype: str,
-              platform: str, lnc: int, tracer: str, tracer_version: str | None) -> str:
-    return cache_key({
-        "kernel_source_sha256": kernel_source_sha256, "kernel_ref": kernel_ref, "params": params, "dtype": dtype,
-        "platform": platform, "lnc": lnc, "tracer": tracer, "tracer_version": tracer_version,
-    })
+def trace_key(
+    *,
+    kernel_source_sha256: str,
+    kernel_ref: str,
+    params: dict[str, int],
+    dtype: str,
+    platform: str,
+    lnc: int,
+    tracer: str,
+    tracer_version: str | None,
+) -> str:
+    return cache_key(
+        {
+            "kernel_source_sha256": kernel_source_sha256,
+            "kernel_ref": kernel_ref,
+            "params": params,
+            "dtype": dtype,
+            "platform": platform,
+            "lnc": lnc,
+            "tracer": tracer,
+            "tracer_version": tracer_version,
+        }
+    )
 
 
-def compile_key(*, ir_sha256: str, compiler_version: str | None, target: str, lnc: int | None,
-                flags: list[str]) -> str:
-    return cache_key({
-        "ir_sha256": ir_sha256, "compiler_version": compiler_version, "target": target, "lnc": lnc,
-        "flags": sorted(flags),
-    })
+def compile_key(*, ir_sha256: str, compiler_version: str | None, target: str, lnc: int | None, flags: list[str]) -> str:
+    return cache_key(
+        {
+            "ir_sha256": ir_sha256,
+            "compiler_version": compiler_version,
+            "target": target,
+            "lnc": lnc,
+            "flags": sorted(flags),
+        }
+    )
 
 
 def _entry_name(stage: str, version: str | None, key: str) -> str:
@@ -65,7 +86,11 @@ def lookup(store: ArtifactStore, stage: str, version: str | None, key: str) -> E
 
 
 def record(
-    store: ArtifactStore, stage: str, version: str | None, key: str, refs: dict[str, ArtifactRef],
+    store: ArtifactStore,
+    stage: str,
+    version: str | None,
+    key: str,
+    refs: dict[str, ArtifactRef],
     meta: dict[str, str] | None = None,
 ) -> None:
     doc = {"refs": {name: asdict(ref) for name, ref in refs.items()}, "meta": meta or {}}

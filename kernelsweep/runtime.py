@@ -8,11 +8,12 @@ from pathlib import Path
 
 from kernelsweep.artifacts import open_artifact_store
 from kernelsweep.locks import CoreLeaser
+from kernelsweep.platforms import PLATFORMS
 from kernelsweep.spec import SweepSpec
 from kernelsweep.stages import StageContext
-from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import list_devices
 from kernelsweep.toolchain.resolve import resolve_toolchain
+from kernelsweep.toolchain.versions import collect
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class Locations:
 
     sim_state_dir: Path
     lock_dir: Path
+    tool_paths: tuple[Path, ...] = ()  # searched before PATH and /opt/aws/neuron/bin
 
 
 COMPILE_MEMORY_BYTES = 4 * 2**30  # a large NEFF compile can hold several GB
@@ -33,10 +35,17 @@ def default_compile_slots() -> int:
     return max(1, min(cores, memory // COMPILE_MEMORY_BYTES))
 
 
+def _default_lnc(instance_type: str | None) -> int:
+    """What an older neuron-ls that omits `logical_neuroncore_config` runs at: trn2 defaults to LNC=2."""
+    family = (instance_type or "").split(".")[0]
+    return PLATFORMS[family].default_lnc if family in PLATFORMS else 1
+
+
 def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | None]:
     """Returns the context and the toolchain notice (set when `auto` fell back to the sim)."""
-    toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir)
-    devices = list_devices(toolchain)
+    toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
+    versions = collect(toolchain)
+    devices = list_devices(toolchain, default_lnc=_default_lnc(versions.instance_type))
     lock_dir = locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir
     ctx = StageContext(
         toolchain=toolchain,
@@ -44,6 +53,6 @@ def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | 
         capture=spec.capture,
         leaser=CoreLeaser(lock_dir, devices.logical_cores, lnc=devices.lnc),
         compile_slots=spec.execution.compile_slots or default_compile_slots(),
-        compiler_version=compiler_version(toolchain),
+        versions=versions,
     )
     return ctx, notice

@@ -29,6 +29,7 @@ from kernelsweep.metrics import ProfileMetrics, read_profile
 from kernelsweep.spec import CaptureSettings, Point
 from kernelsweep.toolchain import compiler, profiler, tracing
 from kernelsweep.toolchain.resolve import Toolchain
+from kernelsweep.toolchain.versions import ToolVersions
 
 COMPILE_TIMEOUT_SECONDS = 1800.0
 VIEW_TIMEOUT_SECONDS = 600.0
@@ -43,7 +44,7 @@ class StageContext:
     capture: CaptureSettings
     leaser: CoreLeaser
     compile_slots: int
-    compiler_version: str | None = None
+    versions: ToolVersions
     scratch_root: Path | None = None
     compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
 
@@ -58,6 +59,7 @@ class TraceResult:
     tracer: str
     seconds: float
     cache_hit: bool = False
+    neff: ArtifactRef | None = None  # set when the tracing API compiled too (nki.compiler.frontend)
 
 
 @dataclass(frozen=True)
@@ -75,17 +77,43 @@ class InputsResult:
 
 @dataclass(frozen=True)
 class CaptureOutcome:
-    ntff: ArtifactRef
+    ntffs: list[ArtifactRef]  # one per repeat
     outputs: dict[str, ArtifactRef]
     visible_cores: str
     seconds: float
 
 
 @dataclass(frozen=True)
+class LatencyStats:
+    """total_time_us across a point's repeated captures."""
+
+    repeats: int
+    median_us: float
+    min_us: float
+    max_us: float
+    p90_us: float
+    p99_us: float
+
+    @classmethod
+    def of(cls, latencies_us: list[float]) -> LatencyStats:
+        values = np.asarray(latencies_us, dtype=np.float64)
+        return cls(
+            repeats=len(values),
+            median_us=float(np.median(values)),
+            min_us=float(values.min()),
+            max_us=float(values.max()),
+            p90_us=float(np.percentile(values, 90)),
+            p99_us=float(np.percentile(values, 99)),
+        )
+
+
+@dataclass(frozen=True)
 class ExtractResult:
+    ntff: ArtifactRef  # the repeat whose profile the row reports
     profile: ArtifactRef
     metrics: ProfileMetrics
     correctness: Correctness
+    latency: LatencyStats
 
 
 @contextmanager
@@ -99,28 +127,50 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     definition = load_kernel(point.kernel_ref)
     source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition))))
     key = cache.trace_key(
-        kernel_source_sha256=source.sha256, kernel_ref=point.kernel_ref, params=point.params, dtype=point.dtype,
-        platform=point.platform, lnc=point.lnc, tracer=ctx.toolchain.kind, tracer_version=ctx.compiler_version,
+        kernel_source_sha256=source.sha256,
+        kernel_ref=point.kernel_ref,
+        params=point.params,
+        dtype=point.dtype,
+        platform=point.platform,
+        lnc=point.lnc,
+        tracer=ctx.toolchain.kind,
+        tracer_version=ctx.versions.compiler,
     )
-    hit = cache.lookup(ctx.store, "trace", ctx.compiler_version, key)
+    hit = cache.lookup(ctx.store, "trace", ctx.versions.compiler, key)
     if hit is not None:
-        return TraceResult(kernel_source=source, ir=hit.refs["ir"], tracer=hit.meta["tracer"], seconds=0.0, cache_hit=True)
+        return TraceResult(
+            kernel_source=source,
+            ir=hit.refs["ir"],
+            tracer=hit.meta["tracer"],
+            seconds=0.0,
+            cache_hit=True,
+            neff=hit.refs.get("neff"),
+        )
     with _scratch(ctx, "trace") as workdir:
         out = tracing.trace(ctx.toolchain, point, definition, workdir)
         ir = ctx.store.put_file(out.ir_path)
-    cache.record(ctx.store, "trace", ctx.compiler_version, key, {"ir": ir}, {"tracer": out.tracer})
-    return TraceResult(kernel_source=source, ir=ir, tracer=out.tracer, seconds=time.perf_counter() - started)
+        neff = ctx.store.put_file(out.neff_path) if out.neff_path else None
+    refs = {"ir": ir} | ({"neff": neff} if neff else {})
+    cache.record(ctx.store, "trace", ctx.versions.compiler, key, refs, {"tracer": out.tracer})
+    seconds = time.perf_counter() - started
+    return TraceResult(kernel_source=source, ir=ir, tracer=out.tracer, seconds=seconds, neff=neff)
 
 
 def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> CompileResult:
     """`seconds` is the compiler's own wall time (None on a cache hit), not the wait for a compile slot."""
+    if traced.neff is not None:  # the tracer compiled already; its NEFF is cached with the trace
+        return CompileResult(
+            neff=traced.neff, compiler_version=ctx.versions.compiler, seconds=None, cache_hit=traced.cache_hit
+        )
     lnc = point.lnc if point.platform in ("trn2", "trn3") else None
     key = cache.compile_key(
-        ir_sha256=traced.ir.sha256, compiler_version=ctx.compiler_version, target=point.platform, lnc=lnc, flags=[]
+        ir_sha256=traced.ir.sha256, compiler_version=ctx.versions.compiler, target=point.platform, lnc=lnc, flags=[]
     )
-    hit = cache.lookup(ctx.store, "compile", ctx.compiler_version, key)
+    hit = cache.lookup(ctx.store, "compile", ctx.versions.compiler, key)
     if hit is not None:
-        return CompileResult(neff=hit.refs["neff"], compiler_version=ctx.compiler_version, seconds=None, cache_hit=True)
+        return CompileResult(
+            neff=hit.refs["neff"], compiler_version=ctx.versions.compiler, seconds=None, cache_hit=True
+        )
     with _scratch(ctx, "compile") as workdir:
         ir_path = ctx.store.fetch(traced.ir, workdir / "penguin.py")
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
@@ -128,8 +178,8 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             neff = compiler.compile_ir(ctx.toolchain, ir_path, workdir, point.platform, lnc, COMPILE_TIMEOUT_SECONDS)
             seconds = time.perf_counter() - started
         ref = ctx.store.put_file(neff)
-    cache.record(ctx.store, "compile", ctx.compiler_version, key, {"neff": ref})
-    return CompileResult(neff=ref, compiler_version=ctx.compiler_version, seconds=seconds)
+    cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref})
+    return CompileResult(neff=ref, compiler_version=ctx.versions.compiler, seconds=seconds)
 
 
 def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
@@ -146,44 +196,70 @@ def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
 
 
 def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureOutcome:
-    """Holds a NeuronCore lease for exactly the capture; `seconds` excludes the wait for the lease."""
+    """`repeats` captures of one NEFF under one NeuronCore lease, which covers exactly the captures.
+
+    `seconds` is the captures' own wall time, not the wait for the lease. Outputs come from the first.
+    """
+    settings = ctx.capture
     with _scratch(ctx, "capture") as workdir:
         neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
         files = {name: ctx.store.fetch(ref, workdir / f"inp-{name}-000.bin") for name, ref in inputs.inputs.items()}
+        results = []
         with ctx.leaser.lease(waiting_for=point.point_id) as lease:
             started = time.perf_counter()
-            result = profiler.capture(
-                ctx.toolchain,
-                neff,
-                files,
-                workdir,
-                num_exec=ctx.capture.num_exec,
-                profile_nth_exec=ctx.capture.profile_nth_exec,
-                visible_cores=lease.visible_cores,
-                lnc=point.lnc,
-                timeout_seconds=ctx.capture.timeout_seconds,
-            )
+            for repeat in range(settings.repeats):
+                run_dir = workdir / f"repeat-{repeat}"
+                run_dir.mkdir()
+                results.append(
+                    profiler.capture(
+                        ctx.toolchain,
+                        neff,
+                        files,
+                        run_dir,
+                        num_exec=settings.num_exec,
+                        profile_nth_exec=settings.profile_nth_exec,
+                        visible_cores=lease.visible_cores,
+                        lnc=point.lnc,
+                        timeout_seconds=settings.timeout_seconds,
+                        check_output_determinism=settings.check_output_determinism,
+                    )
+                )
             seconds = time.perf_counter() - started
-        ntff = ctx.store.put_file(result.ntff)
-        outputs = {name: ctx.store.put_file(path) for name, path in result.outputs.items()}
-    return CaptureOutcome(
-        ntff=ntff, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds
-    )
+        ntffs = [ctx.store.put_file(result.ntff) for result in results]
+        outputs = {name: ctx.store.put_file(path) for name, path in results[0].outputs.items()}
+    return CaptureOutcome(ntffs=ntffs, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds)
 
 
 def extract_stage(
     ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureOutcome
 ) -> ExtractResult:
+    """Every repeat's profile is viewed; the row's metrics are those of the median-latency repeat."""
+    profile_format = ctx.capture.profile_format
+    if profile_format == "auto":
+        profile_format = profiler.default_profile_format(ctx.toolchain.profiler, ctx.versions.profiler)
     with _scratch(ctx, "extract") as workdir:
         neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
-        ntff = ctx.store.fetch(captured.ntff, workdir / "profile.ntff")
-        profile_path = profiler.view_json(ctx.toolchain, neff, ntff, workdir, VIEW_TIMEOUT_SECONDS)
-        metrics = read_profile(profile_path)
-        profile = ctx.store.put_file(profile_path)
+        profiles = []
+        for repeat, ntff_ref in enumerate(captured.ntffs):
+            run_dir = workdir / f"repeat-{repeat}"
+            ntff = ctx.store.fetch(ntff_ref, run_dir / "profile.ntff")
+            path = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
+            path = path / "Summary.parquet" if path.is_dir() else path
+            metrics = read_profile(path)
+            if metrics.values.get("total_time_us") is None:
+                raise ExtractError(f"profile of repeat {repeat} has no total_time", error_class="MissingMetric")
+            profiles.append((metrics, ctx.store.put_file(path)))
         correctness = _check(ctx, point, inputs, captured, workdir)
-    if metrics.values.get("total_time_us") is None:
-        raise ExtractError(f"profile {profile.sha256[:12]} has no total_time")
-    return ExtractResult(profile=profile, metrics=metrics, correctness=correctness)
+    latencies = [m.values["total_time_us"] for m, _ in profiles]
+    median_index = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
+    metrics, profile = profiles[median_index]
+    return ExtractResult(
+        ntff=captured.ntffs[median_index],
+        profile=profile,
+        metrics=metrics,
+        correctness=correctness,
+        latency=LatencyStats.of(latencies),
+    )
 
 
 def _check(

@@ -94,5 +94,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_nonzero_exit_is_reported_not_raised():
-    result = run_tool([sys.executable, "-c", "import sys; print('oops', file=sys.stderr); sys.exit(3)"], timeout_seconds=30)
+    result = run_tool(
+        [sys.executable, "-c", "import sys; print('oops', file=sys.stderr); sys.exit(3)"], timeout_seconds=30
+    )
     assert result.returncode == 3 and "oops" in result.stderr and not result.timed_out

@@ -10,12 +10,21 @@ from kernelsweep.errors import StoreError
 from kernelsweep.s3 import make_client, parse_s3_uri
 
 COMPILE = dict(ir_sha256="a" * 64, compiler_version="2.21.0", target="trn2", lnc=2, flags=["-O2", "--auto-cast=none"])
-TRACE = dict(kernel_source_sha256="b" * 64, kernel_ref="m:k", params={"s": 128, "h": 1024}, dtype="bfloat16",
-             platform="trn2", lnc=2, tracer="sim", tracer_version="2.21.0")
+TRACE = dict(
+    kernel_source_sha256="b" * 64,
+    kernel_ref="m:k",
+    params={"s": 128, "h": 1024},
+    dtype="bfloat16",
+    platform="trn2",
+    lnc=2,
+    tracer="sim",
+    tracer_version="2.21.0",
+)
 
 
 @pytest.mark.parametrize(
-    "change", [{"ir_sha256": "c" * 64}, {"compiler_version": "2.22.0"}, {"target": "trn1"}, {"lnc": 1}, {"flags": ["-O3"]}]
+    "change",
+    [{"ir_sha256": "c" * 64}, {"compiler_version": "2.22.0"}, {"target": "trn1"}, {"lnc": 1}, {"flags": ["-O3"]}],
 )
 def test_compile_key_changes_with_everything_that_shapes_the_neff(change):
     assert cache.compile_key(**COMPILE) != cache.compile_key(**{**COMPILE, **change})
@@ -27,8 +36,16 @@ def test_compile_key_ignores_flag_order():
 
 @pytest.mark.parametrize(
     "change",
-    [{"kernel_source_sha256": "c" * 64}, {"kernel_ref": "m:other"}, {"params": {"s": 256, "h": 1024}},
-     {"dtype": "float32"}, {"platform": "inf2"}, {"lnc": 1}, {"tracer": "neuron"}, {"tracer_version": "2.22.0"}],
+    [
+        {"kernel_source_sha256": "c" * 64},
+        {"kernel_ref": "m:other"},
+        {"params": {"s": 256, "h": 1024}},
+        {"dtype": "float32"},
+        {"platform": "inf2"},
+        {"lnc": 1},
+        {"tracer": "neuron"},
+        {"tracer_version": "2.22.0"},
+    ],
 )
 def test_trace_key_changes_with_everything_that_shapes_the_ir(change):
     assert cache.trace_key(**TRACE) != cache.trace_key(**{**TRACE, **change})

@@ -57,7 +57,10 @@ def test_run_writes_results_and_prints_a_clean_summary(tmp_path, cli_env):
 
 
 def test_run_exits_1_when_a_point_fails_and_still_writes(tmp_path, cli_env):
-    spec = SPEC + '\n[[kernels]]\nkernel = "kernels.faulty:crashes_on_device"\ndtypes = ["float32"]\ngrid = { n = [1024] }\n'
+    spec = (
+        SPEC
+        + '\n[[kernels]]\nkernel = "kernels.faulty:crashes_on_device"\ndtypes = ["float32"]\ngrid = { n = [1024] }\n'
+    )
     (tmp_path / "spec.toml").write_text(spec)
     proc = _run(["run", "spec.toml", "--results", "out"], cli_env, tmp_path)
     assert proc.returncode == 1, proc.stderr

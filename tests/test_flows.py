@@ -14,19 +14,24 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
 def _spec(tmp_path: Path, kernels: list[dict], platforms=("trn2", "trn1")):
-    return parse_spec({
-        "name": "e2e",
-        "platforms": list(platforms),
-        "toolchain": "sim",
-        "results": str(tmp_path / "results"),
-        "artifacts": str(tmp_path / "artifacts"),
-        "capture": {"num_exec": 3, "profile_nth_exec": 2},
-        "kernels": kernels,
-    })
+    return parse_spec(
+        {
+            "name": "e2e",
+            "platforms": list(platforms),
+            "toolchain": "sim",
+            "results": str(tmp_path / "results"),
+            "artifacts": str(tmp_path / "artifacts"),
+            "capture": {"num_exec": 3, "profile_nth_exec": 2},
+            "kernels": kernels,
+        }
+    )
 
 
-VECTOR_ADD = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"],
-              "grid": {"n": [2048], "free_size": [1, 16]}}
+VECTOR_ADD = {
+    "kernel": "kernelsweep.kernels.vector_add:vector_add",
+    "dtypes": ["float32"],
+    "grid": {"n": [2048], "free_size": [1, 16]},
+}
 MLP = {"kernel": "kernelsweep.kernels.mlp:mlp", "dtypes": ["bfloat16"], "grid": {"s": [128], "h": [256], "i": [128]}}
 
 
@@ -38,7 +43,7 @@ def test_sweep_writes_one_verified_row_per_point(tmp_path):
     points = expand(spec)
     assert len(report["paths"]) == 2  # one object per platform partition
     for path in report["paths"]:
-        assert f"/v1/platform=" in path and f"/{report['flow_run_id']}.parquet" in path
+        assert "/v1/platform=" in path and f"/{report['flow_run_id']}.parquet" in path
     table = pq.read_table(report["paths"][0]).to_pylist() + pq.read_table(report["paths"][1]).to_pylist()
     assert sorted(r["row_id"] for r in table) == sorted({r["row_id"] for r in table})
     assert {(r["kernel"], r["shape"], r["platform"]) for r in table} == {

@@ -21,8 +21,14 @@ from kernelsweep.toolchain.devices import list_devices
 from kernelsweep.toolchain.resolve import sim_toolchain
 
 MLP_POINT = Point(
-    sweep="t", kernel="mlp", kernel_ref="kernelsweep.kernels.mlp:mlp",
-    params={"b": 1, "s": 128, "h": 1024, "i": 512}, dtype="bfloat16", platform="trn2", lnc=2, seed=0,
+    sweep="t",
+    kernel="mlp",
+    kernel_ref="kernelsweep.kernels.mlp:mlp",
+    params={"b": 1, "s": 128, "h": 1024, "i": 512},
+    dtype="bfloat16",
+    platform="trn2",
+    lnc=2,
+    seed=0,
 )
 
 
@@ -51,7 +57,10 @@ def test_sim_neff_has_the_real_container_shape(sim, tmp_path):
     assert neff.name == "file.neff" and neff.stat().st_size > HEADER_SIZE
     info = read_neff(neff)
     assert set(info.inputs) == {
-        "hidden_tensor", "gate_proj_weights_tensor", "up_proj_weights_tensor", "down_proj_weights_tensor"
+        "hidden_tensor",
+        "gate_proj_weights_tensor",
+        "up_proj_weights_tensor",
+        "down_proj_weights_tensor",
     }
     assert info.outputs == ["out"] and info.lnc_size == 2
     assert info.tool_version.endswith("+kernelsweep.sim") and info.info["is_simulation"] is True
@@ -68,8 +77,10 @@ def test_sim_capture_output_matches_the_numpy_reference(sim, tmp_path):
     assert set(result.outputs) == {"out"}
     kernel = load_kernel(MLP_POINT.kernel_ref)
     dtype = numpy_dtype("bfloat16")
-    inputs = {n: np.fromfile(p, dtype=dtype).reshape(t.shape) for (n, p), t in
-              zip(files.items(), kernel.input_infos(MLP_POINT.params, "bfloat16"), strict=True)}
+    inputs = {
+        n: np.fromfile(p, dtype=dtype).reshape(t.shape)
+        for (n, p), t in zip(files.items(), kernel.input_infos(MLP_POINT.params, "bfloat16"), strict=True)
+    }
     expected = kernel.reference(inputs, MLP_POINT.params)
     got = np.fromfile(result.outputs["out"], dtype=dtype).reshape(1, 128, 1024)
     check = check_outputs({"out": got}, expected, "bfloat16")
@@ -81,8 +92,15 @@ def test_sim_capture_output_matches_the_numpy_reference(sim, tmp_path):
 def test_sim_profile_round_trips_through_the_real_parser(sim, tmp_path):
     neff = _compiled(sim, MLP_POINT, tmp_path)
     captured = profiler.capture(
-        sim, neff, _inputs(MLP_POINT, tmp_path), tmp_path,
-        num_exec=1, profile_nth_exec=None, visible_cores="0", lnc=2, timeout_seconds=120,
+        sim,
+        neff,
+        _inputs(MLP_POINT, tmp_path),
+        tmp_path,
+        num_exec=1,
+        profile_nth_exec=None,
+        visible_cores="0",
+        lnc=2,
+        timeout_seconds=120,
     )
     assert captured.ntff.name == "profile.ntff"
     profile = profiler.view_json(sim, neff, captured.ntff, tmp_path, timeout_seconds=120)
@@ -119,8 +137,17 @@ def test_sim_capture_on_a_held_core_is_the_nrt_busy_error(sim, tmp_path):
     with open(runtime / "nc1.lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(DeviceBusyError) as info:
-            profiler.capture(sim, neff, _inputs(MLP_POINT, tmp_path), tmp_path, num_exec=1,
-                             profile_nth_exec=None, visible_cores="1", lnc=2, timeout_seconds=60)
+            profiler.capture(
+                sim,
+                neff,
+                _inputs(MLP_POINT, tmp_path),
+                tmp_path,
+                num_exec=1,
+                profile_nth_exec=None,
+                visible_cores="1",
+                lnc=2,
+                timeout_seconds=60,
+            )
     assert info.value.retryable and "NeuronCore(s) not available" in str(info.value)
 
 

@@ -41,21 +41,33 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda s: s.replace('"trn2"', '"trn9"'), "unknown platform 'trn9' at platforms.0; use one of trn1, trn2, inf2"),
+        (
+            lambda s: s.replace('"trn2"', '"trn9"'),
+            "unknown platform 'trn9' at platforms.0; use one of trn1, trn2, inf2",
+        ),
         (
             lambda s: s.replace("kernelsweep.kernels.mlp:mlp", "nosuch.module:k"),
             "kernels[0]: cannot import kernel 'nosuch.module:k' (No module named 'nosuch')",
         ),
         (lambda s: s.replace("kernelsweep.kernels.mlp:mlp", "kernelsweep.kernels.mlp:nope"), "has no attribute 'nope'"),
         (lambda s: s.replace("kernelsweep.kernels.mlp:mlp", "kernels.faulty:not_a_kernel"), "not a KernelDefinition"),
-        (lambda s: s.replace("s = [128, 256]", "s = []"), "kernels.0.grid: axis 's' is empty; give it at least one value"),
-        (lambda s: s.replace("s = [128, 256]", "s = [128], q = [1]"), "kernel mlp takes no axis 'q'; its axes are b, s, h, i"),
+        (
+            lambda s: s.replace("s = [128, 256]", "s = []"),
+            "kernels.0.grid: axis 's' is empty; give it at least one value",
+        ),
+        (
+            lambda s: s.replace("s = [128, 256]", "s = [128], q = [1]"),
+            "kernel mlp takes no axis 'q'; its axes are b, s, h, i",
+        ),
         (lambda s: s.replace("s = [128, 256], ", ""), "axis 's' of kernel mlp needs values"),
         (lambda s: "colour = 'red'\n" + s, "unknown key 'colour'; remove it or check its spelling"),
         (lambda s: s.replace("[[kernels]]", "[capture]\nwarmup = 3\n[[kernels]]"), "unknown key 'capture.warmup'"),
         (lambda s: s.replace("i = [512]", "i = [200]"), "i=200 is not a multiple of the partition tile 128"),
         (lambda s: s.replace('platforms = ["trn2"]', ""), "missing required key 'platforms'; add it"),
-        (lambda s: s.replace("[[kernels]]", "[capture]\nnum_exec = 1\n[[kernels]]"), "profile_nth_exec=2 is past num_exec=1"),
+        (
+            lambda s: s.replace("[[kernels]]", "[capture]\nnum_exec = 1\n[[kernels]]"),
+            "profile_nth_exec=2 is past num_exec=1",
+        ),
         (lambda s: s.replace("grid =", 'dtypes = ["int8"]\ngrid ='), "unknown dtype 'int8'"),
         (lambda s: s.replace("name = ", "name = = "), "not valid TOML"),
     ],
@@ -101,7 +113,9 @@ def test_validate_cli_exits_2_with_one_line(tmp_path):
 def test_validate_cli_lists_points(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "flows.cli", "validate", str(_spec(tmp_path, GOOD))],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert "2 points" in proc.stdout and "mlp-b-1-s-256-h-1024-i-512-bfloat16-trn2" in proc.stdout

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kernelsweep.artifacts import ArtifactRef
+from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import get_platform
 from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION
 from kernelsweep.spec import Point
 from kernelsweep.stages import CaptureOutcome, CompileResult, ExtractResult, InputsResult, TraceResult, describe
-from kernelsweep.kernels import load_kernel
+from kernelsweep.toolchain.versions import ToolVersions
 
 _ROW_NAMESPACE = uuid.UUID("5f0c8a3e-7b1d-4c1e-9a51-6b8f0e2d4c77")
 
@@ -43,7 +44,9 @@ def row_id(flow_run_id: str, point: Point) -> str:
     return str(uuid.uuid5(_ROW_NAMESPACE, f"{flow_run_id}/{point.point_id}"))
 
 
-def build_row(record: PointRecord, *, flow_run_id: str, toolchain: str, is_simulation: bool) -> dict:
+def build_row(
+    record: PointRecord, *, flow_run_id: str, toolchain: str, is_simulation: bool, versions: ToolVersions
+) -> dict:
     point = record.point
     row: dict = {
         "schema_version": SCHEMA_VERSION,
@@ -60,6 +63,7 @@ def build_row(record: PointRecord, *, flow_run_id: str, toolchain: str, is_simul
         "toolchain": toolchain,
         "is_simulation": is_simulation,
         "host": socket.gethostname(),
+        **versions.as_row(),
         "flow_run_id": flow_run_id,
         "task_run_ids": dict(record.task_run_ids),
         "started_at": record.started_at,
@@ -107,12 +111,27 @@ def _measured(point: Point, extracted: ExtractResult, row: dict) -> dict:
         "achieved_tflops": row["cost_flops"] / (total_us * 1e-6) / 1e12,
         "mfu_percent": 100 * row["cost_flops"] / (total_us * 1e-6) / platform.peak_flops(point.dtype, point.lnc),
         "roofline_percent": 100 * row["roofline_us"] / total_us,
-        "runtime_version": metrics.info.get("runtime_version"),
-        "profiler_version": metrics.info.get("profiler_version"),
-        "instance_type": metrics.info.get("instance_type"),
+    }
+    for name in ("runtime_version", "profiler_version", "instance_type"):  # what the profile says ran wins
+        if metrics.info.get(name):
+            out[name] = metrics.info[name]
+    latency = extracted.latency
+    out |= {
+        "repeats": latency.repeats,
+        "latency_median_us": latency.median_us,
+        "latency_min_us": latency.min_us,
+        "latency_max_us": latency.max_us,
+        "latency_p90_us": latency.p90_us,
+        "latency_p99_us": latency.p99_us,
     }
     c = extracted.correctness
-    out |= {"max_abs_error": c.max_abs_error, "max_rel_error": c.max_rel_error, "atol": c.atol, "rtol": c.rtol, "correct": c.passed}
+    out |= {
+        "max_abs_error": c.max_abs_error,
+        "max_rel_error": c.max_rel_error,
+        "atol": c.atol,
+        "rtol": c.rtol,
+        "correct": c.passed,
+    }
     return out
 
 
@@ -137,7 +156,7 @@ def _lineage(record: PointRecord) -> dict:
     if record.inputs:
         out["inputs"] = _artifact_list(record.inputs.inputs)
     if record.captured:
-        out |= _artifact("ntff", record.captured.ntff)
+        out |= _artifact("ntff", record.extracted.ntff if record.extracted else record.captured.ntffs[0])
         out |= {"outputs": _artifact_list(record.captured.outputs), "visible_cores": record.captured.visible_cores}
         out["capture_seconds"] = record.captured.seconds
     if record.extracted:

@@ -14,7 +14,9 @@ from kernelsweep.metrics import METRIC_FIELDS
 SCHEMA_VERSION = 1
 PARAM_PREFIX = "param_"
 
-_ARTIFACT = pa.struct([("name", pa.string()), ("uri", pa.string()), ("sha256", pa.string()), ("size_bytes", pa.int64())])
+_ARTIFACT = pa.struct(
+    [("name", pa.string()), ("uri", pa.string()), ("sha256", pa.string()), ("size_bytes", pa.int64())]
+)
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
@@ -56,6 +58,12 @@ _DERIVED = [
     pa.field("roofline_us", pa.float64()),
     pa.field("roofline_percent", pa.float64()),
     pa.field("roofline_bound", pa.string()),
+    pa.field("repeats", pa.int32()),
+    pa.field("latency_median_us", pa.float64()),
+    pa.field("latency_min_us", pa.float64()),
+    pa.field("latency_max_us", pa.float64()),
+    pa.field("latency_p90_us", pa.float64()),
+    pa.field("latency_p99_us", pa.float64()),
 ]
 _CORRECTNESS = [
     pa.field("max_abs_error", pa.float64()),
@@ -76,6 +84,7 @@ _LINEAGE = [
     pa.field("compiler_version", pa.string()),
     pa.field("runtime_version", pa.string()),
     pa.field("profiler_version", pa.string()),
+    pa.field("profiler_tool", pa.string()),
     pa.field("nki_version", pa.string()),
     pa.field("instance_type", pa.string()),
     pa.field("host", pa.string()),

@@ -19,6 +19,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from flows.chain import run_point
+from flows.lineage import point_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
 from flows.progress import publish
 from flows.settings import locations_from_env
 from kernelsweep.results.rows import build_row
@@ -105,6 +106,7 @@ def run_points(spec: SweepSpec, ctx: StageContext, points: list[Point]) -> dict:
                 versions=ctx.versions,
             )
             rows.append(row)
+            point_artifact(row)
             publish(row)
     scheduled = flow_run.scheduled_start_time or datetime.now(UTC)
     lineage = {
@@ -116,5 +118,11 @@ def run_points(spec: SweepSpec, ctx: StageContext, points: list[Point]) -> dict:
         "points": len(points),
         "failed": sum(r["status"] != "ok" for r in rows),
     }
-    paths = store_task(rows, spec.results, run_id, scheduled.astimezone(UTC).date(), lineage)
+    run_date = scheduled.astimezone(UTC).date()
+    store = store_task.with_options(
+        assets=results_asset_keys(spec.results, [r["platform"] for r in rows], run_date, run_id),
+        asset_deps=upstream_asset_keys(rows),
+    )
+    paths = store(rows, spec.results, run_id, run_date, lineage)
+    summary_artifact(spec.name, rows)
     return {"flow_run_id": run_id, "paths": paths, "rows": [{k: r.get(k) for k in SUMMARY_KEYS} for r in rows]}

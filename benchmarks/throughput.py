@@ -1,6 +1,6 @@
 """Sweep throughput on the simulated toolchain: wall time against the ideal schedule.
 
-    python benchmarks/throughput.py            # 16, 64 and 256 points; ~5 minutes on 2 cores
+    python benchmarks/throughput.py            # 16, 64 and 256 points; ~12 minutes on 2 cores
 
 Tool latencies are emulated by the simulator from its model (compile ~4-5 s, capture ~1.2 s at
 scale 1) and scaled down by --time-scale. Prints, per sweep size:
@@ -9,16 +9,16 @@ scale 1) and scaled down by --time-scale. Prints, per sweep size:
   - speedup over the seed 000 way (compile every point, then capture them one by one; same
     adapters and simulator, no Prefect);
 and once: orchestration overhead per point at zero tool latency against a bare chain of six no-op
-Prefect tasks per point (same pool size, same run), and peak-RSS growth per 100 points.
+Prefect tasks per point (same pool size, same run), and resident-memory growth per 100 points.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextvars
+import gc
 import math
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -139,18 +139,43 @@ def fresh(base: Path, name: str) -> Path:
     return root
 
 
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def resident_mb() -> float:
+    """Current (not peak) resident memory after a collection: what stays behind after a sweep."""
+    gc.collect()
+    with open("/proc/self/status") as status:
+        line = next(x for x in status if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def small_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:
+    """Matmuls of one small size class (M, K <= 128, N <= 512), so memory per point stays the same.
+
+    Exactly `points` points when it is a multiple of 16 up to 256, or of 256 up to 2048.
+    """
+    m_count = min(16, points)
+    n_count = min(16, math.ceil(points / m_count))
+    k_count = math.ceil(points / (m_count * n_count))
+    m_values = [8 * (k + 1) for k in range(m_count)]
+    n_values = [32 * (k + 1) for k in range(n_count)]
+    k_values = [16 * (k + 1) for k in range(k_count)]
+    return parse_spec({
+        "name": f"rss-{points}", "platforms": ["trn2"], "toolchain": "sim",
+        "results": str(root / "results"), "artifacts": str(root / "artifacts"),
+        "execution": {"compile_slots": compile_slots, "max_points_per_flow_run": 5000},
+        "kernels": [{"kernel": "kernelsweep.kernels.matmul:matmul", "dtypes": ["float32"],
+                     "grid": {"M": m_values, "K": k_values, "N": n_values}}],
+    })
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--points", type=int, nargs="+", default=[16, 64, 256])
-    parser.add_argument("--time-scale", type=float, default=0.1)
+    parser.add_argument("--time-scale", type=float, default=0.5, help="tool latency scale (1 = compile ~4 s)")
     parser.add_argument("--cores", type=int, default=4)
     parser.add_argument("--compile-slots", type=int, default=2)
     parser.add_argument("--baseline-max-points", type=int, default=64, help="skip the slow baseline above this")
     parser.add_argument("--overhead-points", type=int, default=64)
+    parser.add_argument("--rss-points", type=int, default=64)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="kernelsweep-bench-"))
     bare_chain(1, 1)  # start Prefect's ephemeral server before anything is timed
@@ -180,11 +205,9 @@ def main() -> None:
     root = fresh(base, "zero")
     configure(root, 0.0, args.cores)
     spec = make_spec(n, root, args.compile_slots)
-    rss_before = rss_mb()
     started = time.perf_counter()
     pipelined(spec, str(root))
     with_prefect = time.perf_counter() - started
-    rss_after_first = rss_mb()
     without_prefect = plain_threads(spec, configure(fresh(base, "zero-plain"), 0.0, args.cores), workers)
     started = time.perf_counter()
     bare_chain(n, workers)
@@ -196,15 +219,15 @@ def main() -> None:
         f"{without_prefect / n * 1000:.0f} ms/point -> orchestration overhead {overhead_ms:.0f} ms/point; "
         f"bare chain of six no-op tasks {floor_ms:.0f} ms/point; ratio {overhead_ms / floor_ms:.2f}"
     )
-    big = 4 * n
-    root = fresh(base, "rss")
-    configure(root, 0.0, args.cores)
-    pipelined(make_spec(big, root, args.compile_slots), str(root))
-    growth = (rss_mb() - rss_after_first) / (big / 100)
-    print(
-        f"peak RSS {rss_before:.0f} MB before, {rss_after_first:.0f} MB after {n} points, {rss_mb():.0f} MB after "
-        f"{big} more: {max(growth, 0):.2f} MB per 100 points"
-    )
+    rss = [resident_mb()]
+    for size in (args.rss_points, 4 * args.rss_points):
+        root = fresh(base, f"rss-{size}")
+        configure(root, 0.0, args.cores)
+        pipelined(small_spec(size, root, args.compile_slots), str(root))
+        rss.append(resident_mb())
+    growth = (rss[2] - rss[1]) / (3 * args.rss_points / 100)
+    print(f"resident memory {rss[0]:.0f} MB at start, {rss[1]:.0f} MB after {args.rss_points} points, "
+          f"{rss[2]:.0f} MB after {4 * args.rss_points} more: {growth:+.2f} MB per 100 points")
     shutil.rmtree(base, ignore_errors=True)
 
 

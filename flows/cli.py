@@ -154,6 +154,32 @@ def summary_table(rows: list[dict]) -> Table:
 
 
 @main.command()
+@click.argument("row_id", metavar="ROW_ID")
+@click.option("--results", required=True, help="Results folder or s3://bucket/prefix holding the row.")
+@click.option(
+    "--dest",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the fetched artifacts [./lineage-ROW_ID].",
+)
+def lineage(row_id: str, results: str, dest: Path | None) -> None:
+    """Fetch every artifact a result row links and verify each one's sha256.
+
+    Exit code 0 when all verify, 1 when any is missing or corrupt, 2 when there is no such row.
+    """
+    from kernelsweep.lineage import render, verify_row
+
+    try:
+        report = verify_row(results, row_id, dest or Path(f"lineage-{row_id}"))
+    except UsageError as exc:
+        _fail_usage(exc)
+    except KernelsweepError as exc:  # the results could not be read at all (S3 denied, unreachable, ...)
+        console.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    click.echo(render(report))  # plain: artifact names hold [brackets] that rich would take as markup
+    sys.exit(0 if report.ok else 1)
+
+
+@main.command()
 def doctor() -> None:
     """Show which Neuron tools, devices and packages this host has, and the fix for what is missing.
 

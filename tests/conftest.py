@@ -13,6 +13,7 @@ import pytest
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="kernelsweep-tests-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")  # CLI subprocesses on a busy CI host
 os.environ["KERNELSWEEP_SIM_STATE"] = str(_SESSION_TMP / "sim")
 os.environ["KERNELSWEEP_LOCK_DIR"] = str(_SESSION_TMP / "leases")
 sys.path.insert(0, str(Path(__file__).parent))  # test-only kernel definitions under tests/kernels

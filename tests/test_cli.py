@@ -19,6 +19,7 @@ def cli_env(tmp_path_factory):
     home = tmp_path_factory.mktemp("prefect-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_HOME"] = str(home)
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"  # a fresh database on a busy host
     env["PYTHONPATH"] = str(Path(__file__).parent)
     return env
 

@@ -78,6 +78,7 @@ def test_cli_exits_1_with_the_failed_row_written(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {
         "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
         "KERNELSWEEP_SIM_STATE": str(tmp_path / "sim"),
         "KERNELSWEEP_SIM_FAULTS": "compile-error=mlp",
     }

@@ -1,0 +1,214 @@
+"""Lineage: every artifact a row links is fetched from its store and checked against its sha256,
+on a local store and on S3 (moto's server over HTTP), after a real sweep through Prefect."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import boto3
+import pytest
+from s3_server import apply_env, aws_test_env, create_bucket, list_keys, moto_s3
+
+from kernelsweep.errors import UsageError
+from kernelsweep.lineage import render, verify_row
+from kernelsweep.results import reader
+from kernelsweep.results.writer import write_results
+from kernelsweep.spec import expand, parse_spec
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+VECTOR_ADD = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"],
+              "grid": {"n": [2048], "free_size": [1, 16]}}
+MLP = {"kernel": "kernelsweep.kernels.mlp:mlp", "dtypes": ["bfloat16"], "grid": {"s": [128], "h": [256], "i": [128]}}
+CRASHES = {"kernel": "kernels.faulty:crashes_on_device", "dtypes": ["float32"], "grid": {"n": [1024]}}
+SINGLES = ("kernel_source", "ir", "neff", "ntff", "profile")
+
+
+def _sweep(results: str, artifacts: str, kernels: list[dict], platforms=("trn2",)):
+    from flows.sweep import sweep
+
+    spec = parse_spec({
+        "name": "lineage", "platforms": list(platforms), "toolchain": "sim", "results": results,
+        "artifacts": artifacts, "capture": {"num_exec": 2}, "kernels": kernels,
+    })
+    return spec, sweep(spec)
+
+
+def _rows(results: str) -> list[dict]:
+    return reader.read(results).to_pylist()
+
+
+def _expected_names(row: dict) -> set[str]:
+    lists = {f"{column}[{entry['name']}]" for column in ("inputs", "outputs") for entry in row[column]}
+    return set(SINGLES) | lists
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _assert_all_verified(report, row: dict) -> None:
+    assert report.ok, render(report)
+    assert {a.name for a in report.artifacts} == _expected_names(row)
+    by_name = {a.name: a for a in report.artifacts}
+    for name in SINGLES:
+        assert by_name[name].sha256 == row[f"{name}_sha256"] and by_name[name].uri == row[f"{name}_uri"]
+    for entry in row["inputs"]:
+        assert by_name[f"inputs[{entry['name']}]"].size_bytes == entry["size_bytes"]
+    for check in report.artifacts:
+        assert check.path.parent == report.dest and _sha(check.path) == check.sha256
+        assert check.size_bytes == check.path.stat().st_size > 0
+    assert f"all {len(report.artifacts)} artifacts verified" in render(report)
+
+
+@pytest.fixture
+def local_sweep(tmp_path):
+    results, artifacts = str(tmp_path / "results"), str(tmp_path / "artifacts")
+    spec, report = _sweep(results, artifacts, [VECTOR_ADD, MLP])
+    assert all(r["status"] == "ok" for r in report["rows"])
+    return results, next(r for r in _rows(results) if r["kernel"] == "mlp")
+
+
+def test_every_artifact_of_a_local_row_is_fetched_and_verified(tmp_path, local_sweep):
+    results, row = local_sweep
+    report = verify_row(results, row["row_id"], tmp_path / "check")
+    _assert_all_verified(report, row)
+    assert len(report.artifacts) == 5 + 4 + 1  # mlp: four inputs, one output
+    assert {p.name for p in (tmp_path / "check").iterdir()} >= {"file.neff", "profile.ntff", "profile.json"}
+    assert report.row["kernel"] == "mlp" and report.row["flow_run_id"] == row["flow_run_id"]
+    again = verify_row(results, row["row_id"], tmp_path / "check")  # into the same folder: replaces, still ok
+    _assert_all_verified(again, row)
+
+
+def test_a_corrupt_and_a_missing_local_artifact_are_each_reported(tmp_path, local_sweep):
+    results, row = local_sweep
+    neff_in_store = Path(urlsplit(row["neff_uri"]).path)
+    neff_in_store.write_bytes(neff_in_store.read_bytes() + b"bit rot")
+    first_input = row["inputs"][0]
+    Path(urlsplit(first_input["uri"]).path).unlink()
+
+    report = verify_row(results, row["row_id"], tmp_path / "check")
+    assert not report.ok
+    failed = {a.name: a.error for a in report.failed}
+    assert set(failed) == {"neff", f"inputs[{first_input['name']}]"}
+    assert "hash mismatch" in failed["neff"] and "missing" in failed[f"inputs[{first_input['name']}]"]
+    assert sum(a.ok for a in report.artifacts) == len(_expected_names(row)) - 2  # the rest still verified
+    assert not (tmp_path / "check" / "file.neff").exists()  # bad bytes are never left behind as the NEFF
+    text = render(report)
+    assert text.count("FAILED") == 3 and f"2 of {len(report.artifacts)} artifacts FAILED" in text
+    assert "neff: artifact" in text and "hash mismatch" in text
+
+
+def test_lineage_gaps_and_inconsistent_links_are_reported(tmp_path):
+    results, artifacts = str(tmp_path / "results"), str(tmp_path / "artifacts")
+    _sweep(results, artifacts, [CRASHES, VECTOR_ADD])
+    rows = _rows(results)
+    failed = next(r for r in rows if r["status"] == "failed")
+    report = verify_row(results, failed["row_id"], tmp_path / "failed")
+    # A capture failure links what was made before it, and nothing after it is demanded.
+    assert report.ok, render(report)
+    assert {a.name for a in report.artifacts} == {"kernel_source", "ir", "neff"} | {
+        f"inputs[{i['name']}]" for i in failed["inputs"]
+    }
+
+    ok = next(r for r in rows if r["status"] == "ok")
+    swapped = {**ok, "row_id": str(uuid.uuid4()), "neff_sha256": ok["profile_sha256"]}
+    unlinked = {**ok, "row_id": str(uuid.uuid4()), "ir_uri": None, "ir_sha256": None, "outputs": None}
+    resized = {**ok, "row_id": str(uuid.uuid4()),
+               "inputs": [{**ok["inputs"][0], "size_bytes": ok["inputs"][0]["size_bytes"] + 1}, *ok["inputs"][1:]]}
+    crafted = str(tmp_path / "crafted")
+    write_results([swapped, unlinked, resized], crafted, flow_run_id="crafted", run_date=ok["run_date"],
+                  lineage={"sweep": "crafted"})
+
+    errors = {a.name: a.error for a in verify_row(crafted, swapped["row_id"], tmp_path / "a").failed}
+    assert errors == {"neff": "the uri does not name the row's sha256"}
+    errors = {a.name: a.error for a in verify_row(crafted, unlinked["row_id"], tmp_path / "b").failed}
+    assert errors == {"ir": "not linked, though the row is ok", "outputs": "not linked, though the row is ok"}
+    errors = {a.name: a.error for a in verify_row(crafted, resized["row_id"], tmp_path / "c").failed}
+    name = ok["inputs"][0]["name"]
+    size = ok["inputs"][0]["size_bytes"]
+    assert errors == {f"inputs[{name}]": f"{size} bytes, the row records {size + 1}"}
+
+
+def test_an_unknown_row_is_a_one_line_usage_error(tmp_path, local_sweep):
+    results, _ = local_sweep
+    with pytest.raises(UsageError) as caught:
+        verify_row(results, "0000-not-a-row", tmp_path / "check")
+    assert str(caught.value).startswith(f"no row 0000-not-a-row in {results}; ") and "\n" not in str(caught.value)
+    assert not (tmp_path / "check").exists()
+    with pytest.raises(UsageError, match="does not exist"):
+        verify_row(str(tmp_path / "nowhere"), "x", tmp_path / "check")
+
+
+# --- S3 ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    with moto_s3() as url:
+        yield url
+
+
+def test_sweep_to_s3_reads_back_and_every_artifact_of_a_row_verifies(tmp_path, moto_endpoint, monkeypatch):
+    apply_env(monkeypatch, aws_test_env(moto_endpoint))
+    bucket = create_bucket(moto_endpoint)
+    results, artifacts = f"s3://{bucket}/team/results", f"s3://{bucket}/team/artifacts"
+    spec, report = _sweep(results, artifacts, [VECTOR_ADD, MLP], platforms=("trn2", "trn1"))
+
+    run_id = report["flow_run_id"]
+    objects = list_keys(moto_endpoint, bucket, "team/results/")
+    assert len(objects) == 2 and all(k.endswith(f"/{run_id}.parquet") for k in objects)
+    assert {k.split("/")[3] for k in objects} == {"platform=trn1", "platform=trn2"}
+    rows = _rows(results)
+    assert sorted((r["kernel"], r["shape"], r["dtype"], r["platform"]) for r in rows) == sorted(
+        (p.kernel, p.shape, p.dtype, p.platform) for p in expand(spec)
+    )
+    assert len({r["row_id"] for r in rows}) == len(rows) and all(r["status"] == "ok" for r in rows)
+    assert all(r["neff_uri"].startswith(f"s3://{bucket}/team/artifacts/sha256/") for r in rows)
+    assert not list(tmp_path.iterdir())  # nothing went to a local folder
+
+    row = next(r for r in rows if r["kernel"] == "mlp" and r["platform"] == "trn1")
+    _assert_all_verified(verify_row(results, row["row_id"], tmp_path / "check"), row)
+
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint)
+    neff_key = urlsplit(row["neff_uri"]).path.lstrip("/")
+    s3.put_object(Bucket=bucket, Key=neff_key, Body=b"not the NEFF that was measured")
+    output = row["outputs"][0]
+    s3.delete_object(Bucket=bucket, Key=urlsplit(output["uri"]).path.lstrip("/"))
+    report = verify_row(results, row["row_id"], tmp_path / "recheck")
+    failed = {a.name: a.error for a in report.failed}
+    assert set(failed) == {"neff", f"outputs[{output['name']}]"}, render(report)
+    assert "hash mismatch" in failed["neff"] and "missing" in failed[f"outputs[{output['name']}]"]
+    assert not list((tmp_path / "recheck").glob(".incoming-*"))  # failed downloads leave no partial files
+
+
+# --- the CLI command (flows/cli.py) ----------------------------------------------------------------
+
+
+def test_cli_lineage_exit_codes(tmp_path, local_sweep):
+    results, row = local_sweep
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "flows.cli", "lineage", *args], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=120)
+
+    proc = run(row["row_id"], "--results", results)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"all {len(_expected_names(row))} artifacts verified" in proc.stdout
+    assert (tmp_path / f"lineage-{row['row_id']}" / "file.neff").is_file()  # the default --dest
+
+    Path(urlsplit(row["profile_uri"]).path).write_bytes(b"{}")
+    proc = run(row["row_id"], "--results", results, "--dest", "out")
+    assert proc.returncode == 1 and "profile: artifact" in proc.stdout and "hash mismatch" in proc.stdout
+
+    proc = run("no-such-row", "--results", results)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no row no-such-row in" in proc.stderr

@@ -102,6 +102,7 @@ class LocalArtifactStore:
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
             os.close(fd)
             shutil.copyfile(path, tmp)
+            os.chmod(tmp, 0o444)  # fetches hard-link to it: a tool writing its input must not alter the store
             os.replace(tmp, target)  # atomic: readers never see a partial artifact
         return ArtifactRef(uri=target.as_uri(), sha256=sha, size_bytes=target.stat().st_size)
 
@@ -111,6 +112,7 @@ class LocalArtifactStore:
         if not source.is_file():
             raise StoreError(f"artifact {ref.sha256[:12]} is missing from {self.root}")
         dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.unlink(missing_ok=True)  # a re-fetch to the same name replaces the earlier link or copy
         try:
             os.link(source, dest)
         except OSError:

@@ -67,7 +67,9 @@ def test_local_fetch_verifies_the_hash(tmp_path, payload):
     ref = store.put_file(payload)
     assert store.fetch(ref, tmp_path / "work" / "x.neff").read_bytes() == payload.read_bytes()
 
-    Path(ref.uri.removeprefix("file://")).write_bytes(b"bit rot")
+    stored = Path(ref.uri.removeprefix("file://"))
+    stored.chmod(0o644)  # the store keeps artifacts read-only
+    stored.write_bytes(b"bit rot")
     with pytest.raises(StoreError, match="corrupt"):
         store.fetch(ref, tmp_path / "work2" / "x.neff")
     assert not (tmp_path / "work2" / "x.neff").exists()

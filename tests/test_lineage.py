@@ -89,6 +89,7 @@ def test_every_artifact_of_a_local_row_is_fetched_and_verified(tmp_path, local_s
 def test_a_corrupt_and_a_missing_local_artifact_are_each_reported(tmp_path, local_sweep):
     results, row = local_sweep
     neff_in_store = Path(urlsplit(row["neff_uri"]).path)
+    neff_in_store.chmod(0o644)  # the store keeps artifacts read-only
     neff_in_store.write_bytes(neff_in_store.read_bytes() + b"bit rot")
     first_input = row["inputs"][0]
     Path(urlsplit(first_input["uri"]).path).unlink()
@@ -206,7 +207,9 @@ def test_cli_lineage_exit_codes(tmp_path, local_sweep):
     assert f"all {len(_expected_names(row))} artifacts verified" in proc.stdout
     assert (tmp_path / f"lineage-{row['row_id']}" / "file.neff").is_file()  # the default --dest
 
-    Path(urlsplit(row["profile_uri"]).path).write_bytes(b"{}")
+    profile = Path(urlsplit(row["profile_uri"]).path)
+    profile.chmod(0o644)  # the store keeps artifacts read-only
+    profile.write_bytes(b"{}")
     proc = run(row["row_id"], "--results", results, "--dest", "out")
     assert proc.returncode == 1 and "profile: artifact" in proc.stdout and "hash mismatch" in proc.stdout
 

@@ -119,7 +119,11 @@ def _expression(filters: Filters) -> ds.Expression | None:
 def _filesystem(uri: str) -> tuple[fs.FileSystem, str]:
     if s3.is_s3_uri(uri):
         location = s3.parse_s3_uri(uri)
-        return s3.pyarrow_filesystem(location), f"{location.bucket}/{location.key(LAYOUT_VERSION)}"
+        try:
+            filesystem = s3.pyarrow_filesystem(location)  # resolves the bucket's region: a network call
+        except OSError as exc:
+            raise StoreError(f"cannot reach results at {uri}: {' '.join(str(exc).split())}") from exc
+        return filesystem, f"{location.bucket}/{location.key(LAYOUT_VERSION)}"
     if "://" in uri:
         raise UsageError(f"results location {uri!r}: use a folder path or s3://bucket/prefix")
     root = Path(uri)

@@ -45,7 +45,6 @@ class StageContext:
     leaser: CoreLeaser
     compile_slots: int
     versions: ToolVersions
-    scratch_root: Path | None = None
     compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -117,8 +116,8 @@ class ExtractResult:
 
 
 @contextmanager
-def _scratch(ctx: StageContext, stage: str) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix=f"kernelsweep-{stage}-", dir=ctx.scratch_root) as tmp:
+def _scratch(stage: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix=f"kernelsweep-{stage}-") as tmp:
         yield Path(tmp)
 
 
@@ -146,7 +145,7 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
             cache_hit=True,
             neff=hit.refs.get("neff"),
         )
-    with _scratch(ctx, "trace") as workdir:
+    with _scratch("trace") as workdir:
         out = tracing.trace(ctx.toolchain, point, definition, workdir)
         ir = ctx.store.put_file(out.ir_path)
         neff = ctx.store.put_file(out.neff_path) if out.neff_path else None
@@ -171,7 +170,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
         return CompileResult(
             neff=hit.refs["neff"], compiler_version=ctx.versions.compiler, seconds=None, cache_hit=True
         )
-    with _scratch(ctx, "compile") as workdir:
+    with _scratch("compile") as workdir:
         ir_path = ctx.store.fetch(traced.ir, workdir / "penguin.py")
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
@@ -187,7 +186,7 @@ def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
     definition = load_kernel(point.kernel_ref)
     arrays = definition.build_inputs(point.params, point.dtype, point.seed)
     refs = {}
-    with _scratch(ctx, "inputs") as workdir:
+    with _scratch("inputs") as workdir:
         for name, array in arrays.items():
             path = workdir / f"inp-{name}-000.bin"
             path.write_bytes(np.ascontiguousarray(array).tobytes())
@@ -201,7 +200,7 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     `seconds` is the captures' own wall time, not the wait for the lease. Outputs come from the first.
     """
     settings = ctx.capture
-    with _scratch(ctx, "capture") as workdir:
+    with _scratch("capture") as workdir:
         neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
         files = {name: ctx.store.fetch(ref, workdir / f"inp-{name}-000.bin") for name, ref in inputs.inputs.items()}
         results = []
@@ -237,7 +236,7 @@ def extract_stage(
     profile_format = ctx.capture.profile_format
     if profile_format == "auto":
         profile_format = profiler.default_profile_format(ctx.toolchain.profiler, ctx.versions.profiler)
-    with _scratch(ctx, "extract") as workdir:
+    with _scratch("extract") as workdir:
         neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
         profiles = []
         for repeat, ntff_ref in enumerate(captured.ntffs):

@@ -22,6 +22,24 @@ REPO = Path(__file__).resolve().parent.parent
 SEEDS_FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    """moto's S3 server on 127.0.0.1, spoken to over real HTTP."""
+    from s3_server import moto_s3
+
+    with moto_s3() as url:
+        yield url
+
+
+@pytest.fixture
+def bucket(moto_endpoint, monkeypatch) -> str:
+    """A fresh bucket, with dummy credentials and the endpoint in this test's environment only."""
+    from s3_server import apply_env, aws_test_env, create_bucket
+
+    apply_env(monkeypatch, aws_test_env(moto_endpoint))
+    return create_bucket(moto_endpoint)
+
+
 @pytest.fixture(scope="session")
 def prefect_harness():
     from prefect.testing.utilities import prefect_test_harness

@@ -9,7 +9,7 @@ from pathlib import Path
 import boto3
 import pytest
 from boto3.s3.transfer import TransferConfig
-from s3_server import FaultProxy, apply_env, aws_test_env, create_bucket, list_keys, moto_s3, record_operations
+from s3_server import FaultProxy, list_keys, record_operations
 
 from kernelsweep import s3
 from kernelsweep.artifacts import (
@@ -23,18 +23,6 @@ from kernelsweep.errors import StoreError, UsageError
 
 MIB = 1 << 20
 SMALL_PARTS = TransferConfig(multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB)  # S3's minimum part
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    with moto_s3() as url:
-        yield url
-
-
-@pytest.fixture
-def bucket(moto_endpoint, monkeypatch) -> str:
-    apply_env(monkeypatch, aws_test_env(moto_endpoint))
-    return create_bucket(moto_endpoint)
 
 
 @pytest.fixture

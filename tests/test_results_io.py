@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
-from s3_server import FaultProxy, apply_env, aws_test_env, create_bucket, list_keys, moto_s3
+from s3_server import FaultProxy, apply_env, aws_test_env, list_keys
 
 from kernelsweep import s3
 from kernelsweep.errors import StoreError, UsageError
@@ -93,18 +93,6 @@ def make_rows(flow_run_id: str, platform: str = "trn2", total_us: float = 10.0) 
         }
     )
     return rows
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    with moto_s3() as url:
-        yield url
-
-
-@pytest.fixture
-def bucket(moto_endpoint, monkeypatch) -> str:
-    apply_env(monkeypatch, aws_test_env(moto_endpoint))
-    return create_bucket(moto_endpoint)
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -102,13 +102,7 @@ def compile_failure(result: ToolResult, timeout_seconds: float) -> CompileError:
     """A failed `neuronx-cc compile`: diagnostics, crashes and a bare exit 70 (how failing compiles
     exit in practice) are deterministic for the same input, so never worth a retry."""
     if result.timed_out:
-        return CompileError(
-            f"neuronx-cc timed out after {timeout_seconds:.0f} s",
-            retryable=True,
-            error_class="Timeout",
-            argv=result.argv,
-            stderr_tail=result.output,
-        )
+        return _timed_out(CompileError, f"neuronx-cc compile (limit {timeout_seconds:.0f} s)", result)
     found = match(COMPILER_RULES, result.output)
     if found:
         rule, message = found
@@ -128,16 +122,17 @@ def compile_failure(result: ToolResult, timeout_seconds: float) -> CompileError:
     )
 
 
+def _timed_out(error_type: type[KernelsweepError], what: str, result: ToolResult) -> KernelsweepError:
+    """A run killed at its timeout: transient, whichever tool it was."""
+    return error_type(
+        f"{what} timed out", retryable=True, error_class="Timeout", argv=result.argv, stderr_tail=result.output
+    )
+
+
 def capture_failure(result: ToolResult, tool: str) -> CaptureError:
     """A failed capture: busy / init / timeout are transient, bad input and version skew are not."""
     if result.timed_out:
-        return CaptureError(
-            f"{tool} capture timed out",
-            retryable=True,
-            error_class="Timeout",
-            argv=result.argv,
-            stderr_tail=result.output,
-        )
+        return _timed_out(CaptureError, f"{tool} capture", result)
     found = match(CAPTURE_RULES, result.output)
     if found is None:  # unrecognised: deterministic, classed by the error type alone
         return CaptureError(
@@ -161,13 +156,7 @@ def capture_failure(result: ToolResult, tool: str) -> CaptureError:
 def view_failure(result: ToolResult, tool: str) -> ExtractError:
     """A failed `view`: only a timeout is worth another try; skew and bad sessions are not."""
     if result.timed_out:
-        return ExtractError(
-            f"{tool} view timed out",
-            retryable=True,
-            error_class="Timeout",
-            argv=result.argv,
-            stderr_tail=result.output,
-        )
+        return _timed_out(ExtractError, f"{tool} view", result)
     found = match(VIEW_RULES, result.output)
     message = found[1] if found else _last_line(result.output, f"exit code {result.returncode}")
     return ExtractError(

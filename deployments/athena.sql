@@ -88,6 +88,7 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `extra_metrics` map<string,double>,
   `profile_format` string,
   `profile_percent_unit` string,
+  `profile_schema_version` string,
   `cost_flops` bigint,
   `cost_hbm_bytes` bigint,
   `achieved_tflops` double,

@@ -97,6 +97,19 @@ def test_large_sweeps_split_into_bounded_shard_runs(tmp_path):
     assert {r["flow_run_id"] for r in rows} == {i.removesuffix(".parquet") for i in run_ids}
 
 
+def test_repeats_give_latency_percentiles_and_the_median_profile(tmp_path):
+    from flows.sweep import sweep
+
+    spec = _spec(tmp_path, [VECTOR_ADD], platforms=("trn2",))
+    spec = spec.model_copy(update={"capture": spec.capture.model_copy(update={"repeats": 5})})
+    rows = pq.read_table(sweep(spec)["paths"][0]).to_pylist()
+    for row in rows:
+        assert row["repeats"] == 5
+        assert row["latency_min_us"] < row["latency_median_us"] < row["latency_max_us"]  # the model's run noise
+        assert row["latency_median_us"] <= row["latency_p90_us"] <= row["latency_p99_us"] <= row["latency_max_us"]
+        assert row["total_time_us"] == row["latency_median_us"]  # metrics come from the median repeat
+
+
 def test_kernel_run_runs_exactly_one_point(tmp_path):
     from flows.kernel_run import kernel_run
 

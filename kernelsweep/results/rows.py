@@ -108,6 +108,7 @@ def _measured(point: Point, extracted: ExtractResult, row: dict) -> dict:
         "extra_metrics": {k: float(v) for k, v in metrics.extra.items() if v is not None},
         "profile_format": metrics.source_format,
         "profile_percent_unit": metrics.percent_unit,
+        "profile_schema_version": metrics.info.get("profile_schema_version"),
         "achieved_tflops": row["cost_flops"] / (total_us * 1e-6) / 1e12,
         "mfu_percent": 100 * row["cost_flops"] / (total_us * 1e-6) / platform.peak_flops(point.dtype, point.lnc),
         "roofline_percent": 100 * row["roofline_us"] / total_us,

@@ -49,6 +49,7 @@ _METRICS = [pa.field(name, pa.int64() if kind is int else pa.float64()) for name
     pa.field("extra_metrics", pa.map_(pa.string(), pa.float64())),
     pa.field("profile_format", pa.string()),
     pa.field("profile_percent_unit", pa.string()),
+    pa.field("profile_schema_version", pa.string()),
 ]
 _DERIVED = [
     pa.field("cost_flops", pa.int64()),

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prefect import flow, task  # noqa: E402
 
-from flows.sweep import run_points  # noqa: E402
+from flows.sweep import run_points, sweep  # noqa: E402
 from kernelsweep import stages  # noqa: E402
 from kernelsweep.runtime import Locations, prepare  # noqa: E402
 from kernelsweep.spec import Point, SweepSpec, expand, parse_spec  # noqa: E402
@@ -69,9 +69,12 @@ def make_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:
 
 
 def configure(root: Path, scale: float, cores: int) -> Locations:
+    locations = Locations(sim_state_dir=root / "sim", lock_dir=root / "leases")
     os.environ["KERNELSWEEP_SIM_TIME_SCALE"] = str(scale)
     os.environ["KERNELSWEEP_SIM_CORES"] = str(cores)
-    return Locations(sim_state_dir=root / "sim", lock_dir=root / "leases")
+    os.environ["KERNELSWEEP_SIM_STATE"] = str(locations.sim_state_dir)  # for the real `sweep` flow
+    os.environ["KERNELSWEEP_LOCK_DIR"] = str(locations.lock_dir)
+    return locations
 
 
 @flow(name="bench-sweep")
@@ -151,6 +154,8 @@ def resident_mb() -> float:
 def small_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:
     """Matmuls of one small size class (M, K <= 128, N <= 512), so memory per point stays the same.
 
+    Sharded as a user's sweep is: what a flow run holds in memory is bounded by its shard, not the sweep.
+
     Exactly `points` points when it is a multiple of 16 up to 256, or of 256 up to 2048.
     """
     m_count = min(16, points)
@@ -166,7 +171,7 @@ def small_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:
             "toolchain": "sim",
             "results": str(root / "results"),
             "artifacts": str(root / "artifacts"),
-            "execution": {"compile_slots": compile_slots, "max_points_per_flow_run": 5000},
+            "execution": {"compile_slots": compile_slots},  # default shard size: a flow run holds <= 200 points
             "kernels": [
                 {
                     "kernel": "kernelsweep.kernels.matmul:matmul",
@@ -248,7 +253,7 @@ def main() -> None:
     for size in (args.rss_points, 4 * args.rss_points):  # the first run also warms the allocator up
         root = fresh(base, f"rss-{size}")
         configure(root, 0.0, args.cores)
-        pipelined(small_spec(size, root, args.compile_slots), str(root))
+        sweep(small_spec(size, root, args.compile_slots))  # the real flow, sharded as users' sweeps are
         rss.append(resident_mb())
     growth = (rss[1] - rss[0]) / (4 * args.rss_points / 100)
     print(

@@ -17,29 +17,31 @@ from tasks import capture_task, compile_task, extract_task, inputs_task, trace_t
 
 def run_point(ctx: StageContext, point: Point) -> PointRecord:
     record = PointRecord(point=point, started_at=datetime.now(UTC))
-    stage = "trace"
     try:
         record.trace = _call(record, "trace", trace_task, ctx, point)
-        stage = "compile"
         record.compiled = _call(record, "compile", compile_task, ctx, point, record.trace)
-        stage = "inputs"
         record.inputs = _call(record, "inputs", inputs_task, ctx, point)
-        stage = "capture"
         record.captured = _call(record, "capture", capture_task, ctx, point, record.compiled, record.inputs)
-        stage = "extract"
         record.extracted = _call(
             record, "extract", extract_task, ctx, point, record.compiled, record.inputs, record.captured
         )
     except Exception as exc:  # every failure becomes a row; nothing escapes the chain
         record.error = exc
-        record.error_stage = exc.stage if isinstance(exc, KernelsweepError) and exc.stage else stage
+        record.error_stage = exc.stage if isinstance(exc, KernelsweepError) and exc.stage else record.error_stage
     record.finished_at = datetime.now(UTC)
     return record
 
 
 def _call(record: PointRecord, stage: str, task, *args):
-    """Run the task and note its task-run id for the row's lineage."""
+    """Run the task and note its task-run id for the row's lineage.
+
+    `error_stage` names the running stage until it succeeds, so a failure that carries no stage of
+    its own (an unexpected exception) is still attributed to the right one.
+    """
+    record.error_stage = stage
     state = task(*args, return_state=True)
     if state.state_details.task_run_id:
         record.task_run_ids[stage] = str(state.state_details.task_run_id)
-    return state.result()
+    result = state.result()
+    record.error_stage = None
+    return result

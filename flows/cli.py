@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.spec import SweepSpec, expand, load_spec
+from kernelsweep.spec import SweepSpec, expand, load_spec, parse_spec
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -40,13 +40,11 @@ def _load(spec_path: str, **overrides: str | None) -> tuple[SweepSpec, list]:
     try:
         spec = load_spec(spec_path)
         updates = {k: v for k, v in overrides.items() if v is not None}
-        if updates:
-            spec = SweepSpec.model_validate({**spec.model_dump(), **updates})
+        if updates:  # validated like the file itself, so a bad override is one clear line too
+            spec = parse_spec({**spec.model_dump(), **updates}, source=f"{spec_path} (with command-line overrides)")
         return spec, expand(spec, source=spec_path)
     except UsageError as exc:
         _fail_usage(exc)
-    except ValueError as exc:  # pydantic re-validation of an override
-        _fail_usage(UsageError(f"{spec_path}: {exc}"))
 
 
 @click.group()
@@ -81,11 +79,14 @@ def run(spec_path: str, toolchain: str | None, results: str | None, artifacts: s
         os.environ.setdefault(key, value)
     from flows.embedded import run_sweep, toolchain_notice  # imports Prefect: after the environment is set
 
-    notice = toolchain_notice(spec)
+    try:
+        notice = toolchain_notice(spec)
+    except UsageError as exc:
+        _fail_usage(exc)
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)
     try:
-        with _progress(len(points)) as advance:
+        with _ProgressBar(len(points)) as advance:
             report = run_sweep(spec, on_row=advance)
     except UsageError as exc:
         _fail_usage(exc)
@@ -99,7 +100,7 @@ def run(spec_path: str, toolchain: str | None, results: str | None, artifacts: s
     sys.exit(1 if failed else 0)
 
 
-class _progress:
+class _ProgressBar:
     def __init__(self, total: int) -> None:
         self.progress = Progress(
             TextColumn("[bold]sweep"),

@@ -11,19 +11,19 @@ import logging
 from collections.abc import Callable
 
 from flows.progress import subscribe
-from flows.settings import tool_paths_from_env
+from flows.settings import locations_from_env
 from flows.sweep import sweep
 from kernelsweep.spec import SweepSpec
-from kernelsweep.toolchain.resolve import find_neuron_tools, neuron_available
+from kernelsweep.toolchain.resolve import resolve_toolchain
 
 _NOISY_LOGGERS = ("prefect.server", "uvicorn", "uvicorn.error", "prefect._internal", "prefect.client")
 
 
 def toolchain_notice(spec: SweepSpec) -> str | None:
-    """The one-line notice `auto` owes the user when it falls back to the simulator."""
-    if spec.toolchain == "auto" and not neuron_available(find_neuron_tools(extra_paths=tool_paths_from_env())):
-        return "No Neuron SDK or device found: running on the simulated toolchain (every row is marked simulated)."
-    return None
+    """Resolve the toolchain as the flow will, before any work: the user sees `auto`'s fallback
+    notice up front, and `--toolchain neuron` on a host without the SDK fails here with exit 2."""
+    locations = locations_from_env()
+    return resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)[1]
 
 
 def run_sweep(spec: SweepSpec, on_row: Callable[[dict], None]) -> dict:

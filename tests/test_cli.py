@@ -91,3 +91,11 @@ def test_extract_prints_seed_000s_numbers_in_normalised_units(tmp_path, cli_env)
 def test_extract_on_a_missing_file_exits_2(tmp_path, cli_env):
     proc = _run(["extract", "nope.json"], cli_env, tmp_path)
     assert proc.returncode == 2 and "nope.json" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_toolchain_neuron_without_the_sdk_exits_2_before_any_work(tmp_path, cli_env):
+    (tmp_path / "spec.toml").write_text(SPEC)
+    proc = _run(["run", "spec.toml", "--results", "out", "--toolchain", "neuron"], cli_env, tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--toolchain neuron: missing neuronx-cc" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 from prefect.client.orchestration import get_client
-
-from kernelsweep.spec import parse_spec
+from specs import sim_spec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -17,13 +16,12 @@ def test_parallel_captures_share_two_cores_without_a_busy_error(tmp_path, monkey
     monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
     monkeypatch.setenv("KERNELSWEEP_SIM_CORES", "2")
     monkeypatch.setenv("KERNELSWEEP_SIM_TIME_SCALE", "0.05")  # captures last ~60 ms, so they overlap
-    spec = parse_spec({
-        "name": "exclusive", "platforms": ["trn2"], "toolchain": "sim",
-        "results": str(tmp_path / "results"), "artifacts": str(tmp_path / "artifacts"),
-        "capture": {"num_exec": 2}, "execution": {"compile_slots": 4},
-        "kernels": [{"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"],
-                     "grid": {"n": [4096], "free_size": [1, 2, 4, 8, 16, 32]}}],
-    })
+    kernel = {
+        "kernel": "kernelsweep.kernels.vector_add:vector_add",
+        "dtypes": ["float32"],
+        "grid": {"n": [4096], "free_size": [1, 2, 4, 8, 16, 32]},
+    }
+    spec = sim_spec(tmp_path, [kernel], name="exclusive", execution={"compile_slots": 4})
     report = sweep(spec)
     rows = pq.read_table(report["paths"][0]).to_pylist()
     assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)

@@ -5,32 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from prefect.client.orchestration import get_client
-
-from kernelsweep.spec import parse_spec
+from specs import VECTOR_ADD, sim_spec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
-def _spec(tmp_path: Path, kernels: list[dict]):
-    return parse_spec(
-        {
-            "name": "faults",
-            "platforms": ["trn2"],
-            "toolchain": "sim",
-            "results": str(tmp_path / "results"),
-            "artifacts": str(tmp_path / "artifacts"),
-            "capture": {"num_exec": 2},
-            "kernels": kernels,
-        }
-    )
-
-
-VECTOR_ADD = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"], "grid": {"n": [2048]}}
 MLP = {"kernel": "kernelsweep.kernels.mlp:mlp", "dtypes": ["bfloat16"], "grid": {"s": [128], "h": [128], "i": [128]}}
 
 
@@ -49,7 +32,7 @@ def test_busy_core_is_retried_with_backoff_and_succeeds(tmp_path, monkeypatch, f
     from flows.sweep import sweep
 
     monkeypatch.setenv("KERNELSWEEP_SIM_FAULTS", "capture-busy=2")
-    report = sweep(_spec(tmp_path, [VECTOR_ADD]))
+    report = sweep(sim_spec(tmp_path, [VECTOR_ADD], name="faults"))
     row = pq.read_table(report["paths"][0]).to_pylist()[0]
     assert row["status"] == "ok"
     assert _run_count(dict(row["task_run_ids"])["capture"]) == 3  # two busy answers, then the capture
@@ -59,7 +42,7 @@ def test_compile_error_fails_that_point_at_once_and_the_rest_completes(tmp_path,
     from flows.sweep import sweep
 
     monkeypatch.setenv("KERNELSWEEP_SIM_FAULTS", "compile-error=mlp")
-    report = sweep(_spec(tmp_path, [VECTOR_ADD, MLP]))
+    report = sweep(sim_spec(tmp_path, [VECTOR_ADD, MLP], name="faults"))
     rows = {r["kernel"]: r for r in pq.read_table(report["paths"][0]).to_pylist()}
     failed = rows["mlp"]
     assert failed["status"] == "failed" and failed["error_stage"] == "compile"

@@ -6,25 +6,16 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from specs import sim_spec
 
 from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore
-from kernelsweep.spec import expand, parse_spec
+from kernelsweep.spec import expand
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
 def _spec(tmp_path: Path, kernels: list[dict], platforms=("trn2", "trn1")):
-    return parse_spec(
-        {
-            "name": "e2e",
-            "platforms": list(platforms),
-            "toolchain": "sim",
-            "results": str(tmp_path / "results"),
-            "artifacts": str(tmp_path / "artifacts"),
-            "capture": {"num_exec": 3, "profile_nth_exec": 2},
-            "kernels": kernels,
-        }
-    )
+    return sim_spec(tmp_path, kernels, name="e2e", platforms=platforms, capture={"num_exec": 3, "profile_nth_exec": 2})
 
 
 VECTOR_ADD = {

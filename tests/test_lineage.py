@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import boto3
 import pytest
-from s3_server import apply_env, aws_test_env, create_bucket, list_keys, moto_s3
+from s3_server import apply_env, aws_test_env, create_bucket, list_keys
 
 from kernelsweep.errors import UsageError
 from kernelsweep.lineage import render, verify_row
@@ -148,12 +148,6 @@ def test_an_unknown_row_is_a_one_line_usage_error(tmp_path, local_sweep):
 
 
 # --- S3 ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    with moto_s3() as url:
-        yield url
 
 
 def test_sweep_to_s3_reads_back_and_every_artifact_of_a_row_verifies(tmp_path, moto_endpoint, monkeypatch):

@@ -8,28 +8,16 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+from specs import sim_spec
 
 from flows.lineage import artifact_key, asset_key
-from kernelsweep.spec import parse_spec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 EVENT_WAIT_SECONDS = 60
 
 
-def _spec(tmp_path):
-    return parse_spec(
-        {
-            "name": "lineage-test",
-            "platforms": ["trn2"],
-            "toolchain": "sim",
-            "results": str(tmp_path / "results"),
-            "artifacts": str(tmp_path / "artifacts"),
-            "capture": {"num_exec": 2},
-            "kernels": [  # a shape no other test sweeps, so its lineage key holds only this test's runs
-                {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"], "grid": {"n": [3072]}}
-            ],
-        }
-    )
+# a shape no other test sweeps, so its lineage key holds only this test's runs
+KERNEL = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"], "grid": {"n": [3072]}}
 
 
 def _artifacts(client, key):
@@ -39,7 +27,7 @@ def _artifacts(client, key):
 def test_point_history_summary_table_and_asset_event(tmp_path):
     from flows.sweep import sweep
 
-    spec = _spec(tmp_path)
+    spec = sim_spec(tmp_path, [KERNEL], name="lineage-test")
     first, second = sweep(spec), sweep(spec)
     key = artifact_key("lineage", "vector_add", "n=3072,partition_size=128,free_size=1", "float32", "trn2")
     assert key == "lineage-vector-add-n-3072-partition-size-128-free-size-1-float32-trn2"

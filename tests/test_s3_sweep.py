@@ -16,7 +16,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from s3_server import apply_env, aws_test_env, create_bucket, list_keys, moto_s3
+from s3_server import aws_test_env, list_keys
 
 from kernelsweep.results import reader
 from kernelsweep.spec import expand, load_spec
@@ -55,12 +55,6 @@ _RESULT_LINE = re.compile(r"^results: (s3://\S+/platform=(\w+)/run_date=[0-9-]+/
 
 
 @pytest.fixture(scope="module")
-def moto_endpoint():
-    with moto_s3() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def cli_env(tmp_path_factory, moto_endpoint):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_", "KERNELSWEEP_"))}
     env |= {k: v for k, v in aws_test_env(moto_endpoint).items() if v is not None}
@@ -69,12 +63,6 @@ def cli_env(tmp_path_factory, moto_endpoint):
     env["KERNELSWEEP_SIM_STATE"] = str(tmp_path_factory.mktemp("sim-state"))
     env["KERNELSWEEP_LOCK_DIR"] = str(tmp_path_factory.mktemp("leases"))
     return env
-
-
-@pytest.fixture
-def bucket(moto_endpoint, monkeypatch) -> str:
-    apply_env(monkeypatch, aws_test_env(moto_endpoint))  # for this process's reader
-    return create_bucket(moto_endpoint)
 
 
 def _argv(spec: Path, bucket: str) -> list[str]:

@@ -116,7 +116,7 @@ def resolve_toolchain(
         raise UsageError(f"unknown toolchain {kind!r}; use auto, neuron or sim")
     if neuron_available(tools):
         return Toolchain(kind="neuron", commands=tools), None
-    notice = "No Neuron SDK or device found: running on the simulated toolchain (results marked simulated)."
+    notice = "No Neuron SDK or device found: running on the simulated toolchain (every row is marked simulated)."
     return sim_toolchain(sim_state_dir), notice
 
 

@@ -24,15 +24,19 @@ import argparse
 import math
 import statistics
 import sys
+import tempfile
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 import numpy as np
 
+from kernelsweep.kernels import BUILTIN
 from kernelsweep.kernels.base import KernelDefinition
 from kernelsweep.kernels.mlp import mlp
 from kernelsweep.kernels.vector_add import vector_add
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim import model
+from kernelsweep.sim.ir import read_ir
 from kernelsweep.sim.model import (
     CALIBRATION,
     CALIBRATION_SOURCE,
@@ -40,10 +44,12 @@ from kernelsweep.sim.model import (
     VECTOR_LANES,
     Calibration,
     Workload,
-    kernel_workload,
     model_timing,
     summary,
 )
+from kernelsweep.sim.tracer import sim_trace
+from kernelsweep.sim.views import workload as ir_workload
+from kernelsweep.spec import Point
 
 ENGINE_WEIGHT = 0.5
 PARAMS = [f.name for f in fields(Calibration)]  # launch, per_dma, compute_eff, memory_eff, overlap, tensor_fixed
@@ -64,7 +70,19 @@ class SeedPoint:
     dma_us: float | None = None  # dma_active_time
 
     def workload(self, lnc: int | None = None) -> Workload:
-        return kernel_workload(self.kernel, self.params, self.dtype, PLATFORMS[self.platform], lnc or self.lnc)
+        """What the simulator predicts from: the simulated tracer's IR, read back as the profiler does."""
+        point = Point(
+            sweep="calibration",
+            kernel=self.kernel.name,
+            kernel_ref=BUILTIN[self.kernel.name],
+            params=self.kernel.resolve(self.params),
+            dtype=self.dtype,
+            platform=self.platform,
+            lnc=lnc or self.lnc,
+            seed=0,
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            return ir_workload(read_ir(sim_trace(point, self.kernel, Path(tmp))))
 
     def config(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.kernel.resolve(self.params).items())
@@ -154,8 +172,14 @@ def nelder_mead(f, x0: np.ndarray, step: float, iterations: int) -> tuple[np.nda
 def fit(free: tuple[str, ...] = tuple(PARAMS), engine_weight: float = ENGINE_WEIGHT) -> tuple[Calibration, float]:
     """Multi-start Nelder-Mead in log space over the `free` constants (the others stay 0); the starts
     are fixed, so the fit is reproducible."""
-    start_values = {"launch_seconds": 12e-6, "per_dma_seconds": 0.5e-6, "compute_efficiency": 0.5,
-                    "memory_efficiency": 0.5, "overlap": 0.4, "tensor_fixed_cycles": 30_000}
+    start_values = {
+        "launch_seconds": 12e-6,
+        "per_dma_seconds": 0.5e-6,
+        "compute_efficiency": 0.5,
+        "memory_efficiency": 0.5,
+        "overlap": 0.4,
+        "tensor_fixed_cycles": 30_000,
+    }
     centre = np.log([start_values[name] for name in free])
     caps = np.array([-0.05 if name in AT_MOST_ONE else np.inf for name in free])
 
@@ -226,8 +250,10 @@ def print_table() -> list[float]:
             continue
         t = model_timing(p.workload(), cal)
         dma = (t.memory + t.dma_overhead) * 1e6
-        print(f"| {index} | {p.label} | {p.config()} | {p.tensor_us:g} / {t.compute * 1e6:.2f} "
-              f"| {p.dma_us:g} / {dma:.2f} |")
+        print(
+            f"| {index} | {p.label} | {p.config()} | {p.tensor_us:g} / {t.compute * 1e6:.2f} "
+            f"| {p.dma_us:g} / {dma:.2f} |"
+        )
     spread = [max(r, 1 / r) for r in result]
     log_errors = [abs(math.log(r)) for r in result]
     print("\n### Errors\n")
@@ -259,32 +285,47 @@ def print_seed_002() -> None:
     # A vector-engine Workload whose compute term equals the measured vector-engine time: seed 002 has
     # no FLOP count, so the compute side is given, not predicted; memory, DMA and the rule are the model's.
     w = Workload(
-        platform=trn1, lnc=1, dtype="float32",
+        platform=trn1,
+        lnc=1,
+        dtype="float32",
         flops=int(vector * vector_rate * cal.compute_efficiency),
-        hbm_bytes=traffic, input_bytes=s["hbm_read_bytes"], output_bytes=s["hbm_write_bytes"],
-        dma_transfers=s["dma_transfer_count"], engine="vector",
+        hbm_bytes=traffic,
+        input_bytes=s["hbm_read_bytes"],
+        output_bytes=s["hbm_write_bytes"],
+        dma_transfers=s["dma_transfer_count"],
+        engine="vector",
     )
     t = model_timing(w, cal)
     record = summary(w, replace(t, total=total))
     print("## Seed 002 (trn1, vector-engine-bound, not one of our kernels): consistency checks\n")
-    print(f"- profiler clock: {s['neuroncore_cycle_count']:,} cycles / {total} s = "
-          f"{s['neuroncore_cycle_count'] / total / 1e9:.6f} GHz (platforms.py: {trn1.profiler_clock_hz / 1e9} GHz); "
-          f"summary() gives {record['neuroncore_cycle_count']:,} cycles")
-    print(f"- achieved HBM read rate while DMA active: {s['hbm_read_bytes'] / dma_active / 1e9:.1f} GB/s = "
-          f"{s['hbm_read_bytes'] / dma_active / trn1.hbm_bandwidth(1):.3f} of trn1's {trn1.hbm_bandwidth(1) / 1e9:.0f}"
-          f" GB/s; DMA was not the bottleneck, so this is a lower bound on memory_efficiency "
-          f"(carried over: {cal.memory_efficiency})")
+    print(
+        f"- profiler clock: {s['neuroncore_cycle_count']:,} cycles / {total} s = "
+        f"{s['neuroncore_cycle_count'] / total / 1e9:.6f} GHz (platforms.py: {trn1.profiler_clock_hz / 1e9} GHz); "
+        f"summary() gives {record['neuroncore_cycle_count']:,} cycles"
+    )
+    print(
+        f"- achieved HBM read rate while DMA active: {s['hbm_read_bytes'] / dma_active / 1e9:.1f} GB/s = "
+        f"{s['hbm_read_bytes'] / dma_active / trn1.hbm_bandwidth(1):.3f} of trn1's {trn1.hbm_bandwidth(1) / 1e9:.0f}"
+        f" GB/s; DMA was not the bottleneck, so this is a lower bound on memory_efficiency "
+        f"(carried over: {cal.memory_efficiency})"
+    )
     dma_side = t.memory + t.dma_overhead
-    print(f"- model's DMA side for the seed's traffic and {s['dma_transfer_count']:,} transfers: memory "
-          f"{t.memory * 1e3:.2f} ms + per-DMA {t.dma_overhead * 1e3:.2f} ms = {dma_side * 1e3:.2f} ms"
-          f" vs measured dma_active_time {dma_active * 1e3:.2f} ms (ratio "
-          f"{dma_side / dma_active:.2f}; <= 1 expected, the DMA queues were waiting on the VE)")
-    print(f"- composition: measured vector-engine time {vector * 1e3:.2f} ms as the compute term + the model's "
-          f"memory/DMA/launch/overlap -> {t.total * 1e3:.2f} ms vs measured total {total * 1e3:.2f} ms "
-          f"(ratio {t.total / total:.3f})")
-    print(f"- vector engine: {s['vector_engine_instruction_count']:,} instructions in {vector * 1e3:.1f} ms = "
-          f"{vector / s['vector_engine_instruction_count'] * 1e6:.3f} us each; elements per instruction are not in the "
-          f"record, so no FLOP efficiency follows (peak {vector_rate / 1e9:.1f} G elem/s per core)")
+    print(
+        f"- model's DMA side for the seed's traffic and {s['dma_transfer_count']:,} transfers: memory "
+        f"{t.memory * 1e3:.2f} ms + per-DMA {t.dma_overhead * 1e3:.2f} ms = {dma_side * 1e3:.2f} ms"
+        f" vs measured dma_active_time {dma_active * 1e3:.2f} ms (ratio "
+        f"{dma_side / dma_active:.2f}; <= 1 expected, the DMA queues were waiting on the VE)"
+    )
+    print(
+        f"- composition: measured vector-engine time {vector * 1e3:.2f} ms as the compute term + the model's "
+        f"memory/DMA/launch/overlap -> {t.total * 1e3:.2f} ms vs measured total {total * 1e3:.2f} ms "
+        f"(ratio {t.total / total:.3f})"
+    )
+    print(
+        f"- vector engine: {s['vector_engine_instruction_count']:,} instructions in {vector * 1e3:.1f} ms = "
+        f"{vector / s['vector_engine_instruction_count'] * 1e6:.3f} us each; elements per instruction are not in the "
+        f"record, so no FLOP efficiency follows (peak {vector_rate / 1e9:.1f} G elem/s per core)"
+    )
     print()
 
 
@@ -307,9 +348,12 @@ def print_ablation() -> None:
         for name, free, weight, amplification in rows:
             model.HBM_READ_AMPLIFICATION = amplification
             cal, value = fit(free, weight)
-            spread = [max(r, 1 / r) for r in (
-                model_timing(w, cal).total / (p.total_us * 1e-6) for p, w in zip(SEEDS, _WORKLOADS, strict=True)
-            )]
+            spread = [
+                max(r, 1 / r)
+                for r in (
+                    model_timing(w, cal).total / (p.total_us * 1e-6) for p, w in zip(SEEDS, _WORKLOADS, strict=True)
+                )
+            ]
             constants = ", ".join(f"{k}={getattr(cal, k):.3g}" for k in free)
             print(f"| {name} | {value:.3f} | {max(spread):.2f} | {statistics.median(spread):.2f} | {constants} |")
     finally:

@@ -78,8 +78,10 @@ def main() -> int:
         path = Path(tmp) / "profile.json"
         start = time.perf_counter()
         rows = write_profile(path, args.size_mb * 1024 * 1024)
-        print(f"wrote {path.stat().st_size / 2**20:.0f} MiB, {rows:,} instructions, "
-              f"summary last, in {time.perf_counter() - start:.1f} s")
+        print(
+            f"wrote {path.stat().st_size / 2**20:.0f} MiB, {rows:,} instructions, "
+            f"summary last, in {time.perf_counter() - start:.1f} s"
+        )
         report, wall, peak_mb = extract_in_child(path)
     print(f"extraction: {report['seconds']:.1f} s in read_profile, {wall:.1f} s child wall time")
     print(f"child peak RSS: {peak_mb:.1f} MiB (bound {MAX_PEAK_RSS_MB} MiB)")

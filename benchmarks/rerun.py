@@ -37,20 +37,27 @@ def make_spec(points: int, results: str, artifacts: str, compile_slots: int) -> 
     per_dtype_seq = max(points // 4, 1)
     h_count = 2 ** math.ceil(math.log2(per_dtype_seq) / 2)
     i_count = max(per_dtype_seq // h_count, 1)
-    return parse_spec({
-        "name": f"rerun-{points}",
-        "platforms": ["trn2"],
-        "toolchain": "sim",
-        "results": results,
-        "artifacts": artifacts,
-        "execution": {"compile_slots": compile_slots, "max_points_per_flow_run": max(points, 1)},
-        "kernels": [{
-            "kernel": "kernelsweep.kernels.mlp:mlp",
-            "dtypes": ["bfloat16", "float16"],
-            "grid": {"s": [128, 256], "h": [128 * (k + 1) for k in range(h_count)],
-                     "i": [128 * (k + 1) for k in range(i_count)]},
-        }],
-    })
+    return parse_spec(
+        {
+            "name": f"rerun-{points}",
+            "platforms": ["trn2"],
+            "toolchain": "sim",
+            "results": results,
+            "artifacts": artifacts,
+            "execution": {"compile_slots": compile_slots, "max_points_per_flow_run": max(points, 1)},
+            "kernels": [
+                {
+                    "kernel": "kernelsweep.kernels.mlp:mlp",
+                    "dtypes": ["bfloat16", "float16"],
+                    "grid": {
+                        "s": [128, 256],
+                        "h": [128 * (k + 1) for k in range(h_count)],
+                        "i": [128 * (k + 1) for k in range(i_count)],
+                    },
+                }
+            ],
+        }
+    )
 
 
 @flow(name="bench-warm-up")
@@ -59,7 +66,7 @@ def warm_up() -> None:
 
 
 def timed_sweep(spec: SweepSpec) -> tuple[float, list[dict]]:
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
     started = time.perf_counter()
     report = sweep(spec)
@@ -69,7 +76,7 @@ def timed_sweep(spec: SweepSpec) -> tuple[float, list[dict]]:
 
 
 def _run_ids(report: dict) -> set[str]:
-    return {p.rsplit("/", 1)[1].split(".")[0] for p in report["paths"]}
+    return {p.rsplit("/", 1)[1].split(".")[0] for p in report.paths}
 
 
 def _hits(rows: list[dict], column: str) -> str:
@@ -102,16 +109,22 @@ def main() -> None:
         assert len(rows) == args.points and all(r["status"] == "ok" for r in rows), "benchmark sweep had failures"
     assert not any(r["compile_cache_hit"] for r in first), "the artifact store was not empty at the start"
 
-    print(f"{args.points} MLP points on trn2 (simulated), time scale {args.time_scale}, "
-          f"{args.cores} cores, {args.compile_slots} compile slots; artifacts {artifacts}")
+    print(
+        f"{args.points} MLP points on trn2 (simulated), time scale {args.time_scale}, "
+        f"{args.cores} cores, {args.compile_slots} compile slots; artifacts {artifacts}"
+    )
     for label, wall, rows in (("first run", first_wall, first), ("re-run", again_wall, again)):
         compile_bound = sum(r["compile_seconds"] or 0 for r in rows) / args.compile_slots
         capture_bound = sum(r["capture_seconds"] or 0 for r in rows) / args.cores
-        print(f"{label:<9} {wall:7.2f} s   cache hits: trace {_hits(rows, 'trace_cache_hit'):>5}, "
-              f"compile {_hits(rows, 'compile_cache_hit'):>5}   "
-              f"bounds: compile {compile_bound:5.2f} s/slot, capture {capture_bound:5.2f} s/core")
-    print(f"re-run / first run = {again_wall / first_wall:.2f} ({first_wall / again_wall:.2f}x); the re-run's floor "
-          "is its capture bound: captures are re-measured, only tracing and compiling are skipped")
+        print(
+            f"{label:<9} {wall:7.2f} s   cache hits: trace {_hits(rows, 'trace_cache_hit'):>5}, "
+            f"compile {_hits(rows, 'compile_cache_hit'):>5}   "
+            f"bounds: compile {compile_bound:5.2f} s/slot, capture {capture_bound:5.2f} s/core"
+        )
+    print(
+        f"re-run / first run = {again_wall / first_wall:.2f} ({first_wall / again_wall:.2f}x); the re-run's floor "
+        "is its capture bound: captures are re-measured, only tracing and compiling are skipped"
+    )
     shutil.rmtree(base, ignore_errors=True)
 
 

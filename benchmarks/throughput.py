@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prefect import flow, task  # noqa: E402
 
-from flows.sweep import run_points, sweep  # noqa: E402
 from kernelsweep import stages  # noqa: E402
-from kernelsweep.runtime import Locations, prepare  # noqa: E402
+from kernelsweep.context import Locations, prepare  # noqa: E402
+from kernelsweep.flows.sweep import run_points, sweep  # noqa: E402
 from kernelsweep.spec import Point, SweepSpec, expand, parse_spec  # noqa: E402
 
 
@@ -209,7 +209,7 @@ def main() -> None:
         wall = time.perf_counter() - started
         import pyarrow.parquet as pq
 
-        rows = [r for p in report["paths"] for r in pq.read_table(p).to_pylist()]
+        rows = [r for p in report.paths for r in pq.read_table(p).to_pylist()]
         assert len(rows) == n and all(r["status"] == "ok" for r in rows), "benchmark sweep had failures"
         ideal = ideal_seconds(rows, args.compile_slots, args.cores)
         baseline = speedup = float("nan")

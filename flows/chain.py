@@ -1,4 +1,4 @@
-"""The six-stage chain for one point, run inside a flow run (called from the flow's threads).
+"""The five-stage chain for one point, run inside a flow run (called from the flow's threads).
 
 Each stage is a task call, so Prefect records and retries it; a failure ends the chain and the
 point becomes a failed row carrying everything made before it.
@@ -6,13 +6,15 @@ point becomes a failed row carrying everything made before it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
+from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.results.rows import PointRecord
 from kernelsweep.spec import Point
-from kernelsweep.stages import StageContext
-from tasks import capture_task, compile_task, extract_task, inputs_task, trace_task
+from kernelsweep.tasks import capture_task, compile_task, extract_task, inputs_task, trace_task
 
 
 def run_point(ctx: StageContext, point: Point) -> PointRecord:
@@ -32,7 +34,7 @@ def run_point(ctx: StageContext, point: Point) -> PointRecord:
     return record
 
 
-def _call(record: PointRecord, stage: str, task, *args):
+def _call(record: PointRecord, stage: str, task: Callable[..., Any], *args: Any) -> Any:
     """Run the task and note its task-run id for the row's lineage.
 
     `error_stage` names the running stage until it succeeds, so a failure that carries no stage of

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.settings import locations_from_env
-from flows.sweep import run_points
 from kernelsweep.errors import UsageError
-from kernelsweep.runtime import prepare
+from kernelsweep.flows.sweep import run_on_this_host
+from kernelsweep.results.summary import SweepReport
 from kernelsweep.spec import SweepSpec, expand
 
 
 @flow(name="kernel_run", flow_run_name="kernel-run-{spec.name}-{point_id}")
-def kernel_run(spec: SweepSpec, point_id: str) -> dict:
+def kernel_run(spec: SweepSpec, point_id: str) -> SweepReport:
     """Run one point of a sweep spec.
 
     Args:
@@ -22,5 +21,4 @@ def kernel_run(spec: SweepSpec, point_id: str) -> dict:
     points = [p for p in expand(spec) if p.point_id == point_id]
     if not points:
         raise UsageError(f"no point {point_id!r} in sweep {spec.name}; `kernelsweep validate SPEC` lists them")
-    ctx, _ = prepare(spec, locations_from_env())
-    return run_points(spec, ctx, points)
+    return run_on_this_host(spec, points)

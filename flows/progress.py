@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-Listener = Callable[[dict], None]
+from kernelsweep.results.summary import RowSummary
+
+Listener = Callable[[RowSummary], None]
 _listeners: list[Listener] = []
 
 
@@ -22,6 +24,6 @@ def subscribe(listener: Listener) -> Iterator[None]:
         _listeners.remove(listener)
 
 
-def publish(row: dict) -> None:
+def publish(row: RowSummary) -> None:
     for listener in list(_listeners):
         listener(row)

@@ -6,7 +6,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from kernelsweep.runtime import Locations
+from kernelsweep.context import Locations
+
+# Not "<tmp>/kernelsweep": a folder of the package's own name in a working directory on sys.path
+# would be imported as a namespace package in its place.
+STATE_FOLDER = "kernelsweep-state"
 
 
 def tool_paths_from_env() -> tuple[Path, ...]:
@@ -15,7 +19,7 @@ def tool_paths_from_env() -> tuple[Path, ...]:
 
 
 def locations_from_env() -> Locations:
-    base = Path(tempfile.gettempdir()) / "kernelsweep"
+    base = Path(tempfile.gettempdir()) / STATE_FOLDER
     return Locations(
         sim_state_dir=Path(os.environ.get("KERNELSWEEP_SIM_STATE", base / "sim")),
         lock_dir=Path(os.environ.get("KERNELSWEEP_LOCK_DIR", base / "leases")),

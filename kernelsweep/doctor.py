@@ -234,7 +234,7 @@ def render(checks: Sequence[Check]) -> str:
     return "\n".join(lines)
 
 
-def main_text(host: Host | None = None) -> tuple[str, int]:
+def report(host: Host | None = None) -> tuple[str, int]:
     """The report and the exit code: 0 when the real toolchain is complete, 1 when runs will use the sim."""
     checks = diagnose(host)
     return render(checks), 0 if checks[-1].status == OK else 1

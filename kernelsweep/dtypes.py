@@ -7,11 +7,13 @@ numpy has no bfloat16; ml_dtypes supplies one with the same bit layout the hardw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import ml_dtypes
 import numpy as np
 
-DTYPE_NAMES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+DtypeName = Literal["float32", "bfloat16", "float16"]
+DTYPE_NAMES: tuple[str, ...] = get_args(DtypeName)
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,11 @@ messages::
 
     KernelsweepError                 message, stage, retryable, error_class, argv, returncode, stderr_tail
     +-- UsageError                   bad spec / bad CLI input; exit code 2, raised before any work
+    |   +-- InvalidShapeError        a kernel cannot run these parameters (also a ValueError)
     +-- ToolNotFoundError            an external executable is missing
+    +-- DeviceListError              `neuron-ls` failed or printed what cannot be parsed
     +-- TraceError                   stage "trace"
     +-- CompileError                 stage "compile"
-    +-- InputsError                  stage "inputs"
     +-- CaptureError                 stage "capture"
     |   +-- DeviceBusyError          NeuronCore held by another process (retryable)
     +-- ExtractError                 stage "extract"
@@ -66,8 +67,16 @@ class UsageError(KernelsweepError):
     """A user mistake: the CLI prints it on one line and exits 2."""
 
 
+class InvalidShapeError(UsageError, ValueError):
+    """A point the kernel cannot run; the message says which limit and how to fix it."""
+
+
 class ToolNotFoundError(KernelsweepError):
     pass
+
+
+class DeviceListError(KernelsweepError):
+    """The device inventory could not be read: nothing can be captured on this host."""
 
 
 class TraceError(KernelsweepError):
@@ -76,10 +85,6 @@ class TraceError(KernelsweepError):
 
 class CompileError(KernelsweepError):
     stage = "compile"
-
-
-class InputsError(KernelsweepError):
-    stage = "inputs"
 
 
 class CaptureError(KernelsweepError):

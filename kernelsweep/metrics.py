@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import ijson
 
 from kernelsweep.errors import ExtractError
 
-__all__ = ["FORMATS", "METRIC_FIELDS", "ProfileMetrics", "normalise_record", "read_profile"]
+__all__ = ["FORMATS", "METRIC_FIELDS", "LatencyStats", "ProfileMetrics", "normalise_record", "read_profile"]
 
 FORMATS = ("json", "summary-json", "parquet")
 
@@ -144,7 +145,7 @@ def _is_number(value: object) -> bool:
 
 def _available(value: object) -> int | float | None:
     """The profiler writes a negative value (or NaN) for a metric it could not compute."""
-    if not _is_number(value) or (isinstance(value, float) and math.isnan(value)) or value < 0:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or value < 0:
         return None
     return value
 
@@ -170,7 +171,7 @@ def _percent_unit(record: Mapping[str, object], source_format: str, source: str)
     fraction cannot be; otherwise the format default -- summary-json: fraction (what Profiler 2.0
     emits), json and parquet: percent (what the full-profile tables show).
     """
-    verdicts = {_pair_verdict(record, t, p) for t, p in _UNIT_PAIRS} - {None}
+    verdicts = {v for t, p in _UNIT_PAIRS if (v := _pair_verdict(record, t, p)) is not None}
     if len(verdicts) > 1:
         raise ExtractError(f"{source}: percent fields disagree on their unit (fraction vs percent)")
     if verdicts:
@@ -239,7 +240,7 @@ def _normalise(
         name = _normalised_name(raw)
         if raw in _KNOWN_TYPES:
             values[name] = _known_value(raw, value, unit, source)
-        elif _is_number(value):
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
             if name in values or name in extra:
                 raise ExtractError(f"{source}: field {raw!r} collides with field {name!r}")
             extra[name] = _unknown_value(raw, value, unit)
@@ -367,3 +368,35 @@ def read_profile(path: str | os.PathLike[str], profile_format: str | None = None
     source_format = profile_format or _detect_format(path)
     record, metadata = _READERS[source_format](path)
     return _normalise(record, source_format, metadata, str(path))
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """total_time_us across a point's repeated captures: the spread tells noise from a real change."""
+
+    repeats: int
+    median_us: float
+    min_us: float
+    max_us: float
+    p90_us: float
+    p99_us: float
+
+    @classmethod
+    def of(cls, latencies_us: list[float]) -> LatencyStats:
+        ordered = sorted(latencies_us)
+        return cls(
+            repeats=len(ordered),
+            median_us=statistics.median(ordered),
+            min_us=ordered[0],
+            max_us=ordered[-1],
+            p90_us=_percentile(ordered, 90),
+            p99_us=_percentile(ordered, 99),
+        )
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy.percentile's default)."""
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

@@ -12,6 +12,7 @@ import struct
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 HEADER_SIZE = 1024
 _U64 = struct.Struct("<Q")
@@ -36,10 +37,6 @@ class NeffInfo:
     neff: dict
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
-
-    @property
-    def tool_version(self) -> str | None:
-        return self.info.get("tool_version")
 
 
 def write_neff(
@@ -83,7 +80,7 @@ def read_neff(path: Path) -> NeffInfo:
         raise NeffFormatError(f"{path}: header size {header_size}, expected {HEADER_SIZE}")
     try:
         with tarfile.open(fileobj=io.BytesIO(raw[HEADER_SIZE:]), mode="r") as tar:
-            docs = {m.name: json.load(tar.extractfile(m)) for m in tar.getmembers() if m.name.endswith(".json")}
+            docs = {m.name: json.load(_member(tar, m)) for m in tar.getmembers() if m.name.endswith(".json")}
     except (tarfile.TarError, json.JSONDecodeError) as exc:
         raise NeffFormatError(f"{path}: unreadable NEFF payload ({exc})") from None
     variables = docs.get("sg00/def.json", {}).get("var", {})
@@ -102,3 +99,10 @@ def read_neff(path: Path) -> NeffInfo:
 
 def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def _member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    handle = tar.extractfile(member)
+    if handle is None:
+        raise tarfile.TarError(f"{member.name} is not a regular file")
+    return handle

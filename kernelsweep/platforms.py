@@ -8,17 +8,24 @@ bandwidth double. Roofline numbers are always reported for the logical core a ca
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 PlatformName = Literal["trn1", "trn2", "inf2"]
-PLATFORM_NAMES: tuple[str, ...] = ("trn1", "trn2", "inf2")
+PLATFORM_NAMES: tuple[str, ...] = get_args(PlatformName)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The fastest a point could run on its logical core, and which resource sets that floor."""
+
+    seconds: float
+    bound: Literal["compute", "memory"]
 
 
 @dataclass(frozen=True)
 class Platform:
     name: str
     neuroncore_version: str
-    physical_cores_per_chip: int
     default_lnc: int
     supported_lnc: tuple[int, ...]
     tensor_engine_clock_hz: float
@@ -26,9 +33,8 @@ class Platform:
     peak_tflops: dict[str, float]  # dense, per physical core, by dtype
     hbm_bandwidth_gbps_per_core: float  # GB/s, per physical core
     hbm_bytes_per_chip: int
+    compiler_target: str
     partition_limit: int = 128
-    moving_free_limit: int = 512
-    compiler_target: str = ""
 
     def peak_flops(self, dtype: str, lnc: int) -> float:
         """Peak FLOP/s of one logical core for this dtype."""
@@ -41,9 +47,18 @@ class Platform:
         """HBM bytes/s available to one logical core."""
         return self.hbm_bandwidth_gbps_per_core * 1e9 * lnc
 
-    def roofline_seconds(self, flops: float, hbm_bytes: float, dtype: str, lnc: int) -> float:
+    def roofline(self, flops: float, hbm_bytes: float, dtype: str, lnc: int) -> Roofline:
         """Lower bound on run time: the slower of pure compute and pure HBM traffic."""
-        return max(flops / self.peak_flops(dtype, lnc), hbm_bytes / self.hbm_bandwidth(lnc))
+        compute_s = flops / self.peak_flops(dtype, lnc)
+        memory_s = hbm_bytes / self.hbm_bandwidth(lnc)
+        return Roofline(max(compute_s, memory_s), "compute" if compute_s >= memory_s else "memory")
+
+    def compile_lnc(self, lnc: int) -> int | None:
+        """The `--lnc` to compile with: None where the target takes no such flag (trn1 and inf2
+        answer it with NCC_EARG001), else `lnc`, refused when the platform cannot run it."""
+        if lnc not in self.supported_lnc:
+            raise ValueError(f"{self.name} runs at LNC {', '.join(map(str, self.supported_lnc))}, not {lnc}")
+        return lnc if len(self.supported_lnc) > 1 else None
 
 
 _NC_V2_TFLOPS = {"bfloat16": 91.75, "float16": 91.75, "float32": 22.94}
@@ -52,7 +67,6 @@ PLATFORMS: dict[str, Platform] = {
     "trn1": Platform(
         name="trn1",
         neuroncore_version="v2",
-        physical_cores_per_chip=2,
         default_lnc=1,
         supported_lnc=(1,),
         tensor_engine_clock_hz=2.8e9,
@@ -65,7 +79,6 @@ PLATFORMS: dict[str, Platform] = {
     "inf2": Platform(
         name="inf2",
         neuroncore_version="v2",
-        physical_cores_per_chip=2,
         default_lnc=1,
         supported_lnc=(1,),
         tensor_engine_clock_hz=2.8e9,
@@ -78,7 +91,6 @@ PLATFORMS: dict[str, Platform] = {
     "trn2": Platform(
         name="trn2",
         neuroncore_version="v3",
-        physical_cores_per_chip=8,
         default_lnc=2,
         supported_lnc=(1, 2),
         tensor_engine_clock_hz=2.4e9,

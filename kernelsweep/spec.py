@@ -17,14 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kernelsweep.dtypes import DTYPE_NAMES
-from kernelsweep.errors import UsageError
-from kernelsweep.kernels import InvalidShapeError, KernelDefinition, load_kernel
-from kernelsweep.platforms import PLATFORM_NAMES, get_platform
+from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
+from kernelsweep.errors import InvalidShapeError, UsageError
+from kernelsweep.kernels import KernelDefinition, load_kernel
+from kernelsweep.platforms import PLATFORM_NAMES, PlatformName, get_platform
 
 ToolchainKind = Literal["auto", "neuron", "sim"]
-PlatformName = Literal["trn1", "trn2", "inf2"]
-DtypeName = Literal["float32", "bfloat16", "float16"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
@@ -181,6 +179,7 @@ def expand(spec: SweepSpec, source: str = "spec") -> list[Point]:
 
 
 def _import_kernel(ref: str, where: str) -> KernelDefinition:
+    """A user's module runs arbitrary code at import: whatever it raises, or an exit, is one line."""
     try:
         return load_kernel(ref)
     except (ImportError, AttributeError, TypeError) as exc:
@@ -188,14 +187,22 @@ def _import_kernel(ref: str, where: str) -> KernelDefinition:
             f"{where}: cannot import kernel {ref!r} ({exc}); "
             "give module:attribute of a KernelDefinition on the Python path"
         ) from None
+    except (Exception, SystemExit) as exc:
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise UsageError(f"{where}: importing kernel {ref!r} failed ({detail}); fix the module") from None
 
 
 def _check_shape(definition: KernelDefinition, params: dict[str, int], dtype: str, where: str) -> None:
+    shape = ",".join(f"{k}={v}" for k, v in params.items())
     try:
         definition.check(params, dtype)
     except InvalidShapeError as exc:
-        shape = ",".join(f"{k}={v}" for k, v in params.items())
         raise UsageError(f"{where}: {definition.name} {shape} {dtype} is invalid: {exc}") from None
+    except Exception as exc:  # the definition's own bug, reported as such rather than as ours
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise UsageError(
+            f"{where}: {definition.name}.check({shape}, {dtype}) raised {detail}; fix the kernel definition"
+        ) from None
 
 
 def _per_platform(

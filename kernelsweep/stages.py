@@ -1,54 +1,37 @@
-"""What each of the six stages does for one point, as plain functions over small references.
+"""What each of the five tool stages does for one point, as plain functions over small references.
 
-tasks/ wraps each function in a Prefect task (retries, names, run ids); nothing here knows about
-Prefect, so every stage runs and is tested on its own. Stages hand each other `ArtifactRef`s,
-never arrays: each stage fetches the bytes it needs from the store into its own scratch folder.
+kernelsweep.tasks wraps each function in a Prefect task (retries, names, run ids); nothing here
+knows about Prefect, so every stage runs and is tested on its own (tests/test_stages.py). Stages
+hand each other `ArtifactRef`s, never arrays: each stage fetches the bytes it needs from the store
+into its own scratch folder. The sixth stage, store, is the results writer.
 """
 
 from __future__ import annotations
 
 import inspect
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from kernelsweep import cache
-from kernelsweep.artifacts import ArtifactRef, ArtifactStore
+from kernelsweep import cache, names
+from kernelsweep.artifacts import ArtifactRef
+from kernelsweep.context import StageContext
 from kernelsweep.correctness import Correctness, check_outputs
 from kernelsweep.dtypes import numpy_dtype
-from kernelsweep.errors import CaptureError, ExtractError, KernelsweepError
+from kernelsweep.errors import ExtractError
 from kernelsweep.kernels import load_kernel
-from kernelsweep.locks import CoreLeaser
-from kernelsweep.metrics import ProfileMetrics, read_profile
-from kernelsweep.spec import CaptureSettings, Point
+from kernelsweep.metrics import LatencyStats, ProfileMetrics, read_profile
+from kernelsweep.platforms import get_platform
+from kernelsweep.spec import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
-from kernelsweep.toolchain.resolve import Toolchain
-from kernelsweep.toolchain.versions import ToolVersions
 
 COMPILE_TIMEOUT_SECONDS = 1800.0
 VIEW_TIMEOUT_SECONDS = 600.0
-
-
-@dataclass(frozen=True)
-class StageContext:
-    """Everything a stage needs besides the point; built once per flow run."""
-
-    toolchain: Toolchain
-    store: ArtifactStore
-    capture: CaptureSettings
-    leaser: CoreLeaser
-    compile_slots: int
-    versions: ToolVersions
-    compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "compile_gate", threading.BoundedSemaphore(self.compile_slots))
 
 
 @dataclass(frozen=True)
@@ -64,7 +47,6 @@ class TraceResult:
 @dataclass(frozen=True)
 class CompileResult:
     neff: ArtifactRef
-    compiler_version: str | None
     seconds: float | None
     cache_hit: bool = False
 
@@ -75,35 +57,11 @@ class InputsResult:
 
 
 @dataclass(frozen=True)
-class CaptureOutcome:
+class CaptureResult:
     ntffs: list[ArtifactRef]  # one per repeat
     outputs: dict[str, ArtifactRef]
     visible_cores: str
     seconds: float
-
-
-@dataclass(frozen=True)
-class LatencyStats:
-    """total_time_us across a point's repeated captures."""
-
-    repeats: int
-    median_us: float
-    min_us: float
-    max_us: float
-    p90_us: float
-    p99_us: float
-
-    @classmethod
-    def of(cls, latencies_us: list[float]) -> LatencyStats:
-        values = np.asarray(latencies_us, dtype=np.float64)
-        return cls(
-            repeats=len(values),
-            median_us=float(np.median(values)),
-            min_us=float(values.min()),
-            max_us=float(values.max()),
-            p90_us=float(np.percentile(values, 90)),
-            p99_us=float(np.percentile(values, 99)),
-        )
 
 
 @dataclass(frozen=True)
@@ -124,7 +82,7 @@ def _scratch(stage: str) -> Iterator[Path]:
 def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     started = time.perf_counter()
     definition = load_kernel(point.kernel_ref)
-    source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition))))
+    source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition)) or ""))
     key = cache.trace_key(
         kernel_source_sha256=source.sha256,
         kernel_ref=point.kernel_ref,
@@ -158,27 +116,24 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
 def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> CompileResult:
     """`seconds` is the compiler's own wall time (None on a cache hit), not the wait for a compile slot."""
     if traced.neff is not None:  # the tracer compiled already; its NEFF is cached with the trace
-        return CompileResult(
-            neff=traced.neff, compiler_version=ctx.versions.compiler, seconds=None, cache_hit=traced.cache_hit
-        )
-    lnc = point.lnc if point.platform in ("trn2", "trn3") else None
+        return CompileResult(neff=traced.neff, seconds=None, cache_hit=traced.cache_hit)
+    platform = get_platform(point.platform)
+    target, lnc = platform.compiler_target, platform.compile_lnc(point.lnc)
     key = cache.compile_key(
-        ir_sha256=traced.ir.sha256, compiler_version=ctx.versions.compiler, target=point.platform, lnc=lnc, flags=[]
+        ir_sha256=traced.ir.sha256, compiler_version=ctx.versions.compiler, target=target, lnc=lnc, flags=[]
     )
     hit = cache.lookup(ctx.store, "compile", ctx.versions.compiler, key)
     if hit is not None:
-        return CompileResult(
-            neff=hit.refs["neff"], compiler_version=ctx.versions.compiler, seconds=None, cache_hit=True
-        )
+        return CompileResult(neff=hit.refs["neff"], seconds=None, cache_hit=True)
     with _scratch("compile") as workdir:
-        ir_path = ctx.store.fetch(traced.ir, workdir / "penguin.py")
+        ir_path = ctx.store.fetch(traced.ir, workdir / names.IR)
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
-            neff = compiler.compile_ir(ctx.toolchain, ir_path, workdir, point.platform, lnc, COMPILE_TIMEOUT_SECONDS)
+            neff = compiler.compile_ir(ctx.toolchain, ir_path, workdir, target, lnc, COMPILE_TIMEOUT_SECONDS)
             seconds = time.perf_counter() - started
         ref = ctx.store.put_file(neff)
     cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref})
-    return CompileResult(neff=ref, compiler_version=ctx.versions.compiler, seconds=seconds)
+    return CompileResult(neff=ref, seconds=seconds)
 
 
 def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
@@ -188,21 +143,21 @@ def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
     refs = {}
     with _scratch("inputs") as workdir:
         for name, array in arrays.items():
-            path = workdir / f"inp-{name}-000.bin"
+            path = workdir / names.input_file(name)
             path.write_bytes(np.ascontiguousarray(array).tobytes())
             refs[name] = ctx.store.put_file(path)
     return InputsResult(inputs=refs)
 
 
-def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureOutcome:
+def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureResult:
     """`repeats` captures of one NEFF under one NeuronCore lease, which covers exactly the captures.
 
     `seconds` is the captures' own wall time, not the wait for the lease. Outputs come from the first.
     """
     settings = ctx.capture
     with _scratch("capture") as workdir:
-        neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
-        files = {name: ctx.store.fetch(ref, workdir / f"inp-{name}-000.bin") for name, ref in inputs.inputs.items()}
+        neff = ctx.store.fetch(compiled.neff, workdir / names.NEFF)
+        files = {name: ctx.store.fetch(ref, workdir / names.input_file(name)) for name, ref in inputs.inputs.items()}
         results = []
         with ctx.leaser.lease(waiting_for=point.point_id) as lease:
             started = time.perf_counter()
@@ -226,32 +181,33 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
             seconds = time.perf_counter() - started
         ntffs = [ctx.store.put_file(result.ntff) for result in results]
         outputs = {name: ctx.store.put_file(path) for name, path in results[0].outputs.items()}
-    return CaptureOutcome(ntffs=ntffs, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds)
+    return CaptureResult(ntffs=ntffs, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds)
 
 
 def extract_stage(
-    ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureOutcome
+    ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureResult
 ) -> ExtractResult:
     """Every repeat's profile is viewed; the row's metrics are those of the median-latency repeat."""
-    profile_format = ctx.capture.profile_format
+    profile_format: str = ctx.capture.profile_format
     if profile_format == "auto":
         profile_format = profiler.default_profile_format(ctx.toolchain.profiler, ctx.versions.profiler)
     with _scratch("extract") as workdir:
-        neff = ctx.store.fetch(compiled.neff, workdir / "file.neff")
+        neff = ctx.store.fetch(compiled.neff, workdir / names.NEFF)
         profiles = []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"
-            ntff = ctx.store.fetch(ntff_ref, run_dir / "profile.ntff")
+            ntff = ctx.store.fetch(ntff_ref, run_dir / names.NTFF)
             path = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
             path = path / "Summary.parquet" if path.is_dir() else path
             metrics = read_profile(path)
-            if metrics.values.get("total_time_us") is None:
+            latency_us = metrics.values.get("total_time_us")
+            if latency_us is None:
                 raise ExtractError(f"profile of repeat {repeat} has no total_time", error_class="MissingMetric")
-            profiles.append((metrics, ctx.store.put_file(path)))
+            profiles.append((float(latency_us), metrics, ctx.store.put_file(path)))
         correctness = _check(ctx, point, inputs, captured, workdir)
-    latencies = [m.values["total_time_us"] for m, _ in profiles]
+    latencies = [latency for latency, _, _ in profiles]
     median_index = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
-    metrics, profile = profiles[median_index]
+    _, metrics, profile = profiles[median_index]
     return ExtractResult(
         ntff=captured.ntffs[median_index],
         profile=profile,
@@ -262,26 +218,22 @@ def extract_stage(
 
 
 def _check(
-    ctx: StageContext, point: Point, inputs: InputsResult, captured: CaptureOutcome, workdir: Path
+    ctx: StageContext, point: Point, inputs: InputsResult, captured: CaptureResult, workdir: Path
 ) -> Correctness:
     """Compare what the device wrote with the reference on the very input bytes it was fed."""
     definition = load_kernel(point.kernel_ref)
     arrays = {}
     for info in definition.input_infos(point.params, point.dtype):
-        path = ctx.store.fetch(inputs.inputs[info.name], workdir / f"inp-{info.name}-000.bin")
+        path = ctx.store.fetch(inputs.inputs[info.name], workdir / names.input_file(info.name))
         arrays[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
     expected = definition.reference(arrays, point.params)
     actual = {}
     for info in definition.output_infos(point.params, point.dtype):
         if info.name not in captured.outputs:
-            raise CaptureError(f"capture saved no output named {info.name!r}")
-        path = ctx.store.fetch(captured.outputs[info.name], workdir / f"out-{info.name}")
+            saved = ", ".join(sorted(captured.outputs)) or "none"
+            raise ExtractError(
+                f"capture saved no output named {info.name!r} (saved: {saved})", error_class="MissingOutput"
+            )
+        path = ctx.store.fetch(captured.outputs[info.name], workdir / names.output_file(info.name))
         actual[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
     return check_outputs(actual, expected, point.dtype)
-
-
-def describe(error: BaseException) -> tuple[str, str]:
-    """(error_class, one-line message) for a failed row."""
-    if isinstance(error, KernelsweepError):
-        return error.error_class, error.message
-    return type(error).__name__, " ".join(str(error).split()) or type(error).__name__

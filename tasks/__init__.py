@@ -1,10 +1,10 @@
 """One Prefect task per stage. Thin: names, retries, run ids; the work lives in kernelsweep.stages."""
 
-from tasks.capture import capture_task
-from tasks.compile import compile_task
-from tasks.extract import extract_task
-from tasks.inputs import inputs_task
-from tasks.store import store_task
-from tasks.trace import trace_task
+from kernelsweep.tasks.capture import capture_task
+from kernelsweep.tasks.compile import compile_task
+from kernelsweep.tasks.extract import extract_task
+from kernelsweep.tasks.inputs import inputs_task
+from kernelsweep.tasks.store import store_task
+from kernelsweep.tasks.trace import trace_task
 
 __all__ = ["capture_task", "compile_task", "extract_task", "inputs_task", "store_task", "trace_task"]

@@ -1,11 +1,12 @@
 from prefect import task
 
+from kernelsweep.context import StageContext
 from kernelsweep.spec import Point
-from kernelsweep.stages import CaptureOutcome, CompileResult, InputsResult, StageContext, capture_stage
-from tasks.policy import STAGE_TASK_OPTIONS, transient_retries
+from kernelsweep.stages import CaptureResult, CompileResult, InputsResult, capture_stage
+from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS, transient_retries
 
 
 @task(name="capture", task_run_name="capture-{point.point_id}", **STAGE_TASK_OPTIONS, **transient_retries())
-def capture_task(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureOutcome:
+def capture_task(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureResult:
     """Profile on an exclusively leased NeuronCore; a busy core is retried with backoff."""
     return capture_stage(ctx, point, compiled, inputs)

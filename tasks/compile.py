@@ -1,8 +1,9 @@
 from prefect import task
 
+from kernelsweep.context import StageContext
 from kernelsweep.spec import Point
-from kernelsweep.stages import CompileResult, StageContext, TraceResult, compile_stage
-from tasks.policy import STAGE_TASK_OPTIONS, transient_retries
+from kernelsweep.stages import CompileResult, TraceResult, compile_stage
+from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS, transient_retries
 
 
 @task(name="compile", task_run_name="compile-{point.point_id}", **STAGE_TASK_OPTIONS, **transient_retries())

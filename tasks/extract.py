@@ -1,13 +1,14 @@
 from prefect import task
 
+from kernelsweep.context import StageContext
 from kernelsweep.spec import Point
-from kernelsweep.stages import CaptureOutcome, CompileResult, ExtractResult, InputsResult, StageContext, extract_stage
-from tasks.policy import STAGE_TASK_OPTIONS, transient_retries
+from kernelsweep.stages import CaptureResult, CompileResult, ExtractResult, InputsResult, extract_stage
+from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS, transient_retries
 
 
 @task(name="extract", task_run_name="extract-{point.point_id}", **STAGE_TASK_OPTIONS, **transient_retries())
 def extract_task(
-    ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureOutcome
+    ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureResult
 ) -> ExtractResult:
     """View the profile as JSON, normalise its metrics and check outputs against the reference."""
     return extract_stage(ctx, point, compiled, inputs, captured)

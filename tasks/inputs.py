@@ -1,8 +1,9 @@
 from prefect import task
 
+from kernelsweep.context import StageContext
 from kernelsweep.spec import Point
-from kernelsweep.stages import InputsResult, StageContext, inputs_stage
-from tasks.policy import STAGE_TASK_OPTIONS
+from kernelsweep.stages import InputsResult, inputs_stage
+from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS
 
 
 @task(name="inputs", task_run_name="inputs-{point.point_id}", **STAGE_TASK_OPTIONS)

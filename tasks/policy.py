@@ -6,8 +6,12 @@ was classified); a deterministic failure such as a compiler diagnostic fails the
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect.cache_policies import NO_CACHE
-from prefect.tasks import exponential_backoff
+from prefect.client.schemas.objects import TaskRun
+from prefect.states import State
+from prefect.tasks import Task, exponential_backoff
 
 TRANSIENT_RETRIES = 4
 RETRY_DELAYS = exponential_backoff(backoff_factor=1)
@@ -15,15 +19,15 @@ RETRY_JITTER_FACTOR = 0.5
 
 # Stage results are in-memory references and tasks never re-use a result across runs through
 # Prefect; content-addressed caching is the artifact store's job.
-STAGE_TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
+STAGE_TASK_OPTIONS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
 
-def retry_if_transient(task, task_run, state) -> bool:
+def retry_if_transient(task: Task, task_run: TaskRun, state: State) -> bool:
     error = state.result(raise_on_failure=False)
     return bool(getattr(error, "retryable", False))
 
 
-def transient_retries() -> dict:
+def transient_retries() -> dict[str, Any]:
     return {
         "retries": TRANSIENT_RETRIES,
         "retry_delay_seconds": RETRY_DELAYS,

@@ -1,8 +1,9 @@
 from prefect import task
 
+from kernelsweep.context import StageContext
 from kernelsweep.spec import Point
-from kernelsweep.stages import StageContext, TraceResult, trace_stage
-from tasks.policy import STAGE_TASK_OPTIONS
+from kernelsweep.stages import TraceResult, trace_stage
+from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS
 
 
 @task(name="trace", task_run_name="trace-{point.point_id}", **STAGE_TASK_OPTIONS)

@@ -17,10 +17,10 @@ from kernelsweep.kernels import BUILTIN, load_kernel
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim import model
 from kernelsweep.sim.ir import read_ir
-from kernelsweep.sim.model import Timing, Workload, kernel_workload, predict, summary
+from kernelsweep.sim.model import Timing, Workload, predict, summary
+from kernelsweep.sim.tracer import sim_trace
 from kernelsweep.sim.views import workload as ir_workload
 from kernelsweep.spec import Point
-from kernelsweep.toolchain.tracing import sim_trace
 
 MLP_SMALL = {"b": 1, "s": 128, "h": 1024, "i": 512}
 MLP_LARGE = {"b": 1, "s": 256, "h": 2048, "i": 1024}
@@ -52,17 +52,28 @@ IDS = [p[0] for p in SEED_POINTS]
 # Seed 000 section 3 and seed 002's raw record: total time and the profiler's cycle count.
 SEED_000_TOTAL, SEED_000_CYCLES = 4.5256596e-05, 54307
 SEED_002 = {
-    "total_time": 0.213808050051, "neuroncore_cycle_count": 299331264, "hbm_read_bytes": 6582249472,
-    "hbm_write_bytes": 1835008, "dma_transfer_count": 18935, "dma_active_time_percent": 0.26416618715491547,
+    "total_time": 0.213808050051,
+    "neuroncore_cycle_count": 299331264,
+    "hbm_read_bytes": 6582249472,
+    "hbm_write_bytes": 1835008,
+    "dma_transfer_count": 18935,
+    "dma_active_time_percent": 0.26416618715491547,
 }
 
 
 def _workload(kernel: str, params: dict[str, int], dtype: str, lnc: int, tmp_path, platform: str = "trn2") -> Workload:
     """What the simulator predicts from: the simulated tracer's IR, read back as the profiler reads it."""
-    point = Point(sweep="calibration", kernel=kernel, kernel_ref=BUILTIN[kernel], params=params, dtype=dtype,
-                  platform=platform, lnc=lnc, seed=0)
-    traced = sim_trace(point, load_kernel(BUILTIN[kernel]), tmp_path)
-    return ir_workload(read_ir(traced.ir_path))
+    point = Point(
+        sweep="calibration",
+        kernel=kernel,
+        kernel_ref=BUILTIN[kernel],
+        params=params,
+        dtype=dtype,
+        platform=platform,
+        lnc=lnc,
+        seed=0,
+    )
+    return ir_workload(read_ir(sim_trace(point, load_kernel(BUILTIN[kernel]), tmp_path)))
 
 
 def _ratio(kernel, params, dtype, lnc, measured_us, tmp_path) -> float:
@@ -77,7 +88,8 @@ def test_seed_point_is_predicted_within_2x(kernel, params, dtype, lnc, measured_
 
 @pytest.mark.parametrize(
     ("kernel", "params", "dtype", "lnc", "measured_us"),
-    [p[1:] for p in SEED_POINTS if p[1] == "vector_add"], ids=[p[0] for p in SEED_POINTS if p[1] == "vector_add"],
+    [p[1:] for p in SEED_POINTS if p[1] == "vector_add"],
+    ids=[p[0] for p in SEED_POINTS if p[1] == "vector_add"],
 )
 def test_seed_004_stays_in_the_band_at_the_trn2_default_lnc_2(kernel, params, dtype, lnc, measured_us, tmp_path):
     """Seed 004's points are fitted at lnc=1; a sweep on trn2's default LNC=2 must not leave the band."""
@@ -111,18 +123,13 @@ def test_a_mis_calibrated_model_fails_the_band(perturbation, monkeypatch, tmp_pa
     assert not all(0.5 <= r <= 2 for r in ratios)
 
 
-def test_kernel_workload_is_the_workload_the_simulator_builds(tmp_path):
-    for _, kernel, params, dtype, lnc, _ in SEED_POINTS:
-        direct = kernel_workload(load_kernel(BUILTIN[kernel]), params, dtype, PLATFORMS["trn2"], lnc)
-        assert direct == _workload(kernel, params, dtype, lnc, tmp_path)
-
-
 def test_cycle_count_is_total_time_at_the_profiler_clock(tmp_path):
     """Seed 000: 45.256596 us <-> 54307 cycles at 1.2 GHz (trn2); seed 002: 1.4 GHz (trn1)."""
     w = _workload("mlp", MLP_SMALL, "bfloat16", 2, tmp_path)
-    assert summary(w, Timing(total=SEED_000_TOTAL, compute=1e-5, memory=1e-5, dma_overhead=0))[
-        "neuroncore_cycle_count"
-    ] == SEED_000_CYCLES
+    assert (
+        summary(w, Timing(total=SEED_000_TOTAL, compute=1e-5, memory=1e-5, dma_overhead=0))["neuroncore_cycle_count"]
+        == SEED_000_CYCLES
+    )
     predicted = predict(w, jitter=0.0)
     cycles = summary(w, predicted)["neuroncore_cycle_count"]
     assert cycles == pytest.approx(predicted.total * 1.2e9, abs=1)
@@ -137,13 +144,20 @@ def test_predictions_grow_with_problem_size(platform, lnc, tmp_path):
     def total(kernel, params, dtype):
         return predict(_workload(kernel, params, dtype, lnc, tmp_path, platform), jitter=0.0).total
 
-    mlps = [{"b": 1, "s": s, "h": h, "i": i} for s, h, i in [(128, 1024, 512), (256, 2048, 1024), (512, 4096, 2048),
-                                                              (1024, 4096, 4096), (2048, 8192, 8192)]]
-    matmuls = [{"M": m, "K": k, "N": n} for m, k, n in [(128, 128, 512), (512, 512, 512), (1024, 1024, 1024),
-                                                         (2048, 2048, 2048), (4096, 4096, 8192)]]
+    mlps = [
+        {"b": 1, "s": s, "h": h, "i": i}
+        for s, h, i in [(128, 1024, 512), (256, 2048, 1024), (512, 4096, 2048), (1024, 4096, 4096), (2048, 8192, 8192)]
+    ]
+    matmuls = [
+        {"M": m, "K": k, "N": n}
+        for m, k, n in [(128, 128, 512), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 8192)]
+    ]
     adds = [_va(25600 * k, 128, 200) for k in (1, 2, 10, 100, 1000)]
-    for kernel, sizes, dtype in [("mlp", mlps, "bfloat16"), ("matmul", matmuls, "bfloat16"),
-                                 ("vector_add", adds, "float32")]:
+    for kernel, sizes, dtype in [
+        ("mlp", mlps, "bfloat16"),
+        ("matmul", matmuls, "bfloat16"),
+        ("vector_add", adds, "float32"),
+    ]:
         times = [total(kernel, params, dtype) for params in sizes]
         assert all(a < b for a, b in zip(times, times[1:], strict=False)), (kernel, times)
         assert times[-1] > 5 * times[0], (kernel, times)  # not swamped by fixed costs at scale
@@ -151,8 +165,10 @@ def test_predictions_grow_with_problem_size(platform, lnc, tmp_path):
 
 def test_fewer_larger_tiles_are_faster_as_in_seed_004(tmp_path):
     """Seed 004's tile sweep at n=25600: ROW_CHUNK 1 > 128 > FREE_DIM 2 > FREE_DIM 200."""
-    times = [predict(_workload("vector_add", _va(25600, p, f), "float32", 1, tmp_path), jitter=0.0).total
-             for p, f in [(1, 1), (128, 1), (128, 2), (128, 200)]]
+    times = [
+        predict(_workload("vector_add", _va(25600, p, f), "float32", 1, tmp_path), jitter=0.0).total
+        for p, f in [(1, 1), (128, 1), (128, 2), (128, 200)]
+    ]
     assert times == sorted(times, reverse=True)
 
 
@@ -162,9 +178,17 @@ def test_trn1_memory_side_is_consistent_with_seed_002():
     DMA queues waited on the vector engine there) and must be within 2x of it."""
     s = SEED_002
     traffic = s["hbm_read_bytes"] + s["hbm_write_bytes"]
-    w = Workload(platform=PLATFORMS["trn1"], lnc=1, dtype="float32", flops=1, hbm_bytes=traffic,
-                 input_bytes=s["hbm_read_bytes"], output_bytes=s["hbm_write_bytes"],
-                 dma_transfers=s["dma_transfer_count"], engine="vector")
+    w = Workload(
+        platform=PLATFORMS["trn1"],
+        lnc=1,
+        dtype="float32",
+        flops=1,
+        hbm_bytes=traffic,
+        input_bytes=s["hbm_read_bytes"],
+        output_bytes=s["hbm_write_bytes"],
+        dma_transfers=s["dma_transfer_count"],
+        engine="vector",
+    )
     timing = predict(w, jitter=0.0)
     dma_active = s["dma_active_time_percent"] * s["total_time"]
     assert 0.5 <= (timing.memory + timing.dma_overhead) / dma_active <= 1.0

@@ -8,8 +8,9 @@ import pytest
 
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.locks import CoreLeaser
+from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.toolchain.devices import list_devices, parse_neuron_ls
-from kernelsweep.toolchain.resolve import Toolchain, sim_toolchain
+from kernelsweep.toolchain.resolve import Toolchain
 
 # Reference section 4's sample, verbatim: a trn2 device (96 GiB, 8 physical cores) at LNC=2.
 SAMPLE = (

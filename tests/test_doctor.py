@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from kernelsweep import doctor
+from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.toolchain import versions
-from kernelsweep.toolchain.resolve import Toolchain, sim_toolchain
+from kernelsweep.toolchain.resolve import Toolchain
 
 TOOLS = Path(__file__).parent / "fixtures" / "tools"
 
@@ -78,7 +79,7 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
 
 
 def test_the_neuron_host_rendering(neuron_host):
-    text, code = doctor.main_text(neuron_host)
+    text, code = doctor.report(neuron_host)
     assert code == 0
     lines = text.splitlines()
     assert lines[0] == "kernelsweep doctor"
@@ -94,7 +95,7 @@ def test_this_machine_says_what_is_missing_and_that_the_sim_will_be_used(bare_ho
     assert "aws-neuronx-tools" in checks["profiler"].fix
     assert "aws-neuronx-dkms" in checks["devices"].fix
     assert checks["instance type"].status == "info"
-    text, code = doctor.main_text(bare_host)
+    text, code = doctor.report(bare_host)
     assert code == 1
     assert "`--toolchain auto` uses the simulated toolchain (every row is marked simulated)" in text
     assert text.count("fix: ") >= 5
@@ -164,7 +165,7 @@ def test_collect_on_the_stand_in_host(neuron_host):
         compiler="2.21.33363.0+82129205", profiler="2.29.18.0", runtime="2.21.41.0", nki="0.2.0",
         profiler_tool="neuron-explorer", instance_type="trn2.48xlarge",
     )  # fmt: skip
-    assert found.as_row()["profiler_tool"] == "neuron-explorer"
+    assert found.profiler_tool == "neuron-explorer"
 
 
 def test_collect_on_the_simulator_says_simulated(tmp_path):

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
 def test_parallel_captures_share_two_cores_without_a_busy_error(tmp_path, monkeypatch):
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
     monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
     monkeypatch.setenv("KERNELSWEEP_SIM_CORES", "2")
@@ -23,7 +23,7 @@ def test_parallel_captures_share_two_cores_without_a_busy_error(tmp_path, monkey
     }
     spec = sim_spec(tmp_path, [kernel], name="exclusive", execution={"compile_slots": 4})
     report = sweep(spec)
-    rows = pq.read_table(report["paths"][0]).to_pylist()
+    rows = pq.read_table(report.paths[0]).to_pylist()
     assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
     assert {r["visible_cores"] for r in rows} == {"0", "1"}  # both cores were used
     with get_client(sync_client=True) as client:

@@ -27,15 +27,15 @@ MLP = {"kernel": "kernelsweep.kernels.mlp:mlp", "dtypes": ["bfloat16"], "grid": 
 
 
 def test_sweep_writes_one_verified_row_per_point(tmp_path):
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
     spec = _spec(tmp_path, [VECTOR_ADD, MLP])
     report = sweep(spec)
     points = expand(spec)
-    assert len(report["paths"]) == 2  # one object per platform partition
-    for path in report["paths"]:
-        assert "/v1/platform=" in path and f"/{report['flow_run_id']}.parquet" in path
-    table = pq.read_table(report["paths"][0]).to_pylist() + pq.read_table(report["paths"][1]).to_pylist()
+    assert len(report.paths) == 2  # one object per platform partition
+    for path in report.paths:
+        assert "/v1/platform=" in path and f"/{report.flow_run_id}.parquet" in path
+    table = pq.read_table(report.paths[0]).to_pylist() + pq.read_table(report.paths[1]).to_pylist()
     assert sorted(r["row_id"] for r in table) == sorted({r["row_id"] for r in table})
     assert {(r["kernel"], r["shape"], r["platform"]) for r in table} == {
         (p.kernel, p.shape, p.platform) for p in points
@@ -46,28 +46,28 @@ def test_sweep_writes_one_verified_row_per_point(tmp_path):
         assert row["is_simulation"] is True and row["toolchain"] == "sim"
         assert row["correct"] is True and row["total_time_us"] > 0 and row["roofline_percent"] > 0
         assert row["compiler_version"].endswith("+kernelsweep.sim")
-        assert row["flow_run_id"] == report["flow_run_id"]
+        assert row["flow_run_id"] == report.flow_run_id
         assert set(dict(row["task_run_ids"])) == {"trace", "compile", "inputs", "capture", "extract"}
         assert len(row["inputs"]) == (2 if row["kernel"] == "vector_add" else 4) and len(row["outputs"]) == 1
         for name in ("kernel_source", "ir", "neff", "ntff", "profile"):
             ref = ArtifactRef(row[f"{name}_uri"], row[f"{name}_sha256"], 0)
             assert store.fetch(ref, tmp_path / "check" / row["row_id"] / name).is_file()
         assert row["param_n"] == (2048 if row["kernel"] == "vector_add" else None)
-    metadata = pq.read_schema(report["paths"][0]).metadata
+    metadata = pq.read_schema(report.paths[0]).metadata
     assert metadata[b"kernelsweep.schema_version"] == b"1"
 
 
 def test_failed_point_is_a_row_and_the_rest_completes(tmp_path):
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
     crashing = {"kernel": "kernels.faulty:crashes_on_device", "dtypes": ["float32"], "grid": {"n": [1024]}}
     report = sweep(_spec(tmp_path, [crashing, VECTOR_ADD], platforms=("trn2",)))
-    rows = {r["kernel"]: r for r in report["rows"]}
+    rows = {r.kernel: r for r in report.rows}
     failed = rows["crashes_on_device"]
-    assert failed["status"] == "failed" and failed["error_stage"] == "capture"
-    assert failed["error_class"] == "CaptureError" and "simulated device fault" in failed["error_message"]
-    assert sum(r["status"] == "ok" for r in report["rows"]) == 2
-    on_disk = pq.read_table(report["paths"][0]).to_pylist()
+    assert failed.status == "failed" and failed.error_stage == "capture"
+    assert failed.error_class == "CaptureError" and "simulated device fault" in failed.error_message
+    assert sum(r.ok for r in report.rows) == 2
+    on_disk = pq.read_table(report.paths[0]).to_pylist()
     assert len(on_disk) == 3 and {r["status"] for r in on_disk} == {"ok", "failed"}
     stored = next(r for r in on_disk if r["status"] == "failed")
     assert stored["total_time_us"] is None and stored["correct"] is None  # no fake numbers
@@ -76,24 +76,24 @@ def test_failed_point_is_a_row_and_the_rest_completes(tmp_path):
 
 
 def test_large_sweeps_split_into_bounded_shard_runs(tmp_path):
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
     spec = _spec(tmp_path, [VECTOR_ADD], platforms=("trn2", "trn1", "inf2"))
     spec = spec.model_copy(update={"execution": spec.execution.model_copy(update={"max_points_per_flow_run": 4})})
     report = sweep(spec)
-    run_ids = {p.rsplit("/", 1)[1] for p in report["paths"]}
-    assert len(run_ids) == 2 and report["flow_run_id"] + ".parquet" not in run_ids  # two shard runs wrote
-    rows = [r for p in report["paths"] for r in pq.read_table(p).to_pylist()]
+    run_ids = {p.rsplit("/", 1)[1] for p in report.paths}
+    assert len(run_ids) == 2 and report.flow_run_id + ".parquet" not in run_ids  # two shard runs wrote
+    rows = [r for p in report.paths for r in pq.read_table(p).to_pylist()]
     assert len(rows) == 6 and len({r["row_id"] for r in rows}) == 6
     assert {r["flow_run_id"] for r in rows} == {i.removesuffix(".parquet") for i in run_ids}
 
 
 def test_repeats_give_latency_percentiles_and_the_median_profile(tmp_path):
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
     spec = _spec(tmp_path, [VECTOR_ADD], platforms=("trn2",))
     spec = spec.model_copy(update={"capture": spec.capture.model_copy(update={"repeats": 5})})
-    rows = pq.read_table(sweep(spec)["paths"][0]).to_pylist()
+    rows = pq.read_table(sweep(spec).paths[0]).to_pylist()
     for row in rows:
         assert row["repeats"] == 5
         assert row["latency_min_us"] < row["latency_median_us"] < row["latency_max_us"]  # the model's run noise
@@ -102,10 +102,10 @@ def test_repeats_give_latency_percentiles_and_the_median_profile(tmp_path):
 
 
 def test_kernel_run_runs_exactly_one_point(tmp_path):
-    from flows.kernel_run import kernel_run
+    from kernelsweep.flows.kernel_run import kernel_run
 
     spec = _spec(tmp_path, [VECTOR_ADD], platforms=("trn2",))
     target = expand(spec)[1]
     report = kernel_run(spec, target.point_id)
-    assert [(r["shape"], r["status"]) for r in report["rows"]] == [(target.shape, "ok")]
-    assert len(pq.read_table(report["paths"][0])) == 1
+    assert [(r.shape, r.status) for r in report.rows] == [(target.shape, "ok")]
+    assert len(pq.read_table(report.paths[0])) == 1

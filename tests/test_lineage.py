@@ -12,31 +12,44 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from s3_server import apply_env, aws_test_env, create_bucket, list_keys
 
 from kernelsweep.errors import UsageError
-from kernelsweep.lineage import render, verify_row
 from kernelsweep.results import reader
-from kernelsweep.results.writer import write_results
+from kernelsweep.results.schema import PARAM_PREFIX, schema_for
+from kernelsweep.results.writer import object_key
 from kernelsweep.spec import expand, parse_spec
+from kernelsweep.verify import render, verify_row
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
-VECTOR_ADD = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"],
-              "grid": {"n": [2048], "free_size": [1, 16]}}
+VECTOR_ADD = {
+    "kernel": "kernelsweep.kernels.vector_add:vector_add",
+    "dtypes": ["float32"],
+    "grid": {"n": [2048], "free_size": [1, 16]},
+}
 MLP = {"kernel": "kernelsweep.kernels.mlp:mlp", "dtypes": ["bfloat16"], "grid": {"s": [128], "h": [256], "i": [128]}}
 CRASHES = {"kernel": "kernels.faulty:crashes_on_device", "dtypes": ["float32"], "grid": {"n": [1024]}}
 SINGLES = ("kernel_source", "ir", "neff", "ntff", "profile")
 
 
 def _sweep(results: str, artifacts: str, kernels: list[dict], platforms=("trn2",)):
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
-    spec = parse_spec({
-        "name": "lineage", "platforms": list(platforms), "toolchain": "sim", "results": results,
-        "artifacts": artifacts, "capture": {"num_exec": 2}, "kernels": kernels,
-    })
+    spec = parse_spec(
+        {
+            "name": "lineage",
+            "platforms": list(platforms),
+            "toolchain": "sim",
+            "results": results,
+            "artifacts": artifacts,
+            "capture": {"num_exec": 2},
+            "kernels": kernels,
+        }
+    )
     return spec, sweep(spec)
 
 
@@ -71,7 +84,7 @@ def _assert_all_verified(report, row: dict) -> None:
 def local_sweep(tmp_path):
     results, artifacts = str(tmp_path / "results"), str(tmp_path / "artifacts")
     spec, report = _sweep(results, artifacts, [VECTOR_ADD, MLP])
-    assert all(r["status"] == "ok" for r in report["rows"])
+    assert all(r.ok for r in report.rows)
     return results, next(r for r in _rows(results) if r["kernel"] == "mlp")
 
 
@@ -81,7 +94,7 @@ def test_every_artifact_of_a_local_row_is_fetched_and_verified(tmp_path, local_s
     _assert_all_verified(report, row)
     assert len(report.artifacts) == 5 + 4 + 1  # mlp: four inputs, one output
     assert {p.name for p in (tmp_path / "check").iterdir()} >= {"file.neff", "profile.ntff", "profile.json"}
-    assert report.row["kernel"] == "mlp" and report.row["flow_run_id"] == row["flow_run_id"]
+    assert report.row.kernel == "mlp" and report.row.flow_run_id == row["flow_run_id"]
     again = verify_row(results, row["row_id"], tmp_path / "check")  # into the same folder: replaces, still ok
     _assert_all_verified(again, row)
 
@@ -121,11 +134,13 @@ def test_lineage_gaps_and_inconsistent_links_are_reported(tmp_path):
     ok = next(r for r in rows if r["status"] == "ok")
     swapped = {**ok, "row_id": str(uuid.uuid4()), "neff_sha256": ok["profile_sha256"]}
     unlinked = {**ok, "row_id": str(uuid.uuid4()), "ir_uri": None, "ir_sha256": None, "outputs": None}
-    resized = {**ok, "row_id": str(uuid.uuid4()),
-               "inputs": [{**ok["inputs"][0], "size_bytes": ok["inputs"][0]["size_bytes"] + 1}, *ok["inputs"][1:]]}
+    resized = {
+        **ok,
+        "row_id": str(uuid.uuid4()),
+        "inputs": [{**ok["inputs"][0], "size_bytes": ok["inputs"][0]["size_bytes"] + 1}, *ok["inputs"][1:]],
+    }
     crafted = str(tmp_path / "crafted")
-    write_results([swapped, unlinked, resized], crafted, flow_run_id="crafted", run_date=ok["run_date"],
-                  lineage={"sweep": "crafted"})
+    _write_crafted(crafted, [swapped, unlinked, resized])
 
     errors = {a.name: a.error for a in verify_row(crafted, swapped["row_id"], tmp_path / "a").failed}
     assert errors == {"neff": "the uri does not name the row's sha256"}
@@ -135,6 +150,15 @@ def test_lineage_gaps_and_inconsistent_links_are_reported(tmp_path):
     name = ok["inputs"][0]["name"]
     size = ok["inputs"][0]["size_bytes"]
     assert errors == {f"inputs[{name}]": f"{size} bytes, the row records {size + 1}"}
+
+
+def _write_crafted(results_uri: str, rows: list[dict]) -> None:
+    """Rows no sweep would write, straight to the dataset layout (the writer only takes built rows)."""
+    key = object_key(rows[0]["platform"], rows[0]["run_date"], "crafted")
+    schema = schema_for([k.removeprefix(PARAM_PREFIX) for k in rows[0] if k.startswith(PARAM_PREFIX)])
+    target = Path(results_uri) / key
+    target.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in rows], schema=schema), target)
 
 
 def test_an_unknown_row_is_a_one_line_usage_error(tmp_path, local_sweep):
@@ -156,7 +180,7 @@ def test_sweep_to_s3_reads_back_and_every_artifact_of_a_row_verifies(tmp_path, m
     results, artifacts = f"s3://{bucket}/team/results", f"s3://{bucket}/team/artifacts"
     spec, report = _sweep(results, artifacts, [VECTOR_ADD, MLP], platforms=("trn2", "trn1"))
 
-    run_id = report["flow_run_id"]
+    run_id = report.flow_run_id
     objects = list_keys(moto_endpoint, bucket, "team/results/")
     assert len(objects) == 2 and all(k.endswith(f"/{run_id}.parquet") for k in objects)
     assert {k.split("/")[3] for k in objects} == {"platform=trn1", "platform=trn2"}
@@ -193,8 +217,14 @@ def test_cli_lineage_exit_codes(tmp_path, local_sweep):
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "flows.cli", "lineage", *args], capture_output=True,
-                              text=True, env=env, cwd=tmp_path, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "kernelsweep.flows.cli", "lineage", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
 
     proc = run(row["row_id"], "--results", results)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -146,9 +146,7 @@ def test_lnc2_logical_core_needs_both_physical_cores(tmp_path):
     finally:
         os.close(other)
     held = leaser.try_acquire()
-    assert (
-        held is not None and held.lease == CoreLease(0, (0, 1)) and held.lease.visible_cores == "0"
-    )
+    assert held is not None and held.lease == CoreLease(0, (0, 1)) and held.lease.visible_cores == "0"
     held.release()
 
 

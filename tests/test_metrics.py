@@ -30,22 +30,45 @@ SEED002_SUMMARY_JSON = FIXTURES / "seed002_summary.json"
 # Explorer schema 7.4.0 summary fields, as the profiler spells them.
 ENGINE_GROUP = ("instruction_time", "active_time", "active_time_percent", "instruction_count")
 REFERENCE_FIELDS = [
-    "total_time", "neuroncore_cycle_count", "model_flops", "hardware_flops", "transpose_flops",
-    "adjusted_hardware_flops", "adjusted_transpose_flops", "mm_arithmetic_intensity",
-    "peak_flops_bandwidth_ratio", "trace_count", "event_count", "dma_active_time",
-    "dma_active_time_percent", "dma_transfer_total_bytes", "dma_transfer_count",
-    "inputs_outputs_weights_size_bytes", "weight_size_bytes", "mbu_estimated_percent",
-    "hbm_write_bytes", "hbm_read_bytes", "sbuf_write_bytes", "sbuf_read_bytes", "spill_save_bytes",
-    "spill_reload_bytes", "psum_write_bytes", "psum_read_bytes", "tensor_engine_instruction_time",
-    "tensor_engine_active_time", "tensor_engine_active_time_percent",
-    "tensor_engine_instruction_count", "matmul_instruction_count", "mfu_estimated_percent",
-    "mfu_max_achievable_estimated_percent", "hfu_estimated_percent", "cc_op_time",
-    "total_exec_time", "total_active_time", "total_active_time_percent",
-] + [
-    f"{engine}_engine_{field}"
-    for engine in ("vector", "scalar", "sync", "gpsimd")
-    for field in ENGINE_GROUP
-]
+    "total_time",
+    "neuroncore_cycle_count",
+    "model_flops",
+    "hardware_flops",
+    "transpose_flops",
+    "adjusted_hardware_flops",
+    "adjusted_transpose_flops",
+    "mm_arithmetic_intensity",
+    "peak_flops_bandwidth_ratio",
+    "trace_count",
+    "event_count",
+    "dma_active_time",
+    "dma_active_time_percent",
+    "dma_transfer_total_bytes",
+    "dma_transfer_count",
+    "inputs_outputs_weights_size_bytes",
+    "weight_size_bytes",
+    "mbu_estimated_percent",
+    "hbm_write_bytes",
+    "hbm_read_bytes",
+    "sbuf_write_bytes",
+    "sbuf_read_bytes",
+    "spill_save_bytes",
+    "spill_reload_bytes",
+    "psum_write_bytes",
+    "psum_read_bytes",
+    "tensor_engine_instruction_time",
+    "tensor_engine_active_time",
+    "tensor_engine_active_time_percent",
+    "tensor_engine_instruction_count",
+    "matmul_instruction_count",
+    "mfu_estimated_percent",
+    "mfu_max_achievable_estimated_percent",
+    "hfu_estimated_percent",
+    "cc_op_time",
+    "total_exec_time",
+    "total_active_time",
+    "total_active_time_percent",
+] + [f"{engine}_engine_{field}" for engine in ("vector", "scalar", "sync", "gpsimd") for field in ENGINE_GROUP]
 
 SEED000_FLOATS = {
     "total_time_us": 45.26,
@@ -120,10 +143,7 @@ def write_parquet(path: Path, rows: list[dict]) -> None:
 
 def explorer_dir(tmp_path: Path, metadata_layout: str) -> Path:
     """An Explorer-style output: seed 000's summary with fractions, plus Metadata."""
-    summary = {
-        key: value / 100 if key.endswith("_percent") else value
-        for key, value in seed000_summary().items()
-    }
+    summary = {key: value / 100 if key.endswith("_percent") else value for key, value in seed000_summary().items()}
     write_parquet(tmp_path / "Summary.parquet", [summary])
     metadata = {**METADATA, "is_simulation": False}
     if metadata_layout == "key-value":
@@ -210,9 +230,7 @@ def test_summary_json_bare_record(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("metadata_layout", ["key-value", "wide"])
 @pytest.mark.parametrize("point_at", ["directory", "summary-file"])
-def test_parquet_matches_full_json_golden(
-    tmp_path: Path, metadata_layout: str, point_at: str
-) -> None:
+def test_parquet_matches_full_json_golden(tmp_path: Path, metadata_layout: str, point_at: str) -> None:
     directory = explorer_dir(tmp_path, metadata_layout)
     target = directory if point_at == "directory" else directory / "Summary.parquet"
     metrics = read_profile(target)
@@ -251,12 +269,8 @@ def test_parquet_nulls_and_nan_are_missing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("source_format", ["json", "summary-json", "parquet"])
-@pytest.mark.parametrize(
-    ("record", "unit"), [(PAIRED_FRACTION, "fraction"), (PAIRED_PERCENT, "percent")]
-)
-def test_percent_unit_is_detected_from_a_redundant_pair(
-    record: dict, unit: str, source_format: str
-) -> None:
+@pytest.mark.parametrize(("record", "unit"), [(PAIRED_FRACTION, "fraction"), (PAIRED_PERCENT, "percent")])
+def test_percent_unit_is_detected_from_a_redundant_pair(record: dict, unit: str, source_format: str) -> None:
     metrics = normalise_record(record, source_format)
     assert metrics.percent_unit == unit
     assert metrics.values["vector_engine_active_time_percent"] == pytest.approx(25.0)
@@ -267,9 +281,7 @@ def test_percent_unit_is_detected_from_a_redundant_pair(
     ("source_format", "unit", "mfu"),
     [("summary-json", "fraction", 50.0), ("json", "percent", 0.5), ("parquet", "percent", 0.5)],
 )
-def test_percent_unit_falls_back_to_the_format_default(
-    source_format: str, unit: str, mfu: float
-) -> None:
+def test_percent_unit_falls_back_to_the_format_default(source_format: str, unit: str, mfu: float) -> None:
     metrics = normalise_record(UNPAIRED, source_format)
     assert metrics.percent_unit == unit
     assert metrics.values["mfu_estimated_percent"] == pytest.approx(mfu)
@@ -388,8 +400,7 @@ def test_unknown_field_colliding_with_a_metric_name_is_an_error() -> None:
 
 @pytest.mark.parametrize(
     ("path", "source_format"),
-    [(SEED000_JSON, "json"), (SEED000_INSTRUCTION_FIRST, "json"),
-     (SEED002_SUMMARY_JSON, "summary-json")],
+    [(SEED000_JSON, "json"), (SEED000_INSTRUCTION_FIRST, "json"), (SEED002_SUMMARY_JSON, "summary-json")],
 )
 def test_explicit_format_matches_detection(path: Path, source_format: str) -> None:
     assert read_profile(path).source_format == source_format

@@ -10,7 +10,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from specs import sim_spec
 
-from flows.lineage import artifact_key, asset_key
+from kernelsweep.flows.ui import artifact_key, asset_key
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 EVENT_WAIT_SECONDS = 60
@@ -25,7 +25,7 @@ def _artifacts(client, key):
 
 
 def test_point_history_summary_table_and_asset_event(tmp_path):
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
     spec = sim_spec(tmp_path, [KERNEL], name="lineage-test")
     first, second = sweep(spec), sweep(spec)
@@ -33,13 +33,13 @@ def test_point_history_summary_table_and_asset_event(tmp_path):
     assert key == "lineage-vector-add-n-3072-partition-size-128-free-size-1-float32-trn2"
     with get_client(sync_client=True) as client:
         history = _artifacts(client, key)
-        assert {first["flow_run_id"], second["flow_run_id"]} <= {str(a.flow_run_id) for a in history}
-        newest = max((a for a in history if str(a.flow_run_id) == second["flow_run_id"]), key=lambda a: a.created)
-        assert "neff" in newest.data and first["rows"][0]["row_id"] not in newest.data  # each run its own version
-        summary = [a for a in _artifacts(client, "sweep-lineage-test") if str(a.flow_run_id) == second["flow_run_id"]]
+        assert {first.flow_run_id, second.flow_run_id} <= {str(a.flow_run_id) for a in history}
+        newest = max((a for a in history if str(a.flow_run_id) == second.flow_run_id), key=lambda a: a.created)
+        assert "neff" in newest.data and first.rows[0].row_id not in newest.data  # each run its own version
+        summary = [a for a in _artifacts(client, "sweep-lineage-test") if str(a.flow_run_id) == second.flow_run_id]
         assert summary and summary[0].type == "table"
 
-        parquet = asset_key("file://" + second["paths"][0])
+        parquet = asset_key("file://" + second.paths[0])
         deadline = time.monotonic() + EVENT_WAIT_SECONDS
         events = []
         while not events and time.monotonic() < deadline:  # the event persister writes asynchronously

@@ -20,15 +20,15 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 # The README shows these three blocks exactly as written here.
-PANDAS = '''\
+PANDAS = """\
 from kernelsweep.results import reader
 
 df = reader.read("results").to_pandas()
 ok = df[df.status == "ok"]
 medians = ok.groupby(["kernel", "shape", "dtype", "platform"])["total_time_us"].median()
 print(medians)
-'''
-FILTERED = '''\
+"""
+FILTERED = """\
 from datetime import date
 
 from kernelsweep.results import reader
@@ -38,8 +38,8 @@ trn2 = reader.read(
     filters=[("platform", "=", "trn2"), ("run_date", ">=", date(2026, 1, 1))],
     columns=["kernel", "shape", "dtype", "total_time_us", "mfu_percent", "run_date"],
 ).to_pandas()
-'''
-DUCKDB = '''\
+"""
+DUCKDB = """\
 import duckdb
 
 from kernelsweep.results import reader
@@ -47,7 +47,7 @@ from kernelsweep.results import reader
 d = reader.dataset("results")
 means = duckdb.sql("select kernel, shape, avg(total_time_us) from d group by all")
 print(means)
-'''
+"""
 SNIPPETS = (PANDAS, FILTERED, DUCKDB)
 POINT = ("kernel", "shape", "dtype", "platform")
 
@@ -55,17 +55,28 @@ POINT = ("kernel", "shape", "dtype", "platform")
 @pytest.fixture(scope="module")
 def results_home(tmp_path_factory, prefect_harness) -> Path:
     """A folder holding `results/` from two runs of the same tiny sweep (so averages average)."""
-    from flows.sweep import sweep
+    from kernelsweep.flows.sweep import sweep
 
     home = tmp_path_factory.mktemp("readme")
-    spec = parse_spec({
-        "name": "readme", "platforms": ["trn2", "trn1"], "toolchain": "sim", "results": str(home / "results"),
-        "artifacts": str(home / "artifacts"), "capture": {"num_exec": 2},
-        "kernels": [{"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"],
-                     "grid": {"n": [2048], "free_size": [1, 16]}}],
-    })
+    spec = parse_spec(
+        {
+            "name": "readme",
+            "platforms": ["trn2", "trn1"],
+            "toolchain": "sim",
+            "results": str(home / "results"),
+            "artifacts": str(home / "artifacts"),
+            "capture": {"num_exec": 2},
+            "kernels": [
+                {
+                    "kernel": "kernelsweep.kernels.vector_add:vector_add",
+                    "dtypes": ["float32"],
+                    "grid": {"n": [2048], "free_size": [1, 16]},
+                }
+            ],
+        }
+    )
     for _ in range(2):
-        assert all(r["status"] == "ok" for r in sweep(spec)["rows"])
+        assert all(r.ok for r in sweep(spec).rows)
     return home
 
 

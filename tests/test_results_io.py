@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import logging
@@ -25,6 +26,7 @@ from kernelsweep import s3
 from kernelsweep.errors import StoreError, UsageError
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.results import reader
+from kernelsweep.results.rows import METRIC_NAMES, Row
 from kernelsweep.results.schema import BASE_SCHEMA
 from kernelsweep.results.writer import object_key, parquet_bytes, rows_to_table, write_results
 
@@ -34,8 +36,8 @@ LINEAGE = {"sweep": "nightly", "toolchain": "sim", "is_simulation": True, "point
 _NS = uuid.UUID("0b0c6f4e-1d52-4b8e-8f0e-5a4c2b9d7e11")
 
 
-def make_rows(flow_run_id: str, platform: str = "trn2", total_us: float = 10.0) -> list[dict]:
-    """Rows shaped like flows/sweep.py's: ok points with metrics and lineage, and one failed point."""
+def make_rows(flow_run_id: str, platform: str = "trn2", total_us: float = 10.0) -> list[Row]:
+    """Rows like a sweep's: ok points with metrics and lineage, and one failed point."""
     rows = []
     for i, (m, k, lnc) in enumerate([(128, 512, 1), (128, 512, 2), (256, 512, 1)]):
         sha = hashlib.sha256(f"{flow_run_id}{i}".encode()).hexdigest()
@@ -48,8 +50,6 @@ def make_rows(flow_run_id: str, platform: str = "trn2", total_us: float = 10.0) 
                 "kernel_ref": "kernelsweep.kernels.matmul:MATMUL",
                 "shape": f"m={m},k={k}",
                 "params": {"m": m, "k": k},
-                "param_m": m,
-                "param_k": k,
                 "dtype": "bfloat16",
                 "platform": platform,
                 "lnc": lnc,
@@ -78,11 +78,13 @@ def make_rows(flow_run_id: str, platform: str = "trn2", total_us: float = 10.0) 
             "row_id": str(uuid.uuid5(_NS, f"{flow_run_id}/{platform}/failed")),
             "sweep": "nightly",
             "kernel": "vector_add",
+            "kernel_ref": "kernelsweep.kernels.vector_add:vector_add",
             "shape": "n=1024",
             "params": {"n": 1024},
-            "param_n": 1024,
             "dtype": "float32",
             "platform": platform,
+            "lnc": 1,
+            "seed": 0,
             "toolchain": "sim",
             "is_simulation": True,
             "status": "failed",
@@ -92,7 +94,13 @@ def make_rows(flow_run_id: str, platform: str = "trn2", total_us: float = 10.0) 
             "flow_run_id": flow_run_id,
         }
     )
-    return rows
+    return [_row(r) for r in rows]
+
+
+def _row(columns: dict) -> Row:
+    """A Row from flat column values: summary fields go to `metrics`, `param_*` come from `params`."""
+    metrics = {k: columns.pop(k) for k in list(columns) if k in METRIC_NAMES}
+    return Row(metrics=metrics, **{k: v for k, v in columns.items() if not k.startswith("param_")})
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -124,7 +132,7 @@ def test_round_trip_types_values_and_partitions(results_uri):
     assert table.schema.field("param_m").type == pa.int64()
     assert set(table.column("run_date").to_pylist()) == {RUN_DATE}
     by_id = {r["row_id"]: r for r in table.to_pylist()}
-    for row in rows:
+    for row in (r.record() for r in rows):
         got = by_id[row["row_id"]]
         assert got["platform"] == row["platform"]
         assert got["total_time_us"] == row.get("total_time_us")
@@ -156,7 +164,7 @@ def test_parquet_metadata_and_s3_object_metadata(bucket, moto_endpoint):
 
 def test_bytes_do_not_depend_on_row_completion_order():
     rows = make_rows("run-1") + make_rows("run-1", total_us=99.0)[:1]  # same kernel/shape/dtype, other row
-    rows[-1]["row_id"] = "00000000-tie"
+    rows[-1] = dataclasses.replace(rows[-1], row_id="00000000-tie")
     expected = parquet_bytes(rows_to_table(rows, LINEAGE))
     for seed in range(5):
         shuffled = rows[:]
@@ -167,7 +175,7 @@ def test_bytes_do_not_depend_on_row_completion_order():
 # --- S3: idempotence under concurrency and injected failures --------------------------------------
 
 
-def _race(writers: list[list[dict]], uri: str, run: str) -> list[list[str]]:
+def _race(writers: list[list[Row]], uri: str, run: str) -> list[list[str]]:
     """Start every writer at once, each with its own client, as retries on separate hosts would."""
     barrier = threading.Barrier(len(writers))
     results: list[list[str] | BaseException] = [[] for _ in writers]
@@ -394,7 +402,7 @@ def test_old_files_read_back_with_new_columns_null(results_uri):
     dropped = ["roofline_bound", "extra_metrics", "mfu_percent", "inputs", "capture_seconds"]
     old_schema = pa.schema([f for f in BASE_SCHEMA if f.name not in dropped])
     assert all(BASE_SCHEMA.field(name).nullable for name in dropped)
-    old_rows = [{k: v for k, v in r.items() if k in old_schema.names} for r in make_rows(run_old)]
+    old_rows = [{k: v for k, v in r.record().items() if k in old_schema.names} for r in make_rows(run_old)]
     old_bytes = parquet_bytes(pa.Table.from_pylist(old_rows, schema=old_schema))
     old_key = object_key("trn2", date(2026, 2, 1), run_old)
     if results_uri.startswith("s3://"):
@@ -403,9 +411,7 @@ def test_old_files_read_back_with_new_columns_null(results_uri):
     else:
         (Path(results_uri) / old_key).parent.mkdir(parents=True)
         (Path(results_uri) / old_key).write_bytes(old_bytes)
-    new_rows = make_rows(run_new)
-    for row in new_rows:
-        row["param_tile"] = 64
+    new_rows = [dataclasses.replace(row, params={**row.params, "tile": 64}) for row in make_rows(run_new)]
     write_results(new_rows, results_uri, flow_run_id=run_new, run_date=RUN_DATE, lineage=LINEAGE)
 
     table = reader.read(results_uri)

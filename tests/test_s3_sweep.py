@@ -1,5 +1,5 @@
-"""`kernelsweep run` against S3 (moto's server over HTTP) as real subprocesses: a sweep killed mid-way
-and run again loses and duplicates nothing; re-running an unchanged sweep compiles nothing."""
+"""Sweeps against S3 (moto's server over HTTP): `kernelsweep run` killed mid-way and run again loses
+and duplicates nothing; re-running an unchanged sweep compiles nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from s3_server import aws_test_env, list_keys
 
 from kernelsweep.results import reader
-from kernelsweep.spec import expand, load_spec
+from kernelsweep.spec import expand, load_spec, parse_spec
 
 # 16 points, compiles one at a time: at time scale 0.05 the points take several seconds, so a kill
 # at the first finished point lands well before the end (the run writes its objects only at the end).
@@ -66,8 +67,19 @@ def cli_env(tmp_path_factory, moto_endpoint):
 
 
 def _argv(spec: Path, bucket: str) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", "run", str(spec), "--toolchain", "sim",
-            "--results", f"s3://{bucket}/results", "--artifacts", f"s3://{bucket}/artifacts"]
+    return [
+        sys.executable,
+        "-m",
+        "kernelsweep.flows.cli",
+        "run",
+        str(spec),
+        "--toolchain",
+        "sim",
+        "--results",
+        f"s3://{bucket}/results",
+        "--artifacts",
+        f"s3://{bucket}/artifacts",
+    ]
 
 
 def _run(argv: list[str], env: dict, cwd: Path) -> tuple[str, dict[str, str]]:
@@ -115,8 +127,15 @@ def test_a_sweep_killed_mid_way_and_run_again_loses_and_duplicates_nothing(tmp_p
     argv = _argv(spec_path, bucket)
 
     slow = cli_env | {"KERNELSWEEP_SIM_TIME_SCALE": "0.05"}
-    killed = subprocess.Popen(argv, env=slow, cwd=tmp_path, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    killed = subprocess.Popen(
+        argv,
+        env=slow,
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     watch = ProfileWatch(moto_endpoint, bucket, "artifacts/sha256/")
     deadline = time.monotonic() + FIRST_POINT_TIMEOUT_S
     try:
@@ -156,13 +175,13 @@ def test_a_sweep_killed_mid_way_and_run_again_loses_and_duplicates_nothing(tmp_p
         assert 0 < sum(r["compile_cache_hit"] for r in mine) < len(points)
 
 
-def test_rerunning_an_unchanged_sweep_compiles_nothing(tmp_path, cli_env, bucket):
-    spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(SMALL_SPEC)
-    argv = _argv(spec_path, bucket)
+def test_rerunning_an_unchanged_sweep_compiles_nothing(tmp_path, bucket, prefect_harness):
+    """Through the sweep flow in-process, with the results and the caches on S3."""
+    from kernelsweep.flows.sweep import sweep
 
-    first_id, _ = _run(argv, cli_env, tmp_path)
-    second_id, _ = _run(argv, cli_env, tmp_path)
+    spec = parse_spec({**tomllib.loads(SMALL_SPEC), "toolchain": "sim", "results": f"s3://{bucket}/results",
+                       "artifacts": f"s3://{bucket}/artifacts"})  # fmt: skip
+    first_id, second_id = sweep(spec).flow_run_id, sweep(spec).flow_run_id
     assert first_id != second_id
 
     rows = reader.read(f"s3://{bucket}/results").to_pylist()
@@ -174,5 +193,7 @@ def test_rerunning_an_unchanged_sweep_compiles_nothing(tmp_path, cli_env, bucket
     assert all(r["compile_seconds"] is None for r in second) and all(r["compile_seconds"] > 0 for r in first)
     by_point = {(r["kernel"], r["shape"]): r for r in first}
     for row in second:  # the very same IR and NEFF bytes, from the store
-        assert (row["ir_sha256"], row["neff_sha256"]) == (by_point[row["kernel"], row["shape"]]["ir_sha256"],
-                                                          by_point[row["kernel"], row["shape"]]["neff_sha256"])
+        assert (row["ir_sha256"], row["neff_sha256"]) == (
+            by_point[row["kernel"], row["shape"]]["ir_sha256"],
+            by_point[row["kernel"], row["shape"]]["neff_sha256"],
+        )

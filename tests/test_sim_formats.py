@@ -14,9 +14,10 @@ from kernelsweep.errors import CaptureError, CompileError, DeviceBusyError, Extr
 from kernelsweep.kernels import load_kernel
 from kernelsweep.metrics import read_profile
 from kernelsweep.sim.ntff import MAGIC
+from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
-from kernelsweep.toolchain.resolve import Toolchain, sim_toolchain
+from kernelsweep.toolchain.resolve import Toolchain
 
 POINT = Point(
     sweep="t", kernel="vector_add", kernel_ref="kernelsweep.kernels.vector_add:vector_add",
@@ -42,7 +43,7 @@ def inputs(point: Point, workdir: Path) -> dict[str, Path]:
     return files
 
 
-def capture(sim: Toolchain, neff: Path, workdir: Path, timeout_seconds: float = 120) -> profiler.CaptureResult:
+def capture(sim: Toolchain, neff: Path, workdir: Path, timeout_seconds: float = 120) -> profiler.CaptureOutput:
     return profiler.capture(
         sim, neff, inputs(POINT, workdir), workdir, num_exec=3, profile_nth_exec=2, visible_cores="0", lnc=2,
         timeout_seconds=timeout_seconds,
@@ -110,7 +111,7 @@ def test_ntff_version_skew_is_the_real_deterministic_error(captured, tmp_path):
     future = tmp_path / "profile_exec_2.ntff"
     future.write_bytes(MAGIC + json.dumps({**record, "ntff_version": 4}).encode())
     with pytest.raises(ExtractError) as info:
-        profiler.view_json(sim, neff, future, tmp_path, timeout_seconds=120)
+        profiler.view(sim, neff, future, tmp_path, 120, "json")
     assert info.value.error_class == "VersionSkew" and info.value.retryable is False
     assert "NTFF version 4 is not supported in this version of the tool (supported: 2 - 2)" in info.value.message
 

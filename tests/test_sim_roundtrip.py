@@ -14,11 +14,11 @@ from kernelsweep.errors import CompileError, DeviceBusyError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.metrics import read_profile
 from kernelsweep.neff import HEADER_SIZE, read_neff
+from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import list_devices
-from kernelsweep.toolchain.resolve import sim_toolchain
 
 MLP_POINT = Point(
     sweep="t",
@@ -63,8 +63,8 @@ def test_sim_neff_has_the_real_container_shape(sim, tmp_path):
         "down_proj_weights_tensor",
     }
     assert info.outputs == ["out"] and info.lnc_size == 2
-    assert info.tool_version.endswith("+kernelsweep.sim") and info.info["is_simulation"] is True
-    assert compiler_version(sim) == info.tool_version
+    assert info.info["tool_version"].endswith("+kernelsweep.sim") and info.info["is_simulation"] is True
+    assert compiler_version(sim) == info.info["tool_version"]
 
 
 def test_sim_capture_output_matches_the_numpy_reference(sim, tmp_path):
@@ -103,7 +103,7 @@ def test_sim_profile_round_trips_through_the_real_parser(sim, tmp_path):
         timeout_seconds=120,
     )
     assert captured.ntff.name == "profile.ntff"
-    profile = profiler.view_json(sim, neff, captured.ntff, tmp_path, timeout_seconds=120)
+    profile = profiler.view(sim, neff, captured.ntff, tmp_path, 120, "json")
     metrics = read_profile(profile)
     assert metrics.source_format == "json"
     assert metrics.info["is_simulation"] == "true"

@@ -102,7 +102,10 @@ def test_missing_spec_file(tmp_path):
 def test_validate_cli_exits_2_with_one_line(tmp_path):
     path = _spec(tmp_path, GOOD.replace('"trn2"', '"trn9"'))
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "validate", str(path)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "kernelsweep.flows.cli", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
@@ -112,7 +115,7 @@ def test_validate_cli_exits_2_with_one_line(tmp_path):
 
 def test_validate_cli_lists_points(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "validate", str(_spec(tmp_path, GOOD))],
+        [sys.executable, "-m", "kernelsweep.flows.cli", "validate", str(_spec(tmp_path, GOOD))],
         capture_output=True,
         text=True,
         timeout=60,

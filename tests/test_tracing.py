@@ -17,13 +17,14 @@ import pytest
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import CompileError, TraceError
 from kernelsweep.kernels.vector_add import VectorAdd
+from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import tracing
-from kernelsweep.toolchain.resolve import Toolchain, sim_toolchain
+from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.versions import SDK_PACKAGES, package_version
 
 STAND_INS = Path(__file__).parent / "fixtures" / "tools" / "python"
-NEURON = Toolchain(kind="neuron", commands={})
+NEURON = Toolchain(kind="neuron", commands={}, tracers=tracing.TRACERS)
 POINT = Point(
     sweep="t", kernel="vector_add", kernel_ref="kernelsweep.kernels.vector_add:vector_add",
     params={"n": 4096, "partition_size": 128, "free_size": 32}, dtype="bfloat16", platform="trn2", lnc=2, seed=7,

@@ -15,12 +15,11 @@ from typing import ClassVar
 import numpy as np
 
 from kernelsweep.dtypes import numpy_dtype
+from kernelsweep.errors import InvalidShapeError
 
 Params = Mapping[str, int]
 
-
-class InvalidShapeError(ValueError):
-    """A point the kernel cannot run; the message says which limit and how to fix it."""
+__all__ = ["Cost", "InvalidShapeError", "KernelDefinition", "Params", "TensorInfo", "require_tiled"]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeAlias
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -27,7 +28,7 @@ PARTITIONS = pa.schema([("platform", pa.string()), ("run_date", pa.date32())])
 FOOTER_READ_THREADS = 16
 _ATTEMPT = re.compile(r"\.attempt-(\d+)\.parquet$")
 
-Filters = ds.Expression | list | None
+Filters: TypeAlias = ds.Expression | list | None
 
 
 def dataset(uri: str, *, filters: Filters = None) -> ds.Dataset:

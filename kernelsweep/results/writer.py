@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,7 +31,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from kernelsweep import s3
 from kernelsweep.errors import StoreError, UsageError
-from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION, schema_for
+from kernelsweep.results.schema import SCHEMA_VERSION, schema_for
+
+if TYPE_CHECKING:  # rows build on the stages; reading results must not import them
+    from kernelsweep.results.rows import Row
 
 LAYOUT_VERSION = "v1"
 MAX_ATTEMPTS = 100
@@ -52,13 +55,20 @@ def object_key(platform: str, run_date: date, flow_run_id: str, attempt: int = 1
     return f"{LAYOUT_VERSION}/platform={platform}/run_date={run_date.isoformat()}/{flow_run_id}{suffix}.parquet"
 
 
-def rows_to_table(rows: list[dict], lineage: dict) -> pa.Table:
+def rows_to_table(rows: Iterable[Row], lineage: dict) -> pa.Table:
     """Rows sorted by a total key (row_id last) and param columns in that order, so the order the
-    point threads finished in never changes the bytes."""
-    ordered = sorted(rows, key=lambda r: (r["kernel"], r["shape"], r["dtype"], r["row_id"]))
-    axes = dict.fromkeys(k.removeprefix(PARAM_PREFIX) for row in ordered for k in row if k.startswith(PARAM_PREFIX))
+    point threads finished in never changes the bytes.
+
+    `Table.from_pylist` drops keys its schema lacks without a word; here such a key is an error.
+    """
+    ordered = sorted(rows, key=lambda r: (r.kernel, r.shape, r.dtype, r.row_id))
+    axes = dict.fromkeys(axis for row in ordered for axis in row.params)
     schema = schema_for(list(axes))
-    table = pa.Table.from_pylist(ordered, schema=schema)
+    records = [row.record() for row in ordered]
+    unknown = {key for record in records for key in record} - set(schema.names)
+    if unknown:
+        raise StoreError(f"rows carry columns the results schema lacks: {sorted(unknown)}")
+    table = pa.Table.from_pylist(records, schema=schema)
     metadata = {
         b"kernelsweep.schema_version": str(SCHEMA_VERSION).encode(),
         b"kernelsweep.lineage": json.dumps(lineage, sort_keys=True, default=str).encode(),
@@ -170,18 +180,28 @@ def write_object(target: ResultTarget, platform: str, run_date: date, flow_run_i
     raise StoreError(f"flow run {flow_run_id} has {MAX_ATTEMPTS} different result objects for {platform}; giving up")
 
 
-def open_target(results: str, client: s3.S3Client | None = None) -> ResultTarget:
+def open_target(results_uri: str, client: s3.S3Client | None = None) -> ResultTarget:
     """A folder path, or `s3://bucket/prefix` (with `client`, or a new client from the default chain)."""
-    if s3.is_s3_uri(results):
-        return S3Target(s3.parse_s3_uri(results), client or s3.make_client())
-    if "://" in results:
-        raise UsageError(f"results location {results!r}: use a folder path or s3://bucket/prefix")
-    return LocalTarget(Path(results))
+    if s3.is_s3_uri(results_uri):
+        return S3Target(s3.parse_s3_uri(results_uri), client or s3.make_client())
+    if "://" in results_uri:
+        raise UsageError(f"results location {results_uri!r}: use a folder path or s3://bucket/prefix")
+    return LocalTarget(Path(results_uri))
+
+
+def planned_uris(results_uri: str, platforms: Iterable[str], run_date: date, flow_run_id: str) -> list[str]:
+    """Where a run's first-attempt objects go, known before the write (for asset declarations)."""
+    target: ResultTarget
+    if s3.is_s3_uri(results_uri):
+        target = S3Target(s3.parse_s3_uri(results_uri), client=None)  # naming needs no connection
+    else:
+        target = open_target(results_uri)
+    return [target.uri(object_key(p, run_date, flow_run_id)) for p in sorted(set(platforms))]
 
 
 def write_results(
-    rows: Iterable[dict],
-    results: str,
+    rows: Iterable[Row],
+    results_uri: str,
     *,
     flow_run_id: str,
     run_date: date,
@@ -192,10 +212,10 @@ def write_results(
 
     `run_date` must be the run's scheduled date, not today's, so a retry after midnight keeps its key.
     """
-    target = open_target(results, client)
-    by_platform: dict[str, list[dict]] = {}
+    target = open_target(results_uri, client)
+    by_platform: dict[str, list[Row]] = {}
     for row in rows:
-        by_platform.setdefault(row["platform"], []).append(row)
+        by_platform.setdefault(row.platform, []).append(row)
     written = []
     for platform, platform_rows in sorted(by_platform.items()):
         data = parquet_bytes(rows_to_table(platform_rows, lineage))

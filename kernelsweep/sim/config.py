@@ -4,6 +4,7 @@ KERNELSWEEP_SIM_STATE       folder for simulated device state (core locks, fault
 KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated host exposes (default 2)
 KERNELSWEEP_SIM_LNC         logical core config the simulated host reports (default 1)
 KERNELSWEEP_SIM_TIME_SCALE  emulate tool latencies: seconds slept = modelled seconds x scale (default 0)
+KERNELSWEEP_SIM_IMPORT_PATH folders appended to the stand-in's import path (the sweep's, for kernels)
 KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=mlp` (see sim.faults):
                               capture-busy=N     first N captures: the NRT busy error (transient)
                               capture-timeout=N  first N captures hang until the caller's timeout
@@ -13,11 +14,21 @@ KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
+
+IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
+
+
+def extend_import_path() -> None:
+    """Make the sweep's kernel modules importable, after (never before) the installed packages."""
+    for entry in os.environ.get(IMPORT_PATH_ENV, "").split(os.pathsep):
+        if entry and entry not in sys.path:
+            sys.path.append(entry)
 
 
 @dataclass(frozen=True)

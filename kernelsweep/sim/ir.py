@@ -21,9 +21,11 @@ def write_ir(path: Path, payload: dict) -> None:
 
 
 def read_ir(path: Path) -> dict:
-    tree = ast.parse(Path(path).read_text(), filename=str(path))
+    text = Path(path).read_text()
+    tree = ast.parse(text, filename=str(path))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "KERNEL" for t in node.targets):
-            source = ast.get_source_segment(Path(path).read_text(), node.value)
-            return json.loads(source)
+            source = ast.get_source_segment(text, node.value)
+            if source is not None:
+                return json.loads(source)
     raise ValueError(f"{path}: no KERNEL payload; not an IR file written by the simulated tracer")

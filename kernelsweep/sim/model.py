@@ -18,15 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-from kernelsweep.dtypes import itemsize
 from kernelsweep.platforms import Platform
-
-if TYPE_CHECKING:
-    from kernelsweep.kernels.base import KernelDefinition
 
 VECTOR_LANES = 128
 VECTOR_CLOCK_HZ = {"v2": 1.12e9, "v3": 0.96e9}
@@ -89,29 +83,6 @@ class Timing:
     compute: float
     memory: float
     dma_overhead: float
-
-
-def kernel_workload(
-    definition: KernelDefinition, params: Mapping[str, int], dtype: str, platform: Platform, lnc: int
-) -> Workload:
-    """The Workload the simulated tracer records for one point of a KernelDefinition (cf. views.workload)."""
-    params = definition.resolve(params)
-    cost = definition.cost(params, dtype)
-
-    def nbytes(infos) -> int:
-        return sum(math.prod(t.shape) * itemsize(t.dtype) for t in infos)
-
-    return Workload(
-        platform=platform,
-        lnc=lnc,
-        dtype=dtype,
-        flops=cost.flops,
-        hbm_bytes=cost.hbm_bytes,
-        input_bytes=nbytes(definition.input_infos(params, dtype)),
-        output_bytes=nbytes(definition.output_infos(params, dtype)),
-        dma_transfers=cost.dma_transfers,
-        engine=cost.engine,
-    )
 
 
 def peak_rate(w: Workload) -> float:

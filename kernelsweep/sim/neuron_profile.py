@@ -27,7 +27,7 @@ from kernelsweep.kernels import load_kernel
 from kernelsweep.locks import parse_visible_cores
 from kernelsweep.neff import NeffFormatError, read_neff
 from kernelsweep.sim import PROFILER_VERSION, views
-from kernelsweep.sim.config import SimConfig
+from kernelsweep.sim.config import SimConfig, extend_import_path
 from kernelsweep.sim.faults import take
 from kernelsweep.sim.model import predict
 from kernelsweep.sim.ntff import read_ntff, write_ntff
@@ -216,6 +216,7 @@ def view(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
+    extend_import_path()
     parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.version:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kernelsweep import names
 from kernelsweep.errors import CompileError
 from kernelsweep.toolchain.failures import compile_failure
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 
-NEFF_NAME = "file.neff"  # what neuronx-cc writes in its working directory when no --output is given
 _VERSION = re.compile(r"NeuronX Compiler version\s+(\S+)")
 
 
@@ -30,10 +30,10 @@ def compile_ir(
     result = run_tool(argv, cwd=workdir, env=toolchain.env, timeout_seconds=timeout_seconds)
     if result.timed_out or result.returncode != 0:
         raise compile_failure(result, timeout_seconds)
-    neff = workdir / NEFF_NAME
+    neff = workdir / names.NEFF
     if not neff.is_file():
         raise CompileError(
-            f"neuronx-cc exited 0 but wrote no {NEFF_NAME}",
+            f"neuronx-cc exited 0 but wrote no {names.NEFF}",
             error_class="MissingOutput",
             argv=argv,
             stderr_tail=result.output,

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from kernelsweep.errors import KernelsweepError
+from kernelsweep.errors import DeviceListError
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 
@@ -82,7 +83,7 @@ def parse_neuron_ls(text: str, default_lnc: int = 1) -> DeviceInventory:
     )
 
 
-def _device(entry: Mapping[str, object], default_lnc: int, next_id: int) -> NeuronDevice:
+def _device(entry: Mapping[str, Any], default_lnc: int, next_id: int) -> NeuronDevice:
     lnc = int(entry.get("logical_neuroncore_config") or default_lnc)
     ids = entry.get("neuroncore_ids")
     if ids is None:  # older tools: number the device's logical cores on from the previous device
@@ -106,10 +107,8 @@ def list_devices(toolchain: Toolchain, default_lnc: int = 1, timeout_seconds: fl
     argv = toolchain.command("neuron-ls") + ["-j"]
     result = run_tool(argv, env=toolchain.env, timeout_seconds=timeout_seconds)
     if result.returncode != 0 or result.timed_out:
-        raise KernelsweepError(
-            f"neuron-ls failed: {result.output.strip()[-200:]}", argv=argv, stderr_tail=result.output
-        )
+        raise DeviceListError(f"neuron-ls failed: {result.output.strip()[-200:]}", argv=argv, stderr_tail=result.output)
     try:
         return parse_neuron_ls(result.stdout, default_lnc)
     except (ValueError, KeyError, TypeError) as exc:
-        raise KernelsweepError(f"neuron-ls -j printed unparseable output ({exc})", argv=argv) from None
+        raise DeviceListError(f"neuron-ls -j printed unparseable output ({exc})", argv=argv) from None

@@ -15,9 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kernelsweep.errors import CaptureError, CompileError, DeviceBusyError, ExtractError, KernelsweepError, TraceError
 from kernelsweep.toolchain.process import ToolResult
+
+E = TypeVar("E", bound=KernelsweepError)
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def compile_failure(result: ToolResult, timeout_seconds: float) -> CompileError:
     )
 
 
-def _timed_out(error_type: type[KernelsweepError], what: str, result: ToolResult) -> KernelsweepError:
+def _timed_out(error_type: type[E], what: str, result: ToolResult) -> E:
     """A run killed at its timeout: transient, whichever tool it was."""
     return error_type(
         f"{what} timed out", retryable=True, error_class="Timeout", argv=result.argv, stderr_tail=result.output
@@ -142,7 +145,7 @@ def capture_failure(result: ToolResult, tool: str) -> CaptureError:
             stderr_tail=result.output,
         )
     rule, message = found
-    error_type = rule.error_type or CaptureError
+    error_type = rule.error_type if rule.error_type and issubclass(rule.error_type, CaptureError) else CaptureError
     return error_type(
         f"{tool} capture failed: {message}",
         retryable=rule.retryable,

@@ -11,12 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelsweep import names
 from kernelsweep.errors import CaptureError, ExtractError
 from kernelsweep.toolchain.failures import capture_failure, view_failure
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 
-SESSION_NAME = "profile.ntff"
+SESSION_NAME = names.NTFF
 PROFILE_JSON_NAME = "profile.json"
 # What `view` writes in the work folder for each format (summary-json goes to stdout; we save it).
 PROFILE_OUTPUTS = {"json": PROFILE_JSON_NAME, "summary-json": "profile_summary.json", "parquet": "profile_parquet"}
@@ -27,10 +28,9 @@ _VERSION = re.compile(r"neuron-(?:profile|explorer)\s+v?(\d+(?:\.\d+)+(?:\+[\w.]
 
 
 @dataclass(frozen=True)
-class CaptureResult:
+class CaptureOutput:
     ntff: Path  # the profiled execution's trace
     outputs: dict[str, Path]
-    log: str
 
 
 def expected_ntff_names(num_exec: int, profile_nth_exec: int | None) -> list[str]:
@@ -77,7 +77,7 @@ def capture(
     lnc: int,
     timeout_seconds: float,
     check_output_determinism: bool = False,
-) -> CaptureResult:
+) -> CaptureOutput:
     argv = capture_argv(
         toolchain,
         str(neff),
@@ -100,7 +100,7 @@ def capture(
             stderr_tail=result.output,
         )
     outputs = {name: workdir / file for name, file in _SAVED_OUTPUT.findall(result.stdout)}
-    return CaptureResult(ntff=workdir / expected[-1], outputs=outputs, log=result.output)
+    return CaptureOutput(ntff=workdir / expected[-1], outputs=outputs)
 
 
 def view_argv(toolchain: Toolchain, neff: str, ntff: str, profile_format: str = "json") -> list[str]:
@@ -142,10 +142,6 @@ def view(
             stderr_tail=result.output,
         )
     return profile
-
-
-def view_json(toolchain: Toolchain, neff: Path, ntff: Path, workdir: Path, timeout_seconds: float) -> Path:
-    return view(toolchain, neff, ntff, workdir, timeout_seconds, "json")
 
 
 def default_profile_format(profiler_tool: str, profiler_version: str | None) -> str:

@@ -1,30 +1,28 @@
-"""Which executables a sweep runs: the real Neuron tools or the simulator's stand-ins.
+"""Where the real Neuron tools are, and the `Toolchain` value every adapter is handed.
 
-The adapters only ever see a `Toolchain`: a command prefix per tool plus extra environment. For the
-real SDK the prefix is the executable's path; for the simulator it is this Python running the
-stand-in module, so the simulator is never put on the user's PATH and the adapters' argv, parsing
-and error handling are the same code either way.
+The adapters only ever see a `Toolchain`: a command prefix per tool, extra environment, the tracers
+it offers and any versions fixed by construction. For the real SDK the prefix is the executable's
+path; the simulator builds its own (`kernelsweep.sim.toolchain`), so the adapters' argv, parsing
+and error handling are the same code either way. Choosing between the two is the caller's job
+(`kernelsweep.context.resolve_toolchain`); nothing here knows the simulator exists.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kernelsweep.errors import ToolNotFoundError, UsageError
+from kernelsweep.errors import ToolNotFoundError
+
+if TYPE_CHECKING:
+    from kernelsweep.toolchain.tracing import Tracer
 
 NEURON_BIN_DIR = Path("/opt/aws/neuron/bin")
 TOOLS = ("neuronx-cc", "neuron-profile", "neuron-explorer", "neuron-ls")
-_SIM_MODULES = {
-    "neuronx-cc": "kernelsweep.sim.neuronx_cc",
-    "neuron-profile": "kernelsweep.sim.neuron_profile",
-    "neuron-explorer": "kernelsweep.sim.neuron_explorer",
-    "neuron-ls": "kernelsweep.sim.neuron_ls",
-}
 
 
 @dataclass(frozen=True)
@@ -32,6 +30,9 @@ class Toolchain:
     kind: str  # "neuron" or "sim"
     commands: Mapping[str, tuple[str, ...]]
     env: Mapping[str, str] = field(default_factory=dict)
+    tracers: tuple[Tracer, ...] = ()  # tried in order; the first whose API imports traces
+    # Versions known without asking the host ("runtime", "nki", "instance_type"); the rest are probed.
+    fixed_versions: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def is_simulation(self) -> bool:
@@ -69,7 +70,7 @@ def find_neuron_tools(
     search_path: str | None = None, extra_paths: Sequence[str | Path] = ()
 ) -> dict[str, tuple[str, ...]]:
     path = tool_search_path(search_path, extra_paths)
-    found = {}
+    found: dict[str, tuple[str, ...]] = {}
     for tool in TOOLS:
         exe = shutil.which(tool, path=path)
         if exe:
@@ -88,36 +89,10 @@ def neuron_available(tools: Mapping[str, tuple[str, ...]], dev_dir: Path = Path(
     return "neuronx-cc" in tools and has_profiler and bool(neuron_devices(dev_dir))
 
 
-def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -> Toolchain:
-    commands = {tool: (sys.executable, "-m", module) for tool, module in _SIM_MODULES.items()}
-    # The stand-ins import the sweep's kernel definitions: give them this process's import path.
-    import_path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
-    sim_env = {"KERNELSWEEP_SIM_STATE": str(Path(state_dir).resolve()), "PYTHONPATH": import_path, **(env or {})}
-    return Toolchain(kind="sim", commands=commands, env=sim_env)
-
-
-def resolve_toolchain(
-    kind: str, sim_state_dir: str | Path, extra_paths: Sequence[str | Path] = ()
-) -> tuple[Toolchain, str | None]:
-    """Pick the toolchain; returns it and a one-line notice when `auto` fell back to the sim."""
-    if kind == "sim":
-        return sim_toolchain(sim_state_dir), None
-    tools = find_neuron_tools(extra_paths=extra_paths)
-    if kind == "neuron":
-        if not neuron_available(tools):
-            missing = [t for t in ("neuronx-cc", "neuron-explorer or neuron-profile") if not _has(tools, t)]
-            what = f"missing {', '.join(missing)}" if missing else "no /dev/neuron* device"
-            raise UsageError(
-                f"--toolchain neuron: {what}; run on a Neuron instance with the SDK "
-                "(kernelsweep doctor shows details) or use --toolchain sim"
-            )
-        return Toolchain(kind="neuron", commands=tools), None
-    if kind != "auto":
-        raise UsageError(f"unknown toolchain {kind!r}; use auto, neuron or sim")
-    if neuron_available(tools):
-        return Toolchain(kind="neuron", commands=tools), None
-    notice = "No Neuron SDK or device found: running on the simulated toolchain (every row is marked simulated)."
-    return sim_toolchain(sim_state_dir), notice
+def missing_for_neuron(tools: Mapping[str, tuple[str, ...]]) -> str:
+    """What keeps `--toolchain neuron` from running here, in a few words."""
+    missing = [t for t in ("neuronx-cc", "neuron-explorer or neuron-profile") if not _has(tools, t)]
+    return f"missing {', '.join(missing)}" if missing else "no /dev/neuron* device"
 
 
 def _has(tools: Mapping[str, tuple[str, ...]], requirement: str) -> bool:

@@ -12,41 +12,34 @@ generation, tried newest first, and the first whose imports succeed is used:
 Each adapter's imports live in its own `_load_*` function, so a host only ever imports the
 generation it has, and tests replace them with stand-in modules. These are private NKI internals
 no public code fully confirms; each call mirrors the one working example cited at the adapter.
-The simulated toolchain's tracer writes a data-only `penguin.py` instead.
+A toolchain carries the tracers it offers (`Toolchain.tracers`): `TRACERS` for the real SDK, the
+simulator's own (`kernelsweep.sim.tracer`) for the simulated toolchain.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import math
 import tarfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kernelsweep.dtypes import itemsize, numpy_dtype
+from kernelsweep import names
+from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import KernelsweepError, TraceError
-from kernelsweep.kernels import InvalidShapeError, KernelDefinition
-from kernelsweep.platforms import PLATFORMS
-from kernelsweep.sim import COMPILER_VERSION
-from kernelsweep.sim.ir import IR_NAME, write_ir
+from kernelsweep.kernels import KernelDefinition
+from kernelsweep.platforms import get_platform
 from kernelsweep.spec import Point
 from kernelsweep.toolchain.failures import trace_failure
-from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.versions import SDK_PACKAGES, package_version
 
-SIM_TRACER = "sim-penguin"
-NEFF_NAME = "file.neff"
-NKI_PARTITION_ERROR = (  # the NKI tracer's own wording (seed 004), which the simulated tracer reuses
-    "number of partitions {parts} exceed architecture limitation of {limit}. Info on how to fix: "
-    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/nki/api/nki.errors.html"
-    "#err-num-partition-exceed-arch-limit"
-)
+if TYPE_CHECKING:
+    from kernelsweep.toolchain.resolve import Toolchain
 
 
 @dataclass(frozen=True)
@@ -74,11 +67,34 @@ class TraceRequest:
     lnc: int
 
 
+IrAndNeff = tuple[Path, Path | None]
+TraceRun = Callable[[SimpleNamespace, Point, KernelDefinition, Path], IrAndNeff]
+
+
 @dataclass(frozen=True)
 class Tracer:
     name: str
     load: Callable[[], SimpleNamespace]  # imports this generation's API; raises if absent
-    run: Callable[[SimpleNamespace, TraceRequest, Path], tuple[Path, Path | None]]  # -> (IR, NEFF or None)
+    run: TraceRun  # (api, point, definition, workdir) -> (IR, NEFF or None)
+
+
+def _nki_request(adapter: Callable[[SimpleNamespace, TraceRequest, Path], IrAndNeff]) -> TraceRun:
+    """An adapter of the real NKI APIs, fed the kernel object and its inputs built for the point."""
+
+    def run(api: SimpleNamespace, point: Point, definition: KernelDefinition, workdir: Path) -> IrAndNeff:
+        request = TraceRequest(
+            kernel=_load_nki_kernel(definition.nki_kernel),
+            inputs=definition.build_inputs(point.params, point.dtype, point.seed),
+            outputs=[
+                TensorStub(t.shape, numpy_dtype(t.dtype), t.name)
+                for t in definition.output_infos(point.params, point.dtype)
+            ],
+            target=get_platform(point.platform).compiler_target,
+            lnc=point.lnc,
+        )
+        return adapter(api, request, workdir)
+
+    return run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,7 +120,7 @@ def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) ->
     NKI 0.6.0 export recipe; the CompiledKernel step runs neuronx-cc, so this also yields the NEFF."""
     artifacts = workdir / "nki_artifacts"  # neuronx-cc refuses a non-empty artifacts dir (NCC_IDRV077)
     artifacts.mkdir()
-    neff = workdir / NEFF_NAME
+    neff = workdir / names.NEFF
     arguments = _bind(request.kernel, request.inputs)
     with api.nki_ir_context() as ctx:
         result = api.TracerFrontend().compile(
@@ -166,7 +182,7 @@ def _run_standalone(api: SimpleNamespace, request: TraceRequest, workdir: Path) 
         api.NKI_IR_VERSION.beta2,
     )
     api.write(ir_module, str(ir_dir))
-    return _require(ir_dir / IR_NAME, "_write_tensorizer_ir"), None
+    return _require(ir_dir / names.IR, "_write_tensorizer_ir"), None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +222,7 @@ def _run_legacy(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> t
     traced[request.lnc](**request.inputs)
     weights = workdir / "weights"
     weights.mkdir()
-    penguin = workdir / IR_NAME
+    penguin = workdir / names.IR
     with open(penguin, "w") as handle:
         api.IRWriter.run(cu=builder.cu, output=handle, save_weights=True, weights_dir=str(weights))
     return _require(penguin, "IRWriter.run"), None
@@ -217,15 +233,15 @@ def _run_legacy(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> t
 # ---------------------------------------------------------------------------------------------
 
 TRACERS: tuple[Tracer, ...] = (
-    Tracer("nki.compiler.frontend", _load_frontend, _run_frontend),
-    Tracer("neuronxcc.nki_standalone", _load_standalone, _run_standalone),
-    Tracer("legacy-penguin", _load_legacy, _run_legacy),
+    Tracer("nki.compiler.frontend", _load_frontend, _nki_request(_run_frontend)),
+    Tracer("neuronxcc.nki_standalone", _load_standalone, _nki_request(_run_standalone)),
+    Tracer("legacy-penguin", _load_legacy, _nki_request(_run_legacy)),
 )
 
 
 def probe_tracers(tracers: tuple[Tracer, ...] = TRACERS) -> list[tuple[Tracer, SimpleNamespace | None, str]]:
     """Each tracer with its loaded API (None when unavailable) and why it is unavailable."""
-    found = []
+    found: list[tuple[Tracer, SimpleNamespace | None, str]] = []
     for tracer in tracers:
         try:
             found.append((tracer, tracer.load(), ""))
@@ -249,21 +265,10 @@ def select_tracer(tracers: tuple[Tracer, ...] = TRACERS) -> tuple[Tracer, Simple
 
 
 def trace(toolchain: Toolchain, point: Point, definition: KernelDefinition, workdir: Path) -> TraceOutput:
-    if toolchain.is_simulation:
-        return sim_trace(point, definition, workdir)
-    tracer, api = select_tracer()
-    request = TraceRequest(
-        kernel=_load_nki_kernel(definition.nki_kernel),
-        inputs=definition.build_inputs(point.params, point.dtype, point.seed),
-        outputs=[
-            TensorStub(t.shape, numpy_dtype(t.dtype), t.name)
-            for t in definition.output_infos(point.params, point.dtype)
-        ],
-        target=point.platform,
-        lnc=point.lnc,
-    )
+    """Trace with the first of the toolchain's tracers whose API is importable on this host."""
+    tracer, api = select_tracer(toolchain.tracers)
     try:
-        ir_path, neff_path = tracer.run(api, request, workdir)
+        ir_path, neff_path = tracer.run(api, point, definition, workdir)
     except KernelsweepError:
         raise
     except Exception as exc:  # the tracer's own errors, classified once, here
@@ -303,61 +308,3 @@ def _pack(folder: Path, archive: Path) -> Path:
         for path in sorted(folder.rglob("*")):
             tar.add(path, arcname=str(path.relative_to(folder)), recursive=False, filter=normalise)
     return archive
-
-
-# ---------------------------------------------------------------------------------------------
-# The simulated tracer
-# ---------------------------------------------------------------------------------------------
-
-
-def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> TraceOutput:
-    """Write the simulator's data-only penguin.py; kernel constraint violations fail here, at trace
-    time, in the NKI tracer's words, as they do on a real host."""
-    try:
-        _check_like_nki(point, definition)
-    except ValueError as exc:
-        raise trace_failure(exc, SIM_TRACER) from None
-    cost = definition.cost(point.params, point.dtype)
-
-    def tensors(infos):
-        return [
-            {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": _nbytes(t.shape, t.dtype)}
-            for t in infos
-        ]
-
-    payload = {
-        "kernel": definition.name,
-        "kernel_ref": point.kernel_ref,
-        "params": point.params,
-        "dtype": point.dtype,
-        "platform": point.platform,
-        "lnc": point.lnc,
-        "flops": cost.flops,
-        "hbm_bytes": cost.hbm_bytes,
-        "dma_transfers": cost.dma_transfers,
-        "engine": cost.engine,
-        "tracer_version": COMPILER_VERSION,
-        "inputs": tensors(definition.input_infos(point.params, point.dtype)),
-        "outputs": tensors(definition.output_infos(point.params, point.dtype)),
-    }
-    ir_path = workdir / IR_NAME
-    write_ir(ir_path, payload)
-    return TraceOutput(ir_path=ir_path, tracer=SIM_TRACER)
-
-
-def _check_like_nki(point: Point, definition: KernelDefinition) -> None:
-    """The kernel's declared limits, raised as the ValueError the NKI tracer raises.
-
-    A tile partition dimension over the architecture limit (the builtin kernels call it
-    `partition_size`) gets NKI's exact message (seed 004); other violations keep the kernel's words.
-    """
-    try:
-        definition.check(point.params, point.dtype)
-    except InvalidShapeError as exc:
-        limit = PLATFORMS[point.platform].partition_limit
-        parts = point.params.get("partition_size", 0)
-        raise ValueError(NKI_PARTITION_ERROR.format(parts=parts, limit=limit) if parts > limit else str(exc)) from None
-
-
-def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
-    return math.prod(shape) * itemsize(dtype)

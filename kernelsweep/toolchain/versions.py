@@ -8,13 +8,15 @@ PyPI's `neuronx-cc` 1.0.post1 and `nki` 0.0.1 are empty placeholder wheels whose
 
 from __future__ import annotations
 
+import email.message
 import re
 import shutil
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
+from typing import cast
 
-from kernelsweep.sim import RUNTIME_VERSION as SIM_RUNTIME_VERSION
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.profiler import profiler_version
@@ -27,7 +29,6 @@ RUNTIME_PACKAGE = "aws-neuronx-runtime-lib"
 DMI_PRODUCT_NAME = Path("/sys/devices/virtual/dmi/id/product_name")  # the instance type on EC2 Nitro
 _INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
 _RUNTIME_VERSION = re.compile(r"(?:Neuron Runtime|NRT version:|aws-neuronx-runtime-lib)\s+v?(\d+(?:\.\d+){2,})")
-_SIMULATED_INSTANCE = "simulated"
 
 
 @dataclass(frozen=True)
@@ -59,16 +60,21 @@ class ToolVersions:
     profiler_tool: str | None
     instance_type: str | None = None
 
-    def as_row(self) -> dict[str, str | None]:
-        """Column names for the result row."""
-        return {
-            "compiler_version": self.compiler,
-            "profiler_version": self.profiler,
-            "runtime_version": self.runtime,
-            "nki_version": self.nki,
-            "profiler_tool": self.profiler_tool,
-            "instance_type": self.instance_type,
-        }
+    def updated_from(self, profile_info: Mapping[str, object]) -> ToolVersions:
+        """What the profile says ran wins over what the host reported before the run: the runtime
+        and profiler that wrote the profile, the instance it ran on. The compiler and NKI stay the
+        host's: the profile only echoes the NEFF's build, which the host's compiler made."""
+
+        def pick(key: str, current: str | None) -> str | None:
+            value = profile_info.get(key)
+            return str(value) if value else current
+
+        return replace(
+            self,
+            runtime=pick("runtime_version", self.runtime),
+            profiler=pick("profiler_version", self.profiler),
+            instance_type=pick("instance_type", self.instance_type),
+        )
 
     def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
@@ -81,7 +87,8 @@ def package_version(name: str) -> PackageVersion:
     except metadata.PackageNotFoundError:
         return PackageVersion(name, None)
     version = dist.version
-    description = dist.metadata.get("Description") or dist.metadata.get_payload() or ""  # where the marker lives
+    meta = cast(email.message.Message, dist.metadata)  # PackageMetadata is an email Message at run time
+    description = str(meta.get("Description") or meta.get_payload() or "")  # where the marker lives
     placeholder = version in PLACEHOLDER_VERSIONS.get(name, ()) or PLACEHOLDER_MARKER in description
     return PackageVersion(name, version, placeholder)
 
@@ -134,15 +141,12 @@ def collect(
     dmi_product_name: Path = DMI_PRODUCT_NAME,
     timeout_seconds: float = 60,
 ) -> ToolVersions:
-    """Every version a row records, asked of the tools this toolchain runs.
-
-    The simulator reports its own (`+kernelsweep.sim`) versions; it does not use NKI.
-    """
-    if toolchain.is_simulation:
-        runtime, nki, instance = SIM_RUNTIME_VERSION, None, _SIMULATED_INSTANCE
-    else:
-        runtime = runtime_version(search_path, timeout_seconds)
-        nki, instance = nki_version(), instance_type(dmi_product_name)
+    """Every version a row records: the toolchain's fixed ones (the simulator's), else asked of
+    the tools it runs and of the host."""
+    fixed = toolchain.fixed_versions
+    runtime = fixed["runtime"] if "runtime" in fixed else runtime_version(search_path, timeout_seconds)
+    nki = fixed["nki"] if "nki" in fixed else nki_version()
+    instance = fixed["instance_type"] if "instance_type" in fixed else instance_type(dmi_product_name)
     has_profiler = toolchain.profiler in toolchain.commands
     return ToolVersions(
         compiler=compiler_version(toolchain, timeout_seconds) if "neuronx-cc" in toolchain.commands else None,

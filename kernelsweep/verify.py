@@ -8,8 +8,6 @@ reports, per artifact, whether the bytes are there and hash to what the row says
 is a line in the report, not an exception, so a caller can show every problem at once; only a row
 that does not exist (a usage mistake) raises.
 
-Local stores hand out hard links (no copy of a ~200 MB NTFF): treat the fetched files as
-read-only, since editing one edits the stored artifact.
 """
 
 from __future__ import annotations
@@ -18,20 +16,21 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelsweep import names
 from kernelsweep.artifacts import ArtifactRef, ArtifactStore, open_store_for
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.results import reader
+from kernelsweep.results.summary import RowSummary
 
 # (column prefix, file name in dest): the names the stages give these files.
 SINGLE_ARTIFACTS = (
-    ("kernel_source", "kernel_source.py"),
-    ("ir", "penguin.py"),
-    ("neff", "file.neff"),
-    ("ntff", "profile.ntff"),
+    ("kernel_source", names.KERNEL_SOURCE),
+    ("ir", names.IR),
+    ("neff", names.NEFF),
+    ("ntff", names.NTFF),
     ("profile", "profile.json"),
 )
-LIST_ARTIFACTS = (("inputs", "inp-{name}-000.bin"), ("outputs", "out-{name}.bin"))
-ROW_SUMMARY = ("sweep", "kernel", "shape", "dtype", "platform", "status", "flow_run_id")
+LIST_ARTIFACTS = (("inputs", names.input_file), ("outputs", names.output_file))
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _URI_HASH = re.compile(r"/sha256/([0-9a-f]{2})/([0-9a-f]{64})$")
 
@@ -55,9 +54,9 @@ class ArtifactCheck:
 @dataclass(frozen=True)
 class LineageReport:
     row_id: str
-    results: str
+    results_uri: str
     dest: Path
-    row: dict  # the ROW_SUMMARY columns
+    row: RowSummary
     artifacts: tuple[ArtifactCheck, ...]
 
     @property
@@ -69,20 +68,20 @@ class LineageReport:
         return [a for a in self.artifacts if not a.ok]
 
 
-def verify_row(results: str, row_id: str, dest: Path) -> LineageReport:
-    """Fetch and verify every artifact row `row_id` of `results` links.
+def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
+    """Fetch and verify every artifact row `row_id` of `results_uri` links.
 
-    Raises UsageError when there is no such row (or `results` is not a results location) and
+    Raises UsageError when there is no such row (or `results_uri` is not a results location) and
     StoreError when the results cannot be read at all; everything about the artifacts themselves
     is in the report.
     """
     try:
-        row = reader.find_row(results, row_id)
+        row = reader.find_row(results_uri, row_id)
     except OSError as exc:  # e.g. the bucket's region cannot be resolved: the results are unreachable
-        raise StoreError(f"reading results at {results}: {' '.join(str(exc).split())}", retryable=True) from exc
+        raise StoreError(f"reading results at {results_uri}: {' '.join(str(exc).split())}", retryable=True) from exc
     if row is None:
         raise UsageError(
-            f"no row {row_id} in {results}; row ids are the row_id column of the results "
+            f"no row {row_id} in {results_uri}; row ids are the row_id column of the results "
             "(check the id and that --results is the location the sweep wrote to)"
         )
     dest = Path(dest)
@@ -90,9 +89,9 @@ def verify_row(results: str, row_id: str, dest: Path) -> LineageReport:
     checks = [_verify(stores, dest, name, file, ref) for name, file, ref in _linked(row)]
     return LineageReport(
         row_id=row_id,
-        results=results,
+        results_uri=results_uri,
         dest=dest,
-        row={k: row.get(k) for k in ROW_SUMMARY},
+        row=RowSummary.from_record(row),
         artifacts=tuple(checks),
     )
 
@@ -110,14 +109,14 @@ def _linked(row: dict) -> list[tuple[str, str, dict | None]]:
             linked.append((column, file, {"uri": uri, "sha256": sha, "size_bytes": None}))
         elif must_link:
             linked.append((column, file, None))
-    for column, pattern in LIST_ARTIFACTS:
+    for column, file_name in LIST_ARTIFACTS:
         entries = row.get(column) or []
         if not entries and must_link:
             linked.append((column, column, None))
         used: set[str] = set()
         for index, entry in enumerate(entries):
             label = entry.get("name") or str(index)
-            file = pattern.format(name=_SAFE_NAME.sub("_", label).strip("._") or str(index))
+            file = file_name(_SAFE_NAME.sub("_", label).strip("._") or str(index))
             if file in used:  # two names that sanitise alike must not overwrite each other
                 file = f"{index}-{file}"
             used.add(file)
@@ -159,9 +158,9 @@ def render(report: LineageReport) -> str:
     """A plain-text table: one line per artifact, then each failure's reason."""
     r = report.row
     lines = [
-        f"row {report.row_id}: {r['kernel']} {r['shape']} {r['dtype']} {r['platform']} ({r['status']}), "
-        f"sweep {r['sweep']}, flow run {r['flow_run_id']}",
-        f"results {report.results}; artifacts fetched to {report.dest}",
+        f"row {report.row_id}: {r.kernel} {r.shape} {r.dtype} {r.platform} ({r.status}), "
+        f"sweep {r.sweep}, flow run {r.flow_run_id}",
+        f"results {report.results_uri}; artifacts fetched to {report.dest}",
         "",
     ]
     header = ("artifact", "status", "bytes", "sha256", "file", "uri")

@@ -1,0 +1,3 @@
+from kernelsweep.flows.cli.app import main
+
+main()

@@ -1,0 +1,105 @@
+"""What every stage of a flow run shares, and how it is set up: the toolchain, the artifact store,
+the capture settings, the NeuronCore leases, the compile slots and the tool versions.
+
+Set-up happens once per flow run (`prepare`); the stages only read the resulting `StageContext`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelsweep.artifacts import ArtifactStore, open_artifact_store
+from kernelsweep.errors import UsageError
+from kernelsweep.locks import CoreLeaser
+from kernelsweep.platforms import PLATFORMS
+from kernelsweep.sim.toolchain import sim_toolchain
+from kernelsweep.spec import CaptureSettings, SweepSpec
+from kernelsweep.toolchain.devices import list_devices
+from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools, missing_for_neuron, neuron_available
+from kernelsweep.toolchain.tracing import TRACERS
+from kernelsweep.toolchain.versions import ToolVersions, collect
+
+COMPILE_MEMORY_BYTES = 4 * 2**30  # a large NEFF compile can hold several GB
+SIM_NOTICE = "No Neuron SDK or device found: running on the simulated toolchain (every row is marked simulated)."
+
+
+@dataclass(frozen=True)
+class Locations:
+    """Host-local folders; taken from the environment by the flow layer, never read here."""
+
+    sim_state_dir: Path
+    lock_dir: Path
+    tool_paths: tuple[Path, ...] = ()  # searched before PATH and /opt/aws/neuron/bin
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """Everything a stage needs besides the point; built once per flow run."""
+
+    toolchain: Toolchain
+    store: ArtifactStore
+    capture: CaptureSettings
+    leaser: CoreLeaser
+    compile_slots: int
+    versions: ToolVersions
+    compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compile_gate", threading.BoundedSemaphore(self.compile_slots))
+
+    @property
+    def capture_slots(self) -> int:
+        """How many captures can run at once: one per leasable NeuronCore."""
+        return len(self.leaser.logical_cores)
+
+
+def default_compile_slots() -> int:
+    """One compile per core, fewer when memory would run out first."""
+    cores = len(os.sched_getaffinity(0))
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, min(cores, memory // COMPILE_MEMORY_BYTES))
+
+
+def resolve_toolchain(
+    kind: str, sim_state_dir: str | Path, extra_paths: tuple[Path, ...] = ()
+) -> tuple[Toolchain, str | None]:
+    """Pick the toolchain; returns it and a one-line notice when `auto` fell back to the sim."""
+    if kind == "sim":
+        return sim_toolchain(sim_state_dir), None
+    if kind not in ("auto", "neuron"):
+        raise UsageError(f"unknown toolchain {kind!r}; use auto, neuron or sim")
+    tools = find_neuron_tools(extra_paths=extra_paths)
+    if neuron_available(tools):
+        return Toolchain(kind="neuron", commands=tools, tracers=TRACERS), None
+    if kind == "neuron":
+        raise UsageError(
+            f"--toolchain neuron: {missing_for_neuron(tools)}; run on a Neuron instance with the SDK "
+            "(kernelsweep doctor shows details) or use --toolchain sim"
+        )
+    return sim_toolchain(sim_state_dir), SIM_NOTICE
+
+
+def _default_lnc(instance_type: str | None) -> int:
+    """What an older neuron-ls that omits `logical_neuroncore_config` runs at: trn2 defaults to LNC=2."""
+    family = (instance_type or "").split(".")[0]
+    return PLATFORMS[family].default_lnc if family in PLATFORMS else 1
+
+
+def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | None]:
+    """Returns the context and the toolchain notice (set when `auto` fell back to the sim)."""
+    toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
+    versions = collect(toolchain)
+    devices = list_devices(toolchain, default_lnc=_default_lnc(versions.instance_type))
+    lock_dir = locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir
+    ctx = StageContext(
+        toolchain=toolchain,
+        store=open_artifact_store(spec.artifacts),
+        capture=spec.capture,
+        leaser=CoreLeaser(lock_dir, devices.logical_cores, lnc=devices.lnc),
+        compile_slots=spec.execution.compile_slots or default_compile_slots(),
+        versions=versions,
+    )
+    return ctx, notice

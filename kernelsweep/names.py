@@ -1,0 +1,22 @@
+"""The file names the Neuron tools read and write, in one place.
+
+A stage fetches each artifact into its scratch folder under the name the next tool expects, and
+`kernelsweep lineage` fetches a row's artifacts under the same names, so a fetched NEFF and NTFF
+open in the profiler again as they are.
+"""
+
+from __future__ import annotations
+
+IR = "penguin.py"  # the legacy tracer's output and `neuronx-cc compile`'s model file (seed 000)
+NEFF = "file.neff"  # what `neuronx-cc compile` writes by default (`--output`)
+NTFF = "profile.ntff"  # the capture session file (`-s`)
+KERNEL_SOURCE = "kernel_source.py"
+
+
+def input_file(name: str) -> str:
+    """`inp-<name>-000.bin`: raw C-order bytes of one NEFF input (seed 000)."""
+    return f"inp-{name}-000.bin"
+
+
+def output_file(name: str) -> str:
+    return f"out-{name}.bin"

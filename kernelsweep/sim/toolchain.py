@@ -1,0 +1,41 @@
+"""The simulated toolchain as the adapters see it: each tool is this Python running a stand-in module.
+
+The simulator is never put on the user's PATH; the adapters build the same argv, parse the same
+output and classify the same failures as with the real tools.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from kernelsweep.sim import RUNTIME_VERSION
+from kernelsweep.sim.config import IMPORT_PATH_ENV
+from kernelsweep.sim.tracer import SIM_TRACER
+from kernelsweep.toolchain.resolve import Toolchain
+
+SIMULATED_INSTANCE = "simulated"
+_MODULES = {
+    "neuronx-cc": "kernelsweep.sim.neuronx_cc",
+    "neuron-profile": "kernelsweep.sim.neuron_profile",
+    "neuron-explorer": "kernelsweep.sim.neuron_explorer",
+    "neuron-ls": "kernelsweep.sim.neuron_ls",
+}
+
+
+def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -> Toolchain:
+    # -P: the tool's working folder is not put first on its path, so nothing there shadows a module.
+    commands = {tool: (sys.executable, "-P", "-m", module) for tool, module in _MODULES.items()}
+    # The stand-ins import the sweep's kernel definitions: they append this process's import path to
+    # their own (never in front of it, as PYTHONPATH would).
+    import_path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
+    sim_env = {"KERNELSWEEP_SIM_STATE": str(Path(state_dir).resolve()), IMPORT_PATH_ENV: import_path, **(env or {})}
+    return Toolchain(
+        kind="sim",
+        commands=commands,
+        env=sim_env,
+        tracers=(SIM_TRACER,),
+        fixed_versions={"runtime": RUNTIME_VERSION, "nki": None, "instance_type": SIMULATED_INSTANCE},
+    )

@@ -12,6 +12,7 @@ on the Prefect server stay bounded. flows/README.md says why there is no `.submi
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
@@ -67,9 +68,12 @@ def run_on_this_host(spec: SweepSpec, points: list[Point]) -> SweepReport:
     probe_location(spec.results, "results", "the spec's `results`")
     probe_location(spec.artifacts, "artifact store", "the spec's `artifacts`")
     ctx, notice = prepare(spec, locations_from_env())
-    if notice:
-        get_run_logger().info(notice)
-    return run_points(spec, ctx, points)
+    mine, left = ctx.host.split(points)
+    for line in (notice, ctx.host.notice(left, len(points))):
+        if line:
+            get_run_logger().info(line)
+    report = run_points(spec, ctx, mine) if mine else SweepReport(flow_run_id=str(flow_run.id))
+    return dataclasses.replace(report, left_for_other_hosts=dict(left))
 
 
 def run_points(spec: SweepSpec, ctx: StageContext, points: list[Point]) -> SweepReport:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kernelsweep.artifacts import ArtifactStore, open_artifact_store
 from kernelsweep.errors import UsageError
+from kernelsweep.host import HostPlatform, host_platform
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim.toolchain import sim_toolchain
@@ -45,6 +46,7 @@ class StageContext:
     leaser: CoreLeaser
     compile_slots: int
     versions: ToolVersions
+    host: HostPlatform = HostPlatform(None, "not set")
     compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -101,5 +103,6 @@ def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | 
         leaser=CoreLeaser(lock_dir, devices.logical_cores, lnc=devices.lnc),
         compile_slots=spec.execution.compile_slots or default_compile_slots(),
         versions=versions,
+        host=host_platform(versions.instance_type, devices.instance_type, simulated=toolchain.is_simulation),
     )
     return ctx, notice

@@ -109,3 +109,14 @@ def test_kernel_run_runs_exactly_one_point(tmp_path):
     report = kernel_run(spec, target.point_id)
     assert [(r.shape, r.status) for r in report.rows] == [(target.shape, "ok")]
     assert len(pq.read_table(report.paths[0])) == 1
+
+
+def test_a_host_told_its_platform_runs_only_its_own_points(tmp_path, monkeypatch):
+    """A trn1 NEFF is never captured on a trn2 host: those points are left for trn1 hosts, and said so."""
+    from kernelsweep.flows.sweep import sweep
+
+    monkeypatch.setenv("KERNELSWEEP_SIM_PLATFORM", "trn2")
+    report = sweep(_spec(tmp_path, [VECTOR_ADD], platforms=("trn2", "trn1", "inf2")))
+    assert {r.platform for r in report.rows} == {"trn2"} and len(report.rows) == 2
+    assert report.left_for_other_hosts == {"trn1": 2, "inf2": 2}
+    assert len(report.paths) == 1 and "platform=trn2" in report.paths[0]

@@ -75,7 +75,11 @@ def run(spec_path: str, toolchain: str | None, results: str | None, artifacts: s
         console.print(notice, highlight=False, soft_wrap=True)
     with _progress_bar(len(points)) as advance:
         report = run_sweep(spec, on_row=advance)
-    out.print(summary_table(report.rows))
+    if report.rows:
+        out.print(summary_table(report.rows))
+    if report.left_for_other_hosts:
+        others = ", ".join(f"{n} {platform}" for platform, n in sorted(report.left_for_other_hosts.items()))
+        console.print(f"left for hosts of their own platform: {others} points", highlight=False)
     for path in report.paths:
         out.print(f"results: {path}", highlight=False, soft_wrap=True)
     if report.failed:

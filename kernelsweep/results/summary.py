@@ -7,6 +7,7 @@ many points the sweep has.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -53,6 +54,7 @@ class SweepReport:
     flow_run_id: str
     paths: list[str] = field(default_factory=list)
     rows: list[RowSummary] = field(default_factory=list)
+    left_for_other_hosts: dict[str, int] = field(default_factory=dict)  # platform -> points not run here
 
     @property
     def failed(self) -> int:
@@ -62,8 +64,12 @@ class SweepReport:
     def merge(cls, flow_run_id: str, reports: Iterable[SweepReport]) -> SweepReport:
         """A parent run's report over its shard runs' reports."""
         reports = list(reports)
+        left: Counter[str] = Counter()
+        for report in reports:
+            left.update(report.left_for_other_hosts)
         return cls(
             flow_run_id=flow_run_id,
             paths=[path for report in reports for path in report.paths],
             rows=[row for report in reports for row in report.rows],
+            left_for_other_hosts=dict(left),
         )

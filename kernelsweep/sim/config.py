@@ -1,6 +1,8 @@
 """Simulator settings, read from the environment the adapters pass to the stand-in tools.
 
 KERNELSWEEP_SIM_STATE       folder for simulated device state (core locks, fault counters)
+KERNELSWEEP_SIM_PLATFORM    the one platform family the simulated host is (trn1, trn2, inf2); unset: every
+                            family, so one machine can run a whole mixed-platform sweep
 KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated host exposes (default 2)
 KERNELSWEEP_SIM_LNC         logical core config the simulated host reports (default 1)
 KERNELSWEEP_SIM_TIME_SCALE  emulate tool latencies: seconds slept = modelled seconds x scale (default 0)
@@ -34,6 +36,7 @@ def extend_import_path() -> None:
 @dataclass(frozen=True)
 class SimConfig:
     state_dir: Path
+    platform: str | None
     cores: int
     lnc: int
     time_scale: float
@@ -45,6 +48,7 @@ class SimConfig:
         state = env.get("KERNELSWEEP_SIM_STATE") or os.path.join(tempfile.gettempdir(), "kernelsweep-sim")
         return cls(
             state_dir=Path(state),
+            platform=env.get("KERNELSWEEP_SIM_PLATFORM") or None,
             cores=int(env.get("KERNELSWEEP_SIM_CORES", "2")),
             lnc=int(env.get("KERNELSWEEP_SIM_LNC", "1")),
             time_scale=float(env.get("KERNELSWEEP_SIM_TIME_SCALE", "0")),

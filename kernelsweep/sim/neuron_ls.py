@@ -11,9 +11,12 @@ from kernelsweep.sim.config import SimConfig
 
 def inventory(config: SimConfig) -> list[dict]:
     """One device, reported like the real tool: `nc_count` and `neuroncore_ids` count LOGICAL cores
-    at the device's logical_neuroncore_config (the physical cores are lnc times as many)."""
+    at the device's logical_neuroncore_config (the physical cores are lnc times as many). A host told
+    its platform names its instance type, as newer neuron-ls does; one emulating every family does not."""
+    instance = {"instance_type": f"{config.platform}.sim"} if config.platform else {}
     return [
         {
+            **instance,
             "neuron_device": 0,
             "bdf": "00:1e.0",
             "cpu_affinity": "0-1",

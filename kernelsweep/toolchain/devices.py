@@ -77,7 +77,8 @@ def parse_neuron_ls(text: str, default_lnc: int = 1) -> DeviceInventory:
     return DeviceInventory(
         lnc=lncs.pop() if lncs else default_lnc,
         logical_cores=logical,
-        instance_type=None,  # neuron-ls does not report it; see versions.instance_type()
+        # Newer neuron-ls (runtime 2.34) names the instance on every device; older ones do not.
+        instance_type=next((str(e["instance_type"]) for e in entries if e.get("instance_type")), None),
         busy_pids=[p.pid for d in devices for p in d.processes],
         devices=tuple(devices),
     )

@@ -138,11 +138,11 @@ class Worker:
         }
 
     def die(self) -> None:
-        """The host shuts down: the worker and every flow run process it started get SIGTERM at once
-        (what systemd sends a unit's whole control group)."""
+        """The host is gone at once (power loss, a terminated instance): the worker and every process
+        it started are killed without a chance to say anything."""
         for pid in [self.process.pid, *_descendants(self.process.pid)]:
             try:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self.process.wait(timeout=60)
@@ -179,6 +179,7 @@ def quiet_env(home: Path, port: int) -> dict[str, str]:
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_WORKER_QUERY_SECONDS": "2",
             "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
+            "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_SECONDS),
             "PYTHONPATH": str(Path(__file__).parent),  # test-only kernel definitions
         }
     )
@@ -240,6 +241,9 @@ def sim_host_env(root: Path, platform: str, cores: int = 2, **extra: str) -> dic
     }
 
 
+HEARTBEAT_SECONDS = 30  # Prefect's minimum
+CRASH_AFTER_SECONDS = 75  # a host silent this long is gone: its flow run is marked Crashed
+
 NIGHTLY = """
 name = "nightly-test"
 platforms = ["trn2"]
@@ -263,7 +267,8 @@ def fleet_server(home: Path, repo: Path) -> Iterator[PrefectServer]:
         spec = home / "nightly.toml"
         spec.write_text(NIGHTLY.format(root=home / "nightly"))
         done = server.run(
-            "kernelsweep", "fleet", "up", "--file", str(repo / "deployments/prefect.yaml"), "--spec", str(spec)
+            *("kernelsweep", "fleet", "up", "--file", str(repo / "deployments/prefect.yaml"), "--spec", str(spec)),
+            *("--crash-after", str(CRASH_AFTER_SECONDS)),
         )
         assert done.returncode == 0, done.stderr
         yield server

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from prefect_server import PrefectServer, Worker, poll, sim_host_env
+from prefect_server import CRASH_AFTER_SECONDS, PrefectServer, Worker, poll, sim_host_env
 from specs import sim_spec
 
 from kernelsweep.results import reader
@@ -119,8 +119,9 @@ def test_the_deployments_carry_nightly_schedules_and_the_server_has_planned_them
 
 
 def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(fleet_server, tmp_path):
-    """The host of a running shard shuts down; Prefect marks the shard crashed; the fleet run says which
-    shard to re-run; `prefect flow-run retry` re-runs it on the other host, into the same rows."""
+    """The host of a running shard dies; its silence gets the shard marked Crashed (the automation
+    `fleet up` installs); the fleet run says which shard to re-run; `prefect flow-run retry` re-runs
+    it on the other host, into the same rows."""
     server = fleet_server
     slow = {"KERNELSWEEP_SIM_TIME_SCALE": "3"}  # a shard lasts long enough to be caught running
     workers = _start(server, tmp_path, {"trn2-slow-a": "trn2", "trn2-slow-b": "trn2"}, **slow)
@@ -135,8 +136,8 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(fleet_server, tm
         )
         host = next(w for w in workers[1:] if running in w.submitted())
         host.die()
-        crashed = server.wait_final(running, 120)
-        assert crashed["state"]["type"] == "CRASHED"
+        crashed = server.wait_final(running, CRASH_AFTER_SECONDS + 120)
+        assert crashed["state"]["type"] == "CRASHED" and "no heartbeat" in crashed["state"]["message"]
         outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
         assert outcome["type"] == "FAILED" and f"prefect flow-run retry {running}" in outcome["message"]
         assert running not in {r["flow_run_id"] for r in _dataset_rows(spec)}  # the crashed shard wrote nothing

@@ -6,6 +6,11 @@ existing pool is left as its operator configured it), stores the nightly spec as
 variable the deployments take their default `spec` from, and runs `prefect --no-prompt deploy
 --all` on the file (Prefect updates deployments that exist). The spec is checked first, exactly as
 `kernelsweep validate` checks it, so a bad nightly suite never reaches the server.
+
+It also installs one automation: a flow run whose host vanished (power loss, a terminated instance,
+an OOM kill) sends no more heartbeats, and the open-source server does nothing about that by
+itself; the automation marks such a run Crashed after `--crash-after` seconds of silence, so its
+fleet run finishes and the shard can be re-run.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ NIGHTLY_VARIABLE = "kernelsweep_nightly_spec"  # prefect.yaml: "{{ prefect.varia
 VARIABLE_LIMIT = 5000  # characters of JSON a Prefect variable holds
 DEPLOY_TIMEOUT_SECONDS = 600
 FAMILY_POOL_PREFIX = "kernelsweep-"
+CRASH_AUTOMATION = "kernelsweep: crash flow runs whose host went silent"
+ENDED = ("Completed", "Failed", "Cancelled", "Crashed")
 
 
 @click.group()
@@ -41,7 +48,15 @@ def fleet() -> None:
 @fleet.command()
 @click.option("--file", "file_path", default="deployments/prefect.yaml", show_default=True, help="The prefect.yaml.")
 @click.option("--spec", "spec_path", default="deployments/nightly.toml", show_default=True, help="The nightly suite.")
-def up(file_path: str, spec_path: str) -> None:
+@click.option(
+    "--crash-after",
+    type=click.IntRange(min=60),
+    default=600,
+    show_default=True,
+    help="Seconds without a heartbeat before a running flow run is marked Crashed (workers send one every "
+    "PREFECT_FLOWS_HEARTBEAT_FREQUENCY seconds, 180 by default).",
+)
+def up(file_path: str, spec_path: str, crash_after: int) -> None:
     """Create the work pools and deployments (again: it changes only what differs)."""
     spec, points = load(spec_path)
     pools = _pools_in(Path(file_path))
@@ -65,9 +80,46 @@ def up(file_path: str, spec_path: str) -> None:
             client.create_variable(VariableCreate(name=NIGHTLY_VARIABLE, value=value, tags=["kernelsweep"]))
         else:
             client.update_variable(VariableUpdate(name=NIGHTLY_VARIABLE, value=value))
+        _crash_detection(client, crash_after)
     console.print(f"nightly spec {spec.name} ({len(points)} points) stored as variable {NIGHTLY_VARIABLE}")
     _deploy(Path(file_path))
     status.callback()  # type: ignore[misc]
+
+
+def _crash_detection(client: Any, seconds: int) -> None:
+    """Prefect's zombie-run recipe: after a run starts or beats, expect a beat (or its end) in time."""
+    from datetime import timedelta
+
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+
+    automation = AutomationCore(
+        name=CRASH_AUTOMATION,
+        description="A flow run with no heartbeat for this long lost its host: mark it Crashed.",
+        trigger=EventTrigger(
+            match={"prefect.resource.id": "prefect.flow-run.*"},
+            after={"prefect.flow-run.Running", "prefect.flow-run.heartbeat"},
+            expect={"prefect.flow-run.heartbeat", *(f"prefect.flow-run.{state}" for state in ENDED)},
+            for_each={"prefect.resource.id"},
+            posture=Posture.Proactive,
+            threshold=1,
+            within=timedelta(seconds=seconds),
+        ),
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.CRASHED,
+                force=True,  # a Running run: no orchestration rule may keep it there
+                message=f"no heartbeat for {seconds} s: the host running this flow run is gone; re-run it with "
+                "`prefect flow-run retry ID`",
+            )
+        ],
+    )
+    existing = client.read_automations_by_name(CRASH_AUTOMATION)
+    if existing:
+        client.update_automation(existing[0].id, automation)
+    else:
+        client.create_automation(automation)
 
 
 def _pools_in(path: Path) -> list[str]:

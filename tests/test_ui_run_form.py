@@ -28,6 +28,12 @@ def _options(page, field) -> list[str]:
     return texts
 
 
+def _new_run(server, deployment_id: str, before: set[str]) -> str | None:
+    """The run the form created (not one the nightly schedule planned meanwhile)."""
+    runs = server.flow_runs(deployment_id={"any_": [deployment_id]})
+    return next((r["id"] for r in runs if r["id"] not in before and not r["auto_scheduled"]), None)
+
+
 def test_a_sweep_started_from_the_typed_run_form_completes(fleet_server, tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -62,11 +68,12 @@ def test_a_sweep_started_from_the_typed_run_form_completes(fleet_server, tmp_pat
             field("Results (Optional)").locator("textarea").fill(str(results))
             field("Artifacts (Optional)").locator("textarea").fill(str(artifacts))
             assert "Executions per capture" in field("Num Exec (Optional)").inner_text()  # descriptions are shown
-            page.screenshot(path=str(tmp_path / "run-form.png"), full_page=True)
+            field("Name").evaluate("element => element.scrollIntoView({block: 'start'})")
+            page.screenshot(path=str(tmp_path / "run-form.png"))  # the form's top: platforms, kernels, grid
 
+            before = {run["id"] for run in server.flow_runs(deployment_id={"any_": [deployment["id"]]})}
             page.get_by_role("button", name="Submit").click()
-            page.wait_for_url(re.compile(r"/runs/flow-run/[0-9a-f-]{36}"), timeout=60_000)
-            flow_run_id = page.url.rsplit("/", 1)[-1]
+            flow_run_id = poll(lambda: _new_run(server, deployment["id"], before), timeout=60, what="the submitted run")
             browser.close()
 
         run = server.wait_final(flow_run_id, 600)

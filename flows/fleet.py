@@ -71,13 +71,11 @@ def fleet(spec: SweepSpec) -> State:
         log.info("fleet %s: %d shards submitted (%s)", spec.name, len(shards), _per_family(shards))
         final = _wait(client, spec, shards, runs, pools)
     try:
-        data = shard_data(spec.results, [str(r) for r in runs.values()], started.date())
+        data: dict[str, ShardData] | None = shard_data(spec.results, [str(r) for r in runs.values()], started.date())
     except (StoreError, UsageError) as exc:
         log.warning("the shards' results could not be read back for the summary: %s", exc)
-        data = {}
-    outcomes = [
-        ShardOutcome(s, str(runs[s.index]), *final[s.index], data.get(str(runs[s.index]), ShardData())) for s in shards
-    ]
+        data = None
+    outcomes = [_outcome(s, str(runs[s.index]), final[s.index], data) for s in shards]
     _publish(spec, outcomes)
     incomplete = [o for o in outcomes if not o.completed]
     points = sum(len(s.points) for s in shards)
@@ -86,6 +84,18 @@ def fleet(spec: SweepSpec) -> State:
         return Failed(message=f"{len(incomplete)} of {len(shards)} shards did not complete; re-run each alone: {retry}")
     failed = sum(o.data.failed for o in outcomes)
     return Completed(message=f"{len(shards)} shards, {points} points, {failed} failed points")
+
+
+def _outcome(shard: Shard, run_id: str, final: tuple[str, str], data: dict[str, ShardData] | None) -> ShardOutcome:
+    """A completed shard whose rows are not all in the dataset did not do its job: a host of another
+    family (a worker in the wrong pool) leaves the points it cannot run and still completes."""
+    state, message = final
+    written = (data or {}).get(run_id, ShardData())
+    rows = written.ok + written.failed
+    if data is not None and state == StateType.COMPLETED.value and rows < len(shard.points):
+        state = StateType.FAILED.value
+        message = f"wrote {rows} of {len(shard.points)} rows; its log says why (a host of another family?)"
+    return ShardOutcome(shard, run_id, state, message, written)
 
 
 def _per_family(shards: list[Shard]) -> str:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from prefect import Flow
 from specs import sim_spec
@@ -47,3 +51,26 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
         assert isinstance(getattr(importlib.import_module(module), name), Flow)
         if "spec" in deployment.get("parameters", {}):
             assert deployment["parameters"]["spec"] == "{{ prefect.variables.%s }}" % NIGHTLY_VARIABLE
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "code", "says"),
+    [
+        (["status"], {}, 2, "PREFECT_API_URL is not set; point it at the fleet's server"),
+        (["status"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 3, "does not answer"),
+        (["up", "--spec", "nosuch.toml"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "no such spec file"),
+    ],
+)
+def test_fleet_commands_fail_in_one_line(tmp_path, argv, env, code, says):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", *argv],
+        env={**clean, "PREFECT_HOME": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == code and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert says in line

@@ -153,3 +153,20 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(fleet_server, tm
     finally:
         for worker in workers:
             worker.stop()
+
+
+def test_a_family_with_no_worker_online_fails_its_shards_after_the_wait(fleet_server, tmp_path):
+    server = fleet_server
+    workers = _start(server, tmp_path, {})  # the control worker only: no inf2 host anywhere
+    try:
+        spec = _spec(tmp_path, ("inf2",), [2048], per_run=2)
+        spec = spec.model_copy(update={"execution": spec.execution.model_copy(update={"worker_wait_seconds": 5})})
+        fleet_run = _run_fleet(server, spec)
+        outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
+        assert outcome["type"] == "FAILED" and "1 of 1 shards did not complete" in outcome["message"]
+        [shard] = _shards(server, fleet_run).values()
+        assert shard["state"]["type"] == "CANCELLED"  # it will not start later, when a host appears
+        assert shard["state"]["message"].startswith("no inf2 worker online in work pool kernelsweep-inf2 for 5 s")
+    finally:
+        for worker in workers:
+            worker.stop()

@@ -1,10 +1,14 @@
 """The sweep file (TOML), its pydantic models, and expansion into points.
 
-`SweepSpec` is also the sweep flow's parameter, so the Prefect UI renders its run form from these
-models: field descriptions here are the help text users see there.
+`SweepSpec` is also the sweep and fleet flows' parameter, so the Prefect UI renders its run form
+from these models: field descriptions here are the help text users see there, and every field is
+typed for the form (a dropdown of built-in kernels, a grid as a list of axes, never a JSON box).
+The spec file's shorthands (`kernel = "module:attribute"`, `grid = { s = [128] }`) are accepted
+and mapped onto those fields, so a file and a form describe the same model.
 
 Every check that can fail runs in `load_spec` / `expand`, before any work starts, and raises
-`UsageError` with one line naming the file, the field and the fix.
+`UsageError` with one line naming the file, the field and the fix. Model validation itself fails
+with that same line (`SweepSpec._one_line`), so a run submitted from the UI reads like the CLI.
 """
 
 from __future__ import annotations
@@ -15,15 +19,25 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
 from kernelsweep.errors import InvalidShapeError, UsageError
-from kernelsweep.kernels import KernelDefinition, load_kernel
+from kernelsweep.kernels import BUILTIN, KernelDefinition, load_kernel
 from kernelsweep.platforms import PLATFORM_NAMES, PlatformName, get_platform
 
 ToolchainKind = Literal["auto", "neuron", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+ONE_LINE_ERROR = "invalid_spec"  # pydantic error type carrying the finished one-line message
 
 
 class _Strict(BaseModel):
@@ -54,41 +68,129 @@ class CaptureSettings(_Strict):
 
 class ExecutionSettings(_Strict):
     compile_slots: int | None = Field(
-        None, ge=1, le=256, description="Concurrent compiles on this host; default from CPU cores and memory."
+        None, ge=1, le=256, description="Concurrent compiles on a host; empty: from its CPU cores and memory."
     )
     max_points_per_flow_run: int = Field(
         200, ge=1, le=5000, description="Larger sweeps are split into several flow runs of at most this many points."
     )
+    worker_wait_seconds: float = Field(
+        900.0,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="Fleet runs: how long a platform's shards wait for a worker of that platform to come online "
+        "before they fail (a family with no worker fails instead of waiting forever).",
+    )
+
+
+class GridAxis(_Strict):
+    """One axis of a kernel's grid; a list of these (not a mapping) so the run form types every value."""
+
+    axis: str = Field(
+        min_length=1,
+        description="Axis name: b, s, h, i for mlp; M, K, N for matmul; n, partition_size, free_size for vector_add.",
+    )
+    values: list[int] = Field(description="Values to sweep on this axis.")
+
+
+KernelChoice = Literal["mlp", "matmul", "vector_add", "custom"]
 
 
 class KernelGrid(_Strict):
-    kernel: str = Field(description="Kernel definition as module:attribute, e.g. kernelsweep.kernels.mlp:mlp.")
-    grid: dict[str, list[int]] = Field(
-        default_factory=dict, description="Parameter axes: name -> values; the full grid is swept."
+    kernel: KernelChoice = Field(
+        description="A built-in kernel, or custom to sweep your own (give it in custom_kernel). The spec file may "
+        "also give module:attribute here."
+    )
+    custom_kernel: str = Field(
+        "",
+        description="Your own kernel as module:attribute of a KernelDefinition, importable on the workers; "
+        "used when kernel is custom.",
+    )
+    grid: list[GridAxis] = Field(
+        default_factory=list,
+        description="Parameter axes and their values; every combination is swept. Axes with a kernel default may "
+        "be left out.",
     )
     dtypes: list[DtypeName] = Field(["bfloat16"], min_length=1, description="Element types.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kernel_reference(cls, data: object) -> object:
+        """The spec file names kernels by module:attribute: built-in ones map to the dropdown's names,
+        anything else becomes a custom kernel, so every existing spec file keeps working."""
+        if not isinstance(data, dict) or not isinstance(data.get("kernel"), str):
+            return data
+        ref = data["kernel"]
+        by_ref = {v: k for k, v in BUILTIN.items()}
+        if ref in BUILTIN or ref == "custom":
+            return data
+        if ref in by_ref:
+            return {**data, "kernel": by_ref[ref]}
+        if data.get("custom_kernel"):
+            raise ValueError(f"kernel {ref!r} and custom_kernel both name a kernel; keep one")
+        return {**data, "kernel": "custom", "custom_kernel": ref}
+
+    @field_validator("grid", mode="before")
+    @classmethod
+    def _grid_mapping(cls, grid: object) -> object:
+        """The spec file writes the grid as a table (`{ s = [128, 256] }`)."""
+        if isinstance(grid, dict):
+            return [{"axis": axis, "values": values} for axis, values in grid.items()]
+        return grid
+
     @field_validator("grid")
     @classmethod
-    def _axes_not_empty(cls, grid: dict[str, list[int]]) -> dict[str, list[int]]:
-        for axis, values in grid.items():
-            if not values:
-                raise ValueError(f"axis {axis!r} is empty; give it at least one value")
+    def _axes_once_and_not_empty(cls, grid: list[GridAxis]) -> list[GridAxis]:
+        seen: set[str] = set()
+        for entry in grid:
+            if not entry.values:
+                raise ValueError(f"axis {entry.axis!r} is empty; give it at least one value")
+            if entry.axis in seen:
+                raise ValueError(f"axis {entry.axis!r} is given twice; merge its values")
+            seen.add(entry.axis)
         return grid
+
+    @model_validator(mode="after")
+    def _custom_needs_a_reference(self) -> KernelGrid:
+        if self.kernel == "custom" and not self.custom_kernel:
+            raise ValueError("kernel is custom but custom_kernel is empty; give module:attribute of your kernel")
+        if self.kernel != "custom" and self.custom_kernel:
+            raise ValueError(f"custom_kernel is set but kernel is {self.kernel}; choose custom or clear custom_kernel")
+        return self
+
+    @property
+    def ref(self) -> str:
+        """The kernel definition's import path (module:attribute)."""
+        return self.custom_kernel if self.kernel == "custom" else BUILTIN[self.kernel]
+
+    @property
+    def axes(self) -> dict[str, list[int]]:
+        return {entry.axis: entry.values for entry in self.grid}
 
 
 class SweepSpec(_Strict):
     """A sweep: kernels x parameter grid x dtypes x platforms."""
 
     name: str = Field(pattern=_NAME_PATTERN, description="Sweep name, recorded in every row.")
-    platforms: list[PlatformName] = Field(min_length=1, description="Platforms to sweep.")
-    kernels: list[KernelGrid] = Field(min_length=1)
-    capture: CaptureSettings = Field(default_factory=CaptureSettings)
-    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+    platforms: list[PlatformName] = Field(min_length=1, description="Platforms to sweep: trn1, trn2, inf2.")
+    kernels: list[KernelGrid] = Field(min_length=1, description="Kernels to sweep, each with its grid and dtypes.")
+    capture: CaptureSettings = Field(default_factory=CaptureSettings, description="How each point is profiled.")
+    execution: ExecutionSettings = Field(
+        default_factory=ExecutionSettings, description="How the sweep is spread over flow runs and hosts."
+    )
     toolchain: ToolchainKind = Field("auto", description="auto: real Neuron tools when present, else the simulator.")
     results: str = Field("results", description="Results location: a folder or s3://bucket/prefix.")
     artifacts: str = Field("artifacts", description="Artifact store: a folder or s3://bucket/prefix.")
     seed: int = Field(0, ge=0, description="Seed for generated inputs.")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_line(cls, data: object, handler: ModelWrapValidatorHandler[SweepSpec]) -> SweepSpec:
+        """Whoever validates a spec (the CLI, or Prefect checking a run's parameters from the UI) gets
+        the same one line naming the field and the fix, not pydantic's multi-line report."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            raise PydanticCustomError(ONE_LINE_ERROR, "{message}", {"message": _first_error(exc)}) from None
 
 
 class Point(_Strict):
@@ -134,6 +236,8 @@ def parse_spec(data: dict, source: str = "spec") -> SweepSpec:
 
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
+    if err["type"] == ONE_LINE_ERROR:
+        return err["msg"]
     where = ".".join(str(p) for p in err["loc"]) or "top level"
     if err["type"] == "extra_forbidden":
         return f"unknown key {where!r}; remove it or check its spelling"
@@ -152,14 +256,15 @@ def expand(spec: SweepSpec, source: str = "spec") -> list[Point]:
     points: list[Point] = []
     for index, entry in enumerate(spec.kernels):
         where = f"{source}: kernels[{index}]"
-        definition = _import_kernel(entry.kernel, where)
-        unknown = sorted(set(entry.grid) - set(definition.axes))
+        definition = _import_kernel(entry.ref, where)
+        grid = entry.axes
+        unknown = sorted(set(grid) - set(definition.axes))
         if unknown:
             raise UsageError(
                 f"{where}: kernel {definition.name} takes no axis {unknown[0]!r}; "
                 f"its axes are {', '.join(definition.axes)}"
             )
-        missing = [a for a in definition.axes if a not in entry.grid and a not in definition.defaults]
+        missing = [a for a in definition.axes if a not in grid and a not in definition.defaults]
         if missing:
             raise UsageError(f"{where}: axis {missing[0]!r} of kernel {definition.name} needs values")
         for dtype in entry.dtypes:
@@ -168,13 +273,13 @@ def expand(spec: SweepSpec, source: str = "spec") -> list[Point]:
                     f"{where}: kernel {definition.name} does not support dtype {dtype}; "
                     f"use one of {', '.join(definition.dtypes)}"
                 )
-        axes = [a for a in definition.axes if a in entry.grid]
-        for values in itertools.product(*(entry.grid[a] for a in axes)):
+        axes = [a for a in definition.axes if a in grid]
+        for values in itertools.product(*(grid[a] for a in axes)):
             params = definition.resolve(dict(zip(axes, values, strict=True)))
             params = {a: params[a] for a in definition.axes}
             for dtype in entry.dtypes:
                 _check_shape(definition, params, dtype, where)
-                points.extend(_per_platform(spec, entry.kernel, definition, params, dtype))
+                points.extend(_per_platform(spec, entry.ref, definition, params, dtype))
     return points
 
 

@@ -48,6 +48,15 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture(scope="session")
+def fleet_server(tmp_path_factory):
+    """A real `prefect server start` with the fleet's pools and deployments (`kernelsweep fleet up`)."""
+    from prefect_server import fleet_server
+
+    with fleet_server(tmp_path_factory.mktemp("fleet"), REPO) as server:
+        yield server
+
+
 def write_spec(path: Path, body: str) -> Path:
     path.write_text(body)
     return path

@@ -1,0 +1,274 @@
+"""A real Prefect server and real workers, as separate processes, for deployment tests.
+
+`PrefectServer` runs `prefect server start` on 127.0.0.1 with its own PREFECT_HOME and a free port;
+`start_worker` runs `prefect worker start` for one pool with its own environment (a simulated host:
+its platform, cores, lock and state folders). Every process writes its log to a file next to its
+state, so a failing test can be read afterwards while the test output stays clean. Waits poll with
+deadlines; nothing sleeps and hopes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+PYTHON_BIN = Path(sys.executable).parent
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def poll(check: Callable[[], T | None], *, timeout: float, what: str, every: float = 1.0) -> T:
+    """`check()` until it returns something truthy; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass
+class PrefectServer:
+    home: Path
+    port: int
+    env: dict[str, str]  # what a client process needs: PREFECT_API_URL, PREFECT_HOME, quiet logging
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.api_url}/health", timeout=5) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def api(self, path: str, body: dict | None = None) -> object:
+        """The server's REST API: POST `body` (GET without one); the decoded JSON answer."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.api_url}{path}", data=data, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def flow_runs(self, **criteria: object) -> list[dict]:
+        """`/flow_runs/filter` with flow run criteria, e.g. `id={"any_": [...]}`."""
+        return self.api("/flow_runs/filter", {"flow_runs": criteria, "limit": 200})  # type: ignore[return-value]
+
+    def state_of(self, flow_run_id: str) -> str:
+        return self.api(f"/flow_runs/{flow_run_id}")["state"]["type"]  # type: ignore[index]
+
+    def wait_final(self, flow_run_id: str, timeout: float) -> dict:
+        final = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+        return poll(
+            lambda: (run := self.api(f"/flow_runs/{flow_run_id}"))["state"]["type"] in final and run,  # type: ignore[index]
+            timeout=timeout,
+            what=f"flow run {flow_run_id} to finish",
+        )
+
+    def workers_online(self, pool: str) -> list[str]:
+        workers = self.api(f"/work_pools/{pool}/workers/filter", {})
+        return sorted(w["name"] for w in workers if w["status"] == "ONLINE")  # type: ignore[union-attr, index]
+
+    def run(self, *argv: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """A CLI (`prefect ...`, `kernelsweep ...`) against this server."""
+        return subprocess.run(
+            [str(PYTHON_BIN / argv[0]), *argv[1:]],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.home,
+        )
+
+    def start_worker(self, name: str, pool: str, *, limit: int = 1, env: dict[str, str] | None = None) -> Worker:
+        """A worker in its own session (so its whole process tree can be killed like a host dying)."""
+        log = self.home / f"worker-{name}.log"
+        handle = log.open("w")
+        process = subprocess.Popen(
+            [str(PYTHON_BIN / "prefect"), "worker", "start", "--pool", pool, "--name", name, "--limit", str(limit)],
+            env={**self.env, **(env or {})},
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=self.home,
+            start_new_session=True,
+        )
+        handle.close()
+        self.processes.append(process)
+        return Worker(name, pool, process, log)
+
+
+@dataclass
+class Worker:
+    name: str
+    pool: str
+    process: subprocess.Popen
+    log: Path
+
+    def submitted(self) -> set[str]:
+        """Flow run ids this worker took (its log line `Worker 'NAME' submitting flow run 'ID'`)."""
+        marker = f"Worker '{self.name}' submitting flow run '"
+        return {
+            line.split(marker, 1)[1].split("'", 1)[0] for line in self.log.read_text().splitlines() if marker in line
+        }
+
+    def die(self) -> None:
+        """The host is gone at once (power loss, a terminated instance): the worker and every process
+        it started are killed without a chance to say anything."""
+        for pid in [self.process.pid, *_descendants(self.process.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait(timeout=60)
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def quiet_env(home: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_"))}
+    env.update(
+        {
+            "PREFECT_HOME": str(home),
+            "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+            "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",
+            "PREFECT_UI_URL": f"http://127.0.0.1:{port}",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_WORKER_QUERY_SECONDS": "2",
+            "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
+            "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_SECONDS),
+            "PYTHONPATH": str(Path(__file__).parent),  # test-only kernel definitions
+        }
+    )
+    return env
+
+
+@contextmanager
+def prefect_server(home: Path, *, startup_timeout: float = 180) -> Iterator[PrefectServer]:
+    """`prefect server start` on 127.0.0.1 and a free port; stops it and every worker it started."""
+    home.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    server = PrefectServer(home, port, quiet_env(home, port))
+    log = (home / "server.log").open("w")
+    process = subprocess.Popen(
+        [str(PYTHON_BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--analytics-off"],
+        env=server.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=home,
+        start_new_session=True,
+    )
+    log.close()
+    try:
+        poll(lambda: process.poll() is not None or server.healthy(), timeout=startup_timeout, what="the server")
+        if process.poll() is not None:
+            raise AssertionError(f"prefect server exited {process.returncode}; see {home / 'server.log'}")
+        yield server
+    finally:
+        for child in [*server.processes, process]:
+            _stop(child)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """The process and everything it started (flow runs live in sessions of their own)."""
+    if process.poll() is not None:
+        return
+    tree = [process.pid, *_descendants(process.pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in tree:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            process.wait(timeout=30)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def sim_host_env(root: Path, platform: str, cores: int = 2, **extra: str) -> dict[str, str]:
+    """A simulated Neuron host of one family, with its own lease and device-state folders."""
+    return {
+        "KERNELSWEEP_SIM_PLATFORM": platform,
+        "KERNELSWEEP_SIM_CORES": str(cores),
+        "KERNELSWEEP_LOCK_DIR": str(root / "locks"),
+        "KERNELSWEEP_SIM_STATE": str(root / "sim"),
+        **extra,
+    }
+
+
+HEARTBEAT_SECONDS = 30  # Prefect's minimum
+CRASH_AFTER_SECONDS = 75  # a host silent this long is gone: its flow run is marked Crashed
+
+NIGHTLY = """
+name = "nightly-test"
+platforms = ["trn2"]
+toolchain = "sim"
+results = "{root}/results"
+artifacts = "{root}/artifacts"
+[capture]
+num_exec = 2
+[[kernels]]
+kernel = "vector_add"
+dtypes = ["float32"]
+grid = {{ n = [2048] }}
+"""
+
+
+@contextmanager
+def fleet_server(home: Path, repo: Path) -> Iterator[PrefectServer]:
+    """A server with the fleet set up by `kernelsweep fleet up` from the repository's prefect.yaml,
+    the nightly spec being a small simulated one with its folders under `home`."""
+    with prefect_server(home) as server:
+        spec = home / "nightly.toml"
+        spec.write_text(NIGHTLY.format(root=home / "nightly"))
+        done = server.run(
+            *("kernelsweep", "fleet", "up", "--file", str(repo / "deployments/prefect.yaml"), "--spec", str(spec)),
+            *("--crash-after", str(CRASH_AFTER_SECONDS)),
+        )
+        assert done.returncode == 0, done.stderr
+        yield server

@@ -1,0 +1,76 @@
+"""The fleet's shard plan and its deployment file, without a server."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from prefect import Flow
+from specs import sim_spec
+
+from kernelsweep.fleet import plan_shards
+from kernelsweep.flows.cli.fleet import NIGHTLY_VARIABLE
+from kernelsweep.flows.fleet import SHARD_DEPLOYMENT
+from kernelsweep.spec import expand
+
+REPO = Path(__file__).resolve().parents[1]
+FAMILIES = ("trn1", "trn2", "inf2")
+
+
+def test_shards_hold_one_family_each_and_at_most_the_limit(tmp_path):
+    kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [1024, 2048, 4096, 8192, 16384]}}
+    points = expand(sim_spec(tmp_path, [kernel], platforms=("inf2", "trn2", "trn1")))
+    shards = plan_shards(points, max_points=2)
+    assert [s.index for s in shards] == list(range(len(shards)))  # numbered across the fleet run
+    expected = [(family, size) for family in ("trn1", "trn2", "inf2") for size in (2, 2, 1)]  # platform order
+    assert [(s.family, len(s.points)) for s in shards] == expected
+    assert all({p.platform for p in s.points} == {s.family} for s in shards)
+    assert sorted(p.point_id for s in shards for p in s.points) == sorted(p.point_id for p in points)
+    assert [len(s.points) for s in plan_shards(points, max_points=4)] == [3, 2, 3, 2, 3, 2]  # even, not 4 + 1
+
+
+def test_the_deployment_file_routes_each_family_to_its_own_pool():
+    config = yaml.safe_load((REPO / "deployments/prefect.yaml").read_text())
+    assert config["pull"] == []  # module entrypoints: nothing to fetch on a worker
+    deployments = {(d["entrypoint"].rsplit(":", 1)[1], d["name"]): d for d in config["deployments"]}
+    for family in FAMILIES:
+        for flow in ("sweep", "sweep_shard", "kernel_run"):
+            assert deployments[flow, family]["work_pool"]["name"] == f"kernelsweep-{family}"
+        [nightly] = deployments["sweep", family]["schedules"]
+        assert nightly["cron"] and nightly["timezone"] == "UTC"
+    assert deployments["fleet", "fleet"]["work_pool"]["name"] == "kernelsweep-control"
+    shard_flow = importlib.import_module("kernelsweep.flows.sweep").sweep_shard
+    assert SHARD_DEPLOYMENT.format(family="trn2") == f"{shard_flow.name}/trn2"  # what the fleet flow submits to
+    for deployment in config["deployments"]:
+        module, name = deployment["entrypoint"].split(":")
+        assert isinstance(getattr(importlib.import_module(module), name), Flow)
+        if "spec" in deployment.get("parameters", {}):
+            assert deployment["parameters"]["spec"] == "{{ prefect.variables.%s }}" % NIGHTLY_VARIABLE
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "code", "says"),
+    [
+        (["status"], {}, 2, "PREFECT_API_URL is not set; point it at the fleet's server"),
+        (["status"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 3, "does not answer"),
+        (["up", "--spec", "nosuch.toml"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "no such spec file"),
+    ],
+)
+def test_fleet_commands_fail_in_one_line(tmp_path, argv, env, code, says):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", *argv],
+        env={**clean, "PREFECT_HOME": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == code and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert says in line

@@ -1,0 +1,88 @@
+"""A sweep started from the Prefect UI's typed run form, in a real browser (Debian's chromium driven by
+Playwright, no browser download) against a real server, run by a real worker of the family."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from prefect_server import poll, sim_host_env
+
+from kernelsweep.results import reader
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+PROPERTY = "xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' schema-form-property ')][1]"
+
+
+def _options(page, field) -> list[str]:
+    """A select's choices: the keyboard opens its list (as a user tabbing through the form would)."""
+    field.locator("button.p-select-button__control").focus()
+    page.keyboard.press("ArrowDown")
+    options = page.locator(".p-select-option")
+    options.first.wait_for()
+    texts = options.all_inner_texts()
+    page.keyboard.press("Escape")
+    return texts
+
+
+def _new_run(server, deployment_id: str, before: set[str]) -> str | None:
+    """The run the form created (not one the nightly schedule planned meanwhile)."""
+    runs = server.flow_runs(deployment_id={"any_": [deployment_id]})
+    return next((r["id"] for r in runs if r["id"] not in before and not r["auto_scheduled"]), None)
+
+
+def test_a_sweep_started_from_the_typed_run_form_completes(fleet_server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    assert shutil.which(CHROMIUM), "Debian's chromium is missing: `apt-get install chromium` (.ci/run installs it)"
+    server = fleet_server
+    worker = server.start_worker("ui-trn2", "kernelsweep-trn2", env=sim_host_env(tmp_path / "host", "trn2"))
+    try:
+        poll(lambda: "ui-trn2" in server.workers_online("kernelsweep-trn2"), timeout=120, what="the trn2 worker")
+        deployment = server.api("/deployments/name/sweep/trn2")
+        results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM,
+                headless=True,
+                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+            )
+            page = browser.new_page(viewport={"width": 1280, "height": 1800})
+            page.goto(f"{server.ui_url}/deployments/deployment/{deployment['id']}/run")
+
+            def field(label: str, nth: int = 0):
+                name = page.locator(".schema-form-property__label", has_text=re.compile(f"^{re.escape(label)}$"))
+                return name.nth(nth).locator(PROPERTY)
+
+            field("Name").wait_for(timeout=60_000)
+            assert _options(page, field("Platforms")) == ["trn1", "trn2", "inf2"]  # a multi-select of the platforms
+            assert _options(page, field("Kernel")) == ["mlp", "matmul", "vector_add", "custom"]
+            assert field("Custom Kernel (Optional)").locator("textarea").is_visible()  # free module:attribute
+            assert field("Axis").locator("textarea").input_value() == "n"  # the grid, one typed axis at a time
+            values = field("Values")
+            values.get_by_role("button", name="Add item").click()
+            values.locator("input[type=number]").nth(1).fill("4096")
+            field("Results (Optional)").locator("textarea").fill(str(results))
+            field("Artifacts (Optional)").locator("textarea").fill(str(artifacts))
+            assert "Executions per capture" in field("Num Exec (Optional)").inner_text()  # descriptions are shown
+            field("Name").evaluate("element => element.scrollIntoView({block: 'start'})")
+            page.screenshot(path=str(tmp_path / "run-form.png"))  # the form's top: platforms, kernels, grid
+
+            before = {run["id"] for run in server.flow_runs(deployment_id={"any_": [deployment["id"]]})}
+            page.get_by_role("button", name="Submit").click()
+            flow_run_id = poll(lambda: _new_run(server, deployment["id"], before), timeout=60, what="the submitted run")
+            browser.close()
+
+        run = server.wait_final(flow_run_id, 600)
+        assert run["state"]["type"] == "COMPLETED", run["state"]["message"]
+        spec = run["parameters"]["spec"]
+        assert spec["kernels"][0]["grid"] == [{"axis": "n", "values": [2048, 4096]}] and spec["results"] == str(results)
+        rows = reader.read(str(results), columns=["shape", "platform", "status", "flow_run_id"]).to_pylist()
+        assert sorted(r["shape"].split(",")[0] for r in rows) == ["n=2048", "n=4096"]
+        assert {(r["platform"], r["status"], r["flow_run_id"]) for r in rows} == {("trn2", "ok", flow_run_id)}
+        assert (tmp_path / "run-form.png").stat().st_size > 10_000
+    finally:
+        worker.stop()

@@ -108,7 +108,7 @@ def test_the_report_lists_latest_failures_regressions_and_platforms(nights):
     assert "compiler" in str(regression["cause"]) and 17 < float(regression["change_percent"] or 0) < 23
     mlp = next(r for r in report.cross_rows() if r["kernel"] == "mlp")
     assert report.platforms == ["inf2", "trn1", "trn2"]
-    assert all(mlp[f"{p}_us"] and 0 < float(mlp[f"{p}_peak_percent"] or 0) < 100 for p in report.platforms)
+    assert all(mlp[f"{p} us"] and 0 < float(mlp[f"{p} % peak"] or 0) < 100 for p in report.platforms)
     summary = {(r["kernel"], r["shape"], r["platform"]): r for r in report.summary_rows()}
     ok = summary[("mlp", POINTS[2].shape, "trn2")]
     assert ok["repeats"] == 7 and ok["min_us"] <= ok["median_us"] <= ok["max_us"] and ok["correct"] is True

@@ -171,14 +171,14 @@ def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
 def verdict(s: Shift, significant: bool) -> tuple[Verdict, str]:
     """(verdict, why) from a shift and whether its family's correction kept it significant."""
     beyond_noise = abs(s.change) > s.noise
-    noise = f"the noise of {s.noise:.1%}"
+    change, noise, p = f"{s.change:+.1%}", f"noise {s.noise:.1%}", f"p={s.p_value:.1g}"
     if significant and beyond_noise:
-        return s.direction, f"{s.change:+.1%} (p={s.p_value:.1g}), beyond {noise}"
+        return s.direction, f"{change} beyond {noise}, {p}"
     if not significant and not beyond_noise:
-        return "same", f"{s.change:+.1%}, within {noise}"
+        return "same", f"{change} within {noise}"
     if significant:
-        return "inconclusive", f"{s.change:+.1%} is significant (p={s.p_value:.1g}) but within {noise}"
-    return "inconclusive", f"{s.change:+.1%} but p={s.p_value:.2g} is not significant: more repeats would decide"
+        return "inconclusive", f"{change} within {noise} though {p}"
+    return "inconclusive", f"{change} beyond {noise} but {p} is not significant: more repeats"
 
 
 def verdicts(shifts: Sequence[Shift], alpha: float = DEFAULT_ALPHA) -> list[tuple[Verdict, str]]:

@@ -113,8 +113,8 @@ class Report:
             for platform in self.platforms:
                 n = row.by_platform.get(platform)
                 ok = n is not None and n.result.ok
-                cells[f"{platform}_us"] = _round(n.result.latency_us, 3) if n and ok else None
-                cells[f"{platform}_peak_percent"] = _significant(n.roofline_percent) if n and ok else None
+                cells[f"{platform} us"] = _round(n.result.latency_us, 3) if n and ok else None
+                cells[f"{platform} % peak"] = _significant(n.roofline_percent) if n and ok else None
             cells["fastest"] = row.fastest()
             out.append(cells)
         return out

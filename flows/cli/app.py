@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.flows.cli import doctor, extract, fleet, lineage, run
+from kernelsweep.flows.cli import compare, doctor, extract, fleet, lineage, report, run
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_RUN_FAILED, EXIT_USAGE, fail
 
 DEBUG_ENV = "KERNELSWEEP_DEBUG"
@@ -58,7 +58,16 @@ def cli() -> None:
         sys.path.append(os.getcwd())
 
 
-for command in (run.validate, run.run, extract.extract, lineage.lineage, doctor.doctor, fleet.fleet):
+for command in (
+    run.validate,
+    run.run,
+    extract.extract,
+    lineage.lineage,
+    doctor.doctor,
+    fleet.fleet,
+    report.report,
+    compare.compare,
+):
     cli.add_command(command)
 
 

@@ -11,6 +11,16 @@ KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=
                               capture-busy=N     first N captures: the NRT busy error (transient)
                               capture-timeout=N  first N captures hang until the caller's timeout
                               compile-error=K    compiles of kernel K: an NCC diagnostic (deterministic)
+KERNELSWEEP_SIM_COMPILER_VERSION  the version the stand-in neuronx-cc reports and stamps into every NEFF it
+                            builds (default 2.21.33363.0; `+kernelsweep.sim` is always appended), to play a
+                            compiler upgrade: the compile cache keys on it, so the new version recompiles
+KERNELSWEEP_SIM_COMPILER_SLOWDOWN  code this compiler emits runs slower, as a compiler regression would:
+                            `KERNEL[/AXIS=VALUE...]:FACTOR` entries separated by `;`, e.g.
+                            `vector_add/n=8192:1.2` (vector_add at n=8192 takes 1.2x as long); the first
+                            matching entry applies. The NEFF records the factor and the profiler's model
+                            applies it whenever that NEFF runs, so NEFFs built before keep their speed
+KERNELSWEEP_SIM_NOISE_SEED  make run-to-run noise repeatable: the k-th capture of a NEFF in this state dir
+                            draws the same noise for the same seed (unset: fresh noise every capture)
 """
 
 from __future__ import annotations
@@ -21,9 +31,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
 
 IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
+SLOWDOWN_ENV = "KERNELSWEEP_SIM_COMPILER_SLOWDOWN"
 
 
 def extend_import_path() -> None:
@@ -34,6 +46,29 @@ def extend_import_path() -> None:
 
 
 @dataclass(frozen=True)
+class Slowdown:
+    kernel: str
+    params: dict[str, int]
+    factor: float
+
+    def matches(self, kernel: str, params: dict[str, int]) -> bool:
+        return kernel == self.kernel and all(params.get(axis) == value for axis, value in self.params.items())
+
+
+def parse_slowdowns(text: str) -> tuple[Slowdown, ...]:
+    found = []
+    for entry in filter(None, (part.strip() for part in text.split(";"))):
+        target, _, factor = entry.rpartition(":")
+        kernel, *terms = target.split("/")
+        try:
+            params = {axis.strip(): int(value) for axis, value in (term.split("=") for term in terms)}
+            found.append(Slowdown(kernel.strip(), params, float(factor)))
+        except ValueError:
+            raise ValueError(f"{SLOWDOWN_ENV}: bad entry {entry!r}; use KERNEL[/AXIS=VALUE...]:FACTOR") from None
+    return tuple(found)
+
+
+@dataclass(frozen=True)
 class SimConfig:
     state_dir: Path
     platform: str | None
@@ -41,6 +76,12 @@ class SimConfig:
     lnc: int
     time_scale: float
     faults: Faults = field(default_factory=Faults)
+    compiler_version: str = COMPILER_VERSION
+    slowdowns: tuple[Slowdown, ...] = ()
+    noise_seed: str | None = None
+
+    def slowdown(self, kernel: str, params: dict[str, int]) -> float:
+        return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
 
     @classmethod
     def from_env(cls) -> SimConfig:
@@ -53,4 +94,12 @@ class SimConfig:
             lnc=int(env.get("KERNELSWEEP_SIM_LNC", "1")),
             time_scale=float(env.get("KERNELSWEEP_SIM_TIME_SCALE", "0")),
             faults=parse_faults(env.get(FAULTS_ENV, "")),
+            compiler_version=_simulated(env.get("KERNELSWEEP_SIM_COMPILER_VERSION")) or COMPILER_VERSION,
+            slowdowns=parse_slowdowns(env.get(SLOWDOWN_ENV, "")),
+            noise_seed=env.get("KERNELSWEEP_SIM_NOISE_SEED") or None,
         )
+
+
+def _simulated(version: str | None) -> str | None:
+    """A configured version still says it is simulated."""
+    return version and version.removesuffix(SIM_VERSION_SUFFIX) + SIM_VERSION_SUFFIX

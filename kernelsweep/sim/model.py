@@ -75,6 +75,7 @@ class Workload:
     output_bytes: int
     dma_transfers: int
     engine: str
+    code_factor: float = 1.0  # >1: the compiler emitted slower code (sim.config's COMPILER_SLOWDOWN)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def model_timing(w: Workload, cal: Calibration) -> Timing:
 def predict(w: Workload, jitter_key: str = "", jitter: float = 0.01) -> Timing:
     """Seconds for one execution; `jitter_key` makes run-to-run noise deterministic."""
     timing = model_timing(w, CALIBRATION[w.platform.name])
-    return replace(timing, total=timing.total * (1 + jitter * _unit_normal(jitter_key)))
+    return replace(timing, total=timing.total * w.code_factor * (1 + jitter * _unit_normal(jitter_key)))
 
 
 def _unit_normal(key: str) -> float:

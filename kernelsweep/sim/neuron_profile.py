@@ -173,7 +173,8 @@ def capture(args: argparse.Namespace, config: SimConfig) -> int:
         time.sleep((LOAD_SECONDS + args.num_exec * per_exec) * config.time_scale)
         # each capture draws its own run-to-run noise, as repeated captures on hardware differ; `view`
         # of one NTFF is still deterministic
-        run_key = hashlib.sha256(Path(args.neff).read_bytes() + os.urandom(16)).hexdigest()
+        neff_bytes = Path(args.neff).read_bytes()
+        run_key = hashlib.sha256(neff_bytes + _noise_salt(config, hashlib.sha256(neff_bytes).hexdigest())).hexdigest()
         for index, name in _ntff_names(args.session_file, args.num_exec, args.profile_nth_exec):
             write_ntff(Path(name), {"exec_index": index, "run_key": run_key, "ir": ir})
         if args.save_output or args.save_output_npy:
@@ -181,6 +182,24 @@ def capture(args: argparse.Namespace, config: SimConfig) -> int:
     visible = os.environ.get("NEURON_RT_VISIBLE_CORES", "all")
     print(f"Profile captured: {args.num_exec} executions on NeuronCore(s) {visible} (simulated)")
     return 0
+
+
+def _noise_salt(config: SimConfig, neff_sha256: str) -> bytes:
+    """Fresh noise, or with KERNELSWEEP_SIM_NOISE_SEED the seed and which capture of this NEFF this is
+    (counted in the state dir across processes; one point's repeats run one after another)."""
+    if config.noise_seed is None:
+        return os.urandom(16)
+    folder = config.state_dir / "noise"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"{neff_sha256[:32]}.count", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        count = int(os.read(fd, 32) or b"0")
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, str(count + 1).encode())
+    finally:
+        os.close(fd)
+    return f"{config.noise_seed}:{count}".encode()
 
 
 def _save_outputs(outputs: dict[str, np.ndarray], npy: bool) -> None:

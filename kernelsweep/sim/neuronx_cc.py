@@ -19,7 +19,6 @@ import numpy
 
 from kernelsweep.neff import write_neff
 from kernelsweep.platforms import PLATFORMS
-from kernelsweep.sim import COMPILER_VERSION
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.ir import read_ir
 from kernelsweep.sim.model import compile_seconds
@@ -77,14 +76,16 @@ def compile_command(args: argparse.Namespace, config: SimConfig) -> int:
     lnc = args.lnc or platform.default_lnc
     variables = {t["name"]: {"type": "input", "shape": t["shape"], "dtype": t["dtype"]} for t in ir["inputs"]}
     variables |= {t["name"]: {"type": "output", "shape": t["shape"], "dtype": t["dtype"]} for t in ir["outputs"]}
+    version, factor = config.compiler_version, config.slowdown(ir["kernel"], ir["params"])
+    built = {**ir, "compiler_version": version} | ({"code_factor": factor} if factor != 1.0 else {})
     write_neff(
         Path(args.output),
         name=ir["kernel"],
-        info={"tool_version": COMPILER_VERSION, "num_tpb": lnc, "target": args.target, "is_simulation": True},
-        neff={"kernelsweep_sim": ir},
+        info={"tool_version": version, "num_tpb": lnc, "target": args.target, "is_simulation": True},
+        neff={"kernelsweep_sim": built},
         variables=variables,
         lnc_size=lnc,
-        build_version=COMPILER_VERSION,
+        build_version=version,
     )
     print("Compiler status PASS")
     return 0
@@ -93,9 +94,10 @@ def compile_command(args: argparse.Namespace, config: SimConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.version:
-        print(f"NeuronX Compiler version {COMPILER_VERSION}")
+        version = SimConfig.from_env().compiler_version
+        print(f"NeuronX Compiler version {version}")
         print(f"\nPython version {host_platform.python_version()}")
-        print(f"HWM version {COMPILER_VERSION}")
+        print(f"HWM version {version}")
         print(f"NumPy version {numpy.__version__}")
         return 0
     if args.command != "compile":

@@ -33,6 +33,7 @@ def workload(ir: dict) -> Workload:
         output_bytes=sum(t["bytes"] for t in ir["outputs"]),
         dma_transfers=ir["dma_transfers"],
         engine=ir["engine"],
+        code_factor=ir.get("code_factor", 1.0),
     )
 
 
@@ -42,7 +43,7 @@ def modelled(record: dict) -> tuple[dict[str, float | int], dict[str, object], f
     timing = predict(w, jitter_key=f"{record['run_key']}:{record['exec_index']}")
     info = {
         "instance_type": f"{w.platform.name}.sim",
-        "compiler_version": COMPILER_VERSION,
+        "compiler_version": record["ir"].get("compiler_version", COMPILER_VERSION),
         "runtime_version": RUNTIME_VERSION,
         "profiler_version": PROFILER_VERSION,
         "is_simulation": True,

@@ -1,0 +1,198 @@
+"""The rows a report reads, typed, and the latest one per series.
+
+A series is one point measured again and again: (kernel, shape, dtype, platform). A flow run
+re-executed with different bytes keeps both objects under the same row ids (`.attempt-N`); the
+re-execution started later, so per row id the latest `started_at` wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pyarrow.dataset as ds
+
+from kernelsweep.errors import UsageError
+from kernelsweep.report.stats import Sample
+from kernelsweep.results import reader
+
+SeriesKey = tuple[str, str, str, str]  # kernel, shape, dtype, platform
+LINEAGE = {  # the row's lineage a step can be blamed on, with the name a person reads
+    "compiler_version": "compiler",
+    "runtime_version": "runtime",
+    "profiler_version": "profiler",
+    "nki_version": "nki",
+    "kernel_source_sha256": "kernel source",
+    "instance_type": "instance type",
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The columns of one row a report uses (docs/schema.md has them all)."""
+
+    row_id: str
+    sweep: str
+    kernel: str
+    shape: str
+    dtype: str
+    platform: str
+    lnc: int | None
+    status: str
+    error_stage: str | None
+    error_class: str | None
+    error_message: str | None
+    is_simulation: bool
+    repeats: int | None
+    latency_median_us: float | None
+    latency_min_us: float | None
+    latency_max_us: float | None
+    latency_p90_us: float | None
+    latency_p99_us: float | None
+    total_time_us: float | None
+    achieved_tflops: float | None
+    mfu_percent: float | None
+    roofline_percent: float | None
+    roofline_us: float | None
+    roofline_bound: str | None
+    cost_flops: int | None
+    cost_hbm_bytes: int | None
+    correct: bool | None
+    compiler_version: str | None
+    runtime_version: str | None
+    profiler_version: str | None
+    nki_version: str | None
+    kernel_source_sha256: str | None
+    instance_type: str | None
+    flow_run_id: str | None
+    started_at: datetime | None
+    run_date: date
+
+    @property
+    def series(self) -> SeriesKey:
+        return (self.kernel, self.shape, self.dtype, self.platform)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.latency_us is not None
+
+    @property
+    def latency_us(self) -> float | None:
+        return self.latency_median_us if self.latency_median_us is not None else self.total_time_us
+
+    @property
+    def order(self) -> tuple[date, datetime]:
+        """When the row was measured: its run's date, then its own start."""
+        return (self.run_date, self.started_at or _EPOCH)
+
+    def sample(self) -> Sample:
+        """The repeats' summary; a row from before repeats existed is one repeat of its total time."""
+        if self.latency_median_us is None or self.latency_min_us is None or self.latency_max_us is None:
+            value = self.latency_us
+            if value is None:
+                raise ValueError(f"row {self.row_id} has no latency")
+            return Sample(n=1, median=value, min=value, max=value)
+        return Sample(
+            n=self.repeats or 1,
+            median=self.latency_median_us,
+            min=self.latency_min_us,
+            max=self.latency_max_us,
+            p90=self.latency_p90_us,
+            p99=self.latency_p99_us,
+        )
+
+
+COLUMNS = [f.name for f in fields(Result)]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which rows a report or comparison looks at; empty means all."""
+
+    kernels: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    sweeps: tuple[str, ...] = ()
+    since: date | None = None
+    until: date | None = None
+    days: int | None = None  # only the last N run dates (UTC), counting today
+
+    def expression(self, today: date | None = None) -> ds.Expression | None:
+        terms = [
+            ds.field(column).isin(list(values))
+            for column, values in (
+                ("kernel", self.kernels),
+                ("platform", self.platforms),
+                ("dtype", self.dtypes),
+                ("sweep", self.sweeps),
+            )
+            if values
+        ]
+        since = self.since
+        if self.days is not None:
+            if self.days < 1:
+                raise UsageError(f"--days {self.days}: give a number of days of 1 or more")
+            recent = (today or datetime.now(UTC).date()) - timedelta(days=self.days - 1)
+            since = max(since, recent) if since else recent
+        if since:
+            terms.append(ds.field("run_date") >= since)
+        if self.until:
+            terms.append(ds.field("run_date") <= self.until)
+        if not terms:
+            return None
+        where = terms[0]
+        for term in terms[1:]:
+            where = where & term
+        return where
+
+    def describe(self) -> str:
+        parts = [f"{name} {', '.join(values)}" for name, values in self._lists() if values]
+        if self.since:
+            parts.append(f"since {self.since}")
+        if self.until:
+            parts.append(f"until {self.until}")
+        if self.days:
+            parts.append(f"last {self.days} days")
+        return "; ".join(parts) or "all rows"
+
+    def _lists(self) -> list[tuple[str, tuple[str, ...]]]:
+        return [("kernel", self.kernels), ("platform", self.platforms), ("dtype", self.dtypes), ("sweep", self.sweeps)]
+
+
+def load(uri: str, selection: Selection | None = None) -> list[Result]:
+    """Every selected row, one per row id, oldest first; no rows at all is a usage error."""
+    selection = selection or Selection()
+    table = reader.read(uri, filters=selection.expression(), columns=COLUMNS)
+    newest: dict[str, Result] = {}
+    for record in table.to_pylist():
+        result = Result(**_typed(record))
+        kept = newest.get(result.row_id)
+        if kept is None or result.order > kept.order:
+            newest[result.row_id] = result
+    if not newest:
+        raise UsageError(f"no results under {uri} ({selection.describe()}); check --results and the filters")
+    return sorted(newest.values(), key=lambda r: (r.order, r.series))
+
+
+def latest(results: list[Result]) -> list[Result]:
+    """The newest row of each series, in series order."""
+    newest: dict[SeriesKey, Result] = {}
+    for result in results:
+        if result.series not in newest or result.order >= newest[result.series].order:
+            newest[result.series] = result
+    return [newest[key] for key in sorted(newest)]
+
+
+def by_series(results: list[Result]) -> dict[SeriesKey, list[Result]]:
+    """Each series' rows, oldest first."""
+    grouped: dict[SeriesKey, list[Result]] = {}
+    for result in sorted(results, key=lambda r: r.order):
+        grouped.setdefault(result.series, []).append(result)
+    return grouped
+
+
+def _typed(record: dict[str, Any]) -> dict[str, Any]:
+    record["is_simulation"] = bool(record["is_simulation"])
+    return record

@@ -1,0 +1,94 @@
+"""Results datasets made by real simulated sweeps for the report, compare and regression tests.
+
+Each "night" runs the five stages in-process on the simulated toolchain (tests/stage_context's
+recipe, with the simulator's settings passed through), builds the rows with `build_row` and stores
+them with the results writer as one flow run dated that night: the same rows the sweep flow writes,
+without Prefect's per-run start-up. Noise is seeded (KERNELSWEEP_SIM_NOISE_SEED), so a dataset is
+the same every time it is built.
+"""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+from stage_context import point
+
+from kernelsweep.artifacts import LocalArtifactStore
+from kernelsweep.context import StageContext
+from kernelsweep.errors import KernelsweepError
+from kernelsweep.locks import CoreLeaser
+from kernelsweep.results.rows import PointRecord, build_row
+from kernelsweep.results.writer import write_results
+from kernelsweep.sim.toolchain import sim_toolchain
+from kernelsweep.spec import CaptureSettings, Point
+from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
+from kernelsweep.toolchain.versions import collect
+
+FIRST_NIGHT = date(2026, 3, 1)
+NEW_COMPILER = "2.22.41000.0"  # what the simulated neuronx-cc reports when it plays the upgrade
+SLOWED = point("vector_add", n=8192)  # the one point the new compiler makes 20% slower
+POINTS = (SLOWED, point("vector_add", n=16384), point("mlp"))
+SLOWDOWN = "vector_add/n=8192:1.2"
+UPGRADE = {"KERNELSWEEP_SIM_COMPILER_VERSION": NEW_COMPILER, "KERNELSWEEP_SIM_COMPILER_SLOWDOWN": SLOWDOWN}
+REPEATS = 7  # enough for one run against another to reach significance (docs/reports.md)
+
+
+class Nights:
+    """Runs one simulated sweep per night into `root/results`, sharing one artifact store and one
+    simulated host, as a nightly deployment would."""
+
+    def __init__(self, root: Path, *, repeats: int = REPEATS, seed: str = "report-tests") -> None:
+        self.root, self.repeats, self.seed = root, repeats, seed
+        self.results = str(root / "results")
+        self.runs: list[str] = []
+
+    def context(self, env: dict[str, str]) -> StageContext:
+        sim_env = {"KERNELSWEEP_SIM_CORES": "2", "KERNELSWEEP_SIM_NOISE_SEED": self.seed, **env}
+        toolchain = sim_toolchain(self.root / "sim", env=sim_env)
+        return StageContext(
+            toolchain=toolchain,
+            store=LocalArtifactStore(self.root / "artifacts"),
+            capture=CaptureSettings.model_validate({"num_exec": 2, "repeats": self.repeats}),
+            leaser=CoreLeaser(self.root / "leases", [0, 1]),
+            compile_slots=2,
+            versions=collect(toolchain),
+        )
+
+    def run(self, points: tuple[Point, ...] = POINTS, *, env: dict[str, str] | None = None) -> str:
+        """One night's sweep; returns its flow run id."""
+        ctx = self.context(env or {})
+        night = FIRST_NIGHT + timedelta(days=len(self.runs))
+        run_id = str(uuid.uuid4())
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            records = list(pool.map(lambda p: chain(ctx, p), points))
+        rows = [
+            build_row(r, flow_run_id=run_id, toolchain="sim", is_simulation=True, versions=ctx.versions)
+            for r in records
+        ]
+        write_results(rows, self.results, flow_run_id=run_id, run_date=night, lineage={"flow_run_id": run_id})
+        self.runs.append(run_id)
+        return run_id
+
+
+def chain(ctx: StageContext, p: Point) -> PointRecord:
+    """The five stages; a failure ends the chain and becomes a failed row, as in the flow."""
+    record = PointRecord(point=p, started_at=datetime.now(UTC))
+    try:
+        record.error_stage = "trace"
+        record.trace = trace_stage(ctx, p)
+        record.error_stage = "compile"
+        record.compiled = compile_stage(ctx, p, record.trace)
+        record.error_stage = "inputs"
+        record.inputs = inputs_stage(ctx, p)
+        record.error_stage = "capture"
+        record.captured = capture_stage(ctx, p, record.compiled, record.inputs)
+        record.error_stage = "extract"
+        record.extracted = extract_stage(ctx, p, record.compiled, record.inputs, record.captured)
+        record.error_stage = None
+    except KernelsweepError as exc:
+        record.error, record.error_stage = exc, exc.stage or record.error_stage
+    record.finished_at = datetime.now(UTC)
+    return record

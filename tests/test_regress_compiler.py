@@ -1,0 +1,209 @@
+"""A compiler upgrade that makes one kernel 20% slower at one shape, found and blamed; twenty
+same-version re-runs that raise no false alarm. All on rows made by real simulated sweeps.
+
+The dataset (built once for the module, noise seeded): 21 nights with the default simulated
+compiler (a baseline and 20 re-runs of three points), then two nights whose neuronx-cc reports a
+newer version and emits vector_add code 20% slower at n=8192 only; the last night also runs mlp on
+trn1 and inf2 and a kernel that crashes on the device.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from report_data import FIRST_NIGHT, NEW_COMPILER, POINTS, SLOWED, UPGRADE, Nights
+from stage_context import point
+
+from kernelsweep.report.compare import compare_runs, compare_versions
+from kernelsweep.report.html import bundle
+from kernelsweep.report.load import Selection, load
+from kernelsweep.report.publish import write_bundle
+from kernelsweep.report.regress import track
+from kernelsweep.report.summary import build_report
+from kernelsweep.sim import COMPILER_VERSION
+from kernelsweep.sim.config import parse_slowdowns
+
+pytestmark = pytest.mark.slow
+
+SAME_VERSION_NIGHTS = 21  # the baseline and 20 re-runs
+UPGRADE_NIGHT = FIRST_NIGHT + timedelta(days=SAME_VERSION_NIGHTS)
+ELSEWHERE = (point("mlp", platform="trn1"), point("mlp", platform="inf2"), point("crashes_on_device"))
+OLD = COMPILER_VERSION.split("+")[0]
+SLOWED_KEY = (SLOWED.kernel, SLOWED.shape, SLOWED.dtype, SLOWED.platform)
+KEYS = {(p.kernel, p.shape, p.dtype, p.platform) for p in POINTS}
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory) -> Nights:
+    data = Nights(tmp_path_factory.mktemp("nightly"))
+    for _ in range(SAME_VERSION_NIGHTS):
+        data.run()
+    data.run(env=UPGRADE)
+    data.run(POINTS + ELSEWHERE, env=UPGRADE)
+    return data
+
+
+def test_the_new_compiler_is_slower_at_the_slowed_shape_only(nights):
+    comparison = compare_versions(load(nights.results), "compiler", OLD, NEW_COMPILER)
+    verdicts = {p.key: p for p in comparison.points}
+    slowed = verdicts[SLOWED_KEY]
+    assert slowed.outcome == "slower" and slowed.shift is not None
+    assert 0.17 < slowed.shift.change < 0.23  # the configured 1.2x, through the real capture and profile
+    assert {p.outcome for k, p in verdicts.items() if k != SLOWED_KEY} == {"same"}
+    assert comparison.exit_code == 1
+    assert len(slowed.a) == SAME_VERSION_NIGHTS and len(slowed.b) == 2  # each side pools its runs
+
+
+def test_one_run_against_the_next_across_the_upgrade(nights):
+    results = load(nights.results)
+    before, after = nights.runs[SAME_VERSION_NIGHTS - 1], nights.runs[SAME_VERSION_NIGHTS]
+    forward = compare_runs(results, before, after)
+    assert {p.key: p.outcome for p in forward.points} == {
+        key: "slower" if key == SLOWED_KEY else "same" for key in KEYS
+    }
+    assert forward.exit_code == 1
+    backward = compare_runs(results, after, before)
+    assert {p.key: p.outcome for p in backward.points}[SLOWED_KEY] == "faster" and backward.exit_code == 0
+
+
+def test_the_step_is_flagged_the_night_it_happened_and_blamed_on_the_compiler(nights):
+    for until in (UPGRADE_NIGHT, UPGRADE_NIGHT + timedelta(days=1)):  # that night, and still one step a night later
+        histories = track(load(nights.results, Selection(until=until)))
+        steps = [s for h in histories for s in h.steps]
+        assert len(steps) == 1, [(s.series, s.after.run_date, s.why) for s in steps]
+        [step] = steps
+        assert step.series == SLOWED_KEY
+        assert step.direction == "slower" and step.after.run_date == UPGRADE_NIGHT
+        assert step.changes == {"compiler": (COMPILER_VERSION, f"{NEW_COMPILER}+kernelsweep.sim")}
+        assert step.cause.startswith("compiler ") and NEW_COMPILER in step.cause
+
+
+def test_twenty_same_version_reruns_raise_no_false_alarm(nights):
+    results = load(nights.results)
+    baseline = nights.runs[0]
+    seen: dict[str, int] = {}
+    for rerun in nights.runs[1:SAME_VERSION_NIGHTS]:
+        comparison = compare_runs(results, baseline, rerun)
+        for p in comparison.points:
+            seen[p.outcome] = seen.get(p.outcome, 0) + 1
+        assert comparison.exit_code == 0, [(p.key, p.outcome, p.why) for p in comparison.points]
+    assert seen == {"same": 20 * len(POINTS)}
+    same_version = load(nights.results, Selection(until=UPGRADE_NIGHT - timedelta(days=1)))
+    assert [s for h in track(same_version) for s in h.steps] == []
+    assert all(len(h.rows) == SAME_VERSION_NIGHTS for h in track(same_version))
+
+
+def test_the_report_lists_latest_failures_regressions_and_platforms(nights):
+    report = build_report(nights.results)
+    assert len(report.latest) == len(POINTS) + len(ELSEWHERE)
+    [failed] = report.failure_rows()
+    assert failed["kernel"] == "crashes_on_device" and failed["stage"] == "capture" and failed["error"]
+    [regression] = report.regression_rows()
+    assert (regression["kernel"], regression["night"]) == ("vector_add", UPGRADE_NIGHT.isoformat())
+    assert "compiler" in str(regression["cause"]) and 17 < float(regression["change_percent"] or 0) < 23
+    mlp = next(r for r in report.cross_rows() if r["kernel"] == "mlp")
+    assert report.platforms == ["inf2", "trn1", "trn2"]
+    assert all(mlp[f"{p} us"] and 0 < float(mlp[f"{p} % peak"] or 0) < 100 for p in report.platforms)
+    summary = {(r["kernel"], r["shape"], r["platform"]): r for r in report.summary_rows()}
+    ok = summary[("mlp", POINTS[2].shape, "trn2")]
+    assert ok["repeats"] == 7 and ok["min_us"] <= ok["median_us"] <= ok["max_us"] and ok["correct"] is True
+    assert report.open_regressions and report.failed  # the CLI's exit 1
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "kernelsweep.flows.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_compare_exit_codes_for_ci(nights, tmp_path):
+    res = ("--results", nights.results)
+    before, after = nights.runs[SAME_VERSION_NIGHTS - 1], nights.runs[SAME_VERSION_NIGHTS]
+    regressed = _cli("compare", *res, "--versions", "compiler", OLD, NEW_COMPILER, cwd=tmp_path)
+    assert regressed.returncode == 1, regressed.stderr
+    assert "slower" in regressed.stdout and "exit 1: regression" in regressed.stdout
+    assert _cli("compare", *res, "--runs", nights.runs[0], nights.runs[5], cwd=tmp_path).returncode == 0
+    # a significance level no 14 repeats can reach: the 20% shift is beyond the noise but unproven
+    unproven = _cli("compare", *res, "--runs", before, after, "--alpha", "1e-9", cwd=tmp_path)
+    assert unproven.returncode == 3 and "inconclusive" in unproven.stdout, unproven.stdout
+    for bad, says in (
+        (("--versions", "linker", "1", "2"), "the tool is one of"),
+        (("--runs", "not-a-run", "latest"), "no flow run 'not-a-run'"),
+        (("--kernels", "mlp", "vector_add"), "share no"),
+        ((), "exactly one of"),
+    ):
+        done = _cli("compare", *res, *bad, cwd=tmp_path)
+        assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    broken = tmp_path / "broken"
+    (broken / "v1" / "platform=trn2" / "run_date=2026-03-01").mkdir(parents=True)
+    (broken / "v1" / "platform=trn2" / "run_date=2026-03-01" / "run.parquet").write_bytes(b"not parquet")
+    unreadable = _cli("compare", "--results", str(broken), "--runs", "previous", "latest", cwd=tmp_path)
+    assert unreadable.returncode == 4 and "not a readable Parquet file" in unreadable.stderr
+
+
+def test_report_cli_and_its_html_in_chromium(nights, tmp_path):
+    html = tmp_path / "html"
+    done = _cli("report", "--results", nights.results, "--html", str(html), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr  # a failed point and an open regression
+    assert "crashes_on_device" in done.stdout and "capture" in done.stdout and "compiler" in done.stdout
+    assert "Traceback" not in done.stderr
+    pngs = sorted(p.name for p in html.glob("*.png"))
+    assert "roofline.png" in pngs and "peak-share.png" in pngs and any(p.startswith("regression-") for p in pngs)
+    shown = _render_in_chromium(html / "index.html", tmp_path / "report.png")
+    assert sorted(shown["files"]) == pngs  # every chart is on the page, embedded
+    assert shown["broken"] == [] and (tmp_path / "report.png").stat().st_size > 50_000
+    assert "Regressions" in shown["text"] and "crashes_on_device" in shown["text"]
+
+
+def test_a_report_written_twice_to_one_folder_replaces_each_file_whole(nights, tmp_path):
+    files = bundle(build_report(nights.results, Selection(kernels=("mlp",))))
+    first = write_bundle(files, str(tmp_path / "r"))
+    assert write_bundle(files, str(tmp_path / "r")) == first
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == sorted(files)  # no partial files left behind
+
+
+def _render_in_chromium(page_path: Path, screenshot: Path) -> dict:
+    """Debian's chromium through Playwright (no browser download): what loaded, what did not."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(page_path.as_uri())
+            page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60_000)
+            images = page.evaluate(
+                "() => Array.from(document.images).map(i => ({file: i.dataset.file, width: i.naturalWidth}))"
+            )
+            page.screenshot(path=str(screenshot), full_page=True)
+            text = page.inner_text("body")
+        finally:
+            browser.close()
+    return {
+        "files": [i["file"] for i in images],
+        "broken": [i["file"] for i in images if not i["width"]],
+        "text": text,
+    }
+
+
+def test_the_slowdown_setting_is_parsed_strictly():
+    [entry] = parse_slowdowns("vector_add/n=8192:1.2")
+    assert entry.matches("vector_add", {"n": 8192, "partition_size": 128})
+    assert not entry.matches("vector_add", {"n": 16384}) and not entry.matches("mlp", {"n": 8192})
+    with pytest.raises(ValueError, match="KERNEL"):
+        parse_slowdowns("vector_add/n=big:1.2")

@@ -3,14 +3,17 @@
 Its artifacts have fixed keys, so the UI keeps each one's history across runs: `report-summary`
 (latest result per point), `report-regressions` (every step slower, with its cause),
 `report-failures`, and `report-html`, a link to the HTML report and charts stored next to the
-results under `reports/<flow run id>/`. deployments/report-deployment.yaml runs it whenever a sweep
-or fleet run completes.
+results under `reports/<flow run id>/`. Its deployment (deployments/prefect.yaml) runs it whenever a
+sweep or fleet run completes, on the results that run wrote.
 """
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_link_artifact, create_table_artifact
+from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 
 from kernelsweep.platforms import PlatformName
@@ -31,6 +34,7 @@ KEYS = {
 @flow(name="report", flow_run_name="report")
 def report(
     results: str = "results",
+    after_flow_run: str | None = None,
     kernels: list[str] | None = None,
     platforms: list[PlatformName] | None = None,
     dtypes: list[str] | None = None,
@@ -42,6 +46,8 @@ def report(
 
     Args:
         results: Results folder or s3://bucket/prefix, as the sweeps wrote it.
+        after_flow_run: The sweep or fleet run this report follows (`prefect.flow-run.<id>`, as its
+            deployment trigger passes it): the report covers the results that run wrote.
         kernels: Only these kernels (all when empty).
         platforms: Only these platforms (all when empty).
         dtypes: Only these dtypes (all when empty).
@@ -59,6 +65,8 @@ def report(
         sweeps=tuple(sweeps or ()),
         days=days,
     )
+    if after_flow_run:
+        results = _results_of(after_flow_run) or results
     built = build_report(results, selection, alpha)
     page = write_bundle(bundle(built), report_location(results, str(flow_run.id)))
     scope = f"{results} ({selection.describe()})"
@@ -78,3 +86,11 @@ def report(
         page,
     )
     return page
+
+
+def _results_of(resource_id: str) -> str | None:
+    """The results location of the flow run behind a `prefect.flow-run.<id>` event resource."""
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(UUID(resource_id.removeprefix("prefect.flow-run.")))
+    spec = run.parameters.get("spec")
+    return spec.get("results") if isinstance(spec, dict) else None

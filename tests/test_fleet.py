@@ -97,6 +97,23 @@ def test_a_fleet_run_spreads_each_family_over_its_own_workers(fleet_server, tmp_
         assert status.returncode == 0, status.stderr
         assert re.search(r"kernelsweep-trn2\s.*2 \(trn2-a, trn2-b\)", status.stdout)
         assert f"last fleet run: fleet-fleet-e2e ({fleet_run}) Completed" in status.stdout
+
+        # The fleet run's completion triggers the report deployment, on the results that run wrote.
+        report_run = poll(
+            lambda: next(
+                (
+                    r
+                    for r in server.flow_runs()
+                    if r["parameters"].get("after_flow_run") == f"prefect.flow-run.{fleet_run}"
+                ),
+                None,
+            ),
+            timeout=RUN_TIMEOUT,
+            what="the report the fleet run triggers",
+        )
+        assert server.wait_final(report_run["id"], RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
+        page = Path(spec.results) / "reports" / report_run["id"] / "index.html"
+        assert page.is_file() and "vector_add" in page.read_text()
     finally:
         for worker in workers:
             worker.stop()

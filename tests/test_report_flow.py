@@ -18,7 +18,7 @@ from kernelsweep.results import reader
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
-FRAGMENT = Path(__file__).resolve().parents[1] / "deployments" / "report-deployment.yaml"
+DEPLOYMENTS = Path(__file__).resolve().parents[1] / "deployments" / "prefect.yaml"
 EVENT_WAIT_SECONDS = 60
 # a shape no other test sweeps
 KERNEL = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"], "grid": {"n": [5120]}}
@@ -90,15 +90,15 @@ def _completed_event(client, flow_run_id: str):
     raise AssertionError(f"no Completed event for flow run {flow_run_id}")
 
 
-def test_the_fragment_deploys_a_report_that_a_sweep_triggers_and_a_report_does_not(tmp_path):
+def test_the_report_deployment_is_triggered_by_a_sweep_and_not_by_a_report(tmp_path):
     from prefect.events import DeploymentEventTrigger
     from prefect.flows import load_flow_from_entrypoint
     from prefect.server.events.schemas.automations import EventTrigger
     from prefect.server.events.schemas.events import ReceivedEvent
 
-    [entry] = yaml.safe_load(FRAGMENT.read_text())["deployments"]
+    [entry] = [d for d in yaml.safe_load(DEPLOYMENTS.read_text())["deployments"] if "report" in d.get("tags", [])]
     flow = load_flow_from_entrypoint(entry["entrypoint"])
-    assert flow.name == "report" and set(entry["parameters"]) <= set(flow.parameters.properties)
+    assert flow.name == "report" and set(entry.get("parameters", {})) <= set(flow.parameters.properties)
     [spec] = entry["triggers"]
     deployed = DeploymentEventTrigger.model_validate(spec)  # what `prefect deploy` builds from the entry
     trigger = EventTrigger.model_validate(deployed.model_dump(include=set(EventTrigger.model_fields)))

@@ -14,15 +14,14 @@ through one is refused instead.
 
 from __future__ import annotations
 
-import types
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernelsweep.dtypes import ITEMSIZE
-from kernelsweep.sim.nki_generations import WRAPPERS, Generation
-from kernelsweep.sim.nki_tensor import HBM, DynSlice, NkiError, NkiTensor, Storage
+from kernelsweep.sim.nki_generations import Generation
+from kernelsweep.sim.nki_tensor import HBM, NkiError, NkiTensor, Storage
 
 PMAX = 128
 STATIONARY_FMAX = 128
@@ -79,7 +78,7 @@ class Op:
         tiles = [a for a in args if isinstance(a, NkiTensor)]
         if not tiles or len(tiles) > 2:
             raise NkiError(f"nl.{self.name} takes one or two tiles")
-        out = _new(tiles[0].shape, dtype or tiles[0].dtype, "sbuf")
+        out = new_tensor(tiles[0].shape, dtype or tiles[0].dtype, "sbuf")
         _elementwise(f"nl.{self.name}", out, tiles, self.name)
         return out
 
@@ -87,7 +86,7 @@ class Op:
 # --- allocation -------------------------------------------------------------------------------
 
 
-def _new(shape: tuple[int, ...], dtype: str, buffer: str, name: str = "") -> NkiTensor:
+def new_tensor(shape: tuple[int, ...], dtype: str, buffer: str, name: str = "") -> NkiTensor:
     trace = current()
     shape = tuple(int(s) for s in shape)
     if buffer in ("sbuf", "psum"):
@@ -111,7 +110,7 @@ def _new(shape: tuple[int, ...], dtype: str, buffer: str, name: str = "") -> Nki
 def ndarray(shape: tuple[int, ...], dtype: str, buffer: str = "sbuf", name: str = "", address: Any = None) -> NkiTensor:
     if any(isinstance(s, ParDim) for s in shape):
         raise NkiError("block dimensions (nl.par_dim) are not modelled by the simulated tracer")
-    return _new(tuple(shape), dtype, buffer, name)
+    return new_tensor(tuple(shape), dtype, buffer, name)
 
 
 class ParDim(int):
@@ -128,7 +127,7 @@ def _free(shape: tuple[int, ...]) -> int:
 # --- instruction checks -----------------------------------------------------------------------
 
 
-def _tile(what: str, tensor: Any, buffers: tuple[str, ...]) -> NkiTensor:
+def require_tile(what: str, tensor: Any, buffers: tuple[str, ...]) -> NkiTensor:
     if not isinstance(tensor, NkiTensor):
         raise NkiError(f"{what} must be an NKI tensor, got {type(tensor).__name__}")
     if tensor.buffer not in buffers:
@@ -160,8 +159,8 @@ def _elementwise(what: str, dst: NkiTensor, sources: list[NkiTensor], op: str, s
 
 def dma_copy(dst: NkiTensor, src: NkiTensor, **options: Any) -> None:
     any_but_psum = ("sbuf", *HBM)
-    _tile("dma_copy dst", dst, any_but_psum)
-    _tile("dma_copy src", src, any_but_psum)
+    require_tile("dma_copy dst", dst, any_but_psum)
+    require_tile("dma_copy src", src, any_but_psum)
     if dst.size != src.size:
         raise NkiError(f"dma_copy: src {src.shape} and dst {dst.shape} hold different numbers of elements")
     hbm_read = src.size * ITEMSIZE.get(src.dtype, 4) if src.buffer in HBM else 0
@@ -178,9 +177,9 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, **option
     trace = current()
     if "accumulate" in options and not trace.generation.matmul_accumulate_flag:
         raise TypeError("nc_matmul() got an unexpected keyword argument 'accumulate' (added in NKI 0.3)")
-    _tile("nc_matmul stationary", stationary, ("sbuf",))
-    _tile("nc_matmul moving", moving, ("sbuf",))
-    _tile("nc_matmul dst", dst, ("psum",))
+    require_tile("nc_matmul stationary", stationary, ("sbuf",))
+    require_tile("nc_matmul moving", moving, ("sbuf",))
+    require_tile("nc_matmul dst", dst, ("psum",))
     k, m, n = stationary.partitions, stationary.free_size, moving.free_size
     if moving.partitions != k:
         raise NkiError(
@@ -221,8 +220,8 @@ def _matmul_values(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, acc
 
 
 def nc_transpose(dst: NkiTensor, data: NkiTensor, **options: Any) -> None:
-    _tile("nc_transpose data", data, ("sbuf", "psum"))
-    _tile("nc_transpose dst", dst, ("sbuf", "psum"))
+    require_tile("nc_transpose data", data, ("sbuf", "psum"))
+    require_tile("nc_transpose dst", dst, ("sbuf", "psum"))
     if data.partitions > PMAX or data.free_size > PMAX:
         raise NkiError(f"nc_transpose: {data.shape} is larger than the 128 x 128 the TensorE transposes")
     if (dst.partitions, dst.free_size) != (data.free_size, data.partitions) or dst.dtype != data.dtype:
@@ -235,29 +234,29 @@ def nc_transpose(dst: NkiTensor, data: NkiTensor, **options: Any) -> None:
 
 
 def tensor_copy(dst: NkiTensor, src: NkiTensor, **options: Any) -> None:
-    _tile("tensor_copy src", src, ("sbuf", "psum"))
-    _tile("tensor_copy dst", dst, ("sbuf", "psum"))
+    require_tile("tensor_copy src", src, ("sbuf", "psum"))
+    require_tile("tensor_copy dst", dst, ("sbuf", "psum"))
     _elementwise("tensor_copy", dst, [src], "copy")
 
 
 def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, **options: Any) -> None:
     for what, t in (("dst", dst), ("data1", data1), ("data2", data2)):
-        _tile(f"tensor_tensor {what}", t, ("sbuf", "psum"))
+        require_tile(f"tensor_tensor {what}", t, ("sbuf", "psum"))
     if data1.buffer == data2.buffer == "psum":
         raise NkiError("tensor_tensor: data1 and data2 cannot both be in PSUM")
     _elementwise("tensor_tensor", dst, [data1, data2], _op_name(op))
 
 
 def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale: float = 1.0, **options: Any) -> None:
-    _tile("activation data", data, ("sbuf", "psum"))
-    _tile("activation dst", dst, ("sbuf", "psum"))
+    require_tile("activation data", data, ("sbuf", "psum"))
+    require_tile("activation dst", dst, ("sbuf", "psum"))
     if bias is not None:
         current().unmodelled.add("activation(bias=...)")
     _elementwise("activation", dst, [data], _op_name(op), scale)
 
 
 def memset(dst: NkiTensor, value: float, **options: Any) -> None:
-    _tile("memset dst", dst, ("sbuf", "psum", *HBM))
+    require_tile("memset dst", dst, ("sbuf", "psum", *HBM))
     _count(vector_elems=dst.size)
     if current().values:
         from kernelsweep.sim import nki_values as v
@@ -269,7 +268,7 @@ def _op_name(op: Any) -> str:
     return op.name if isinstance(op, Op) else getattr(op, "__name__", str(op))
 
 
-def _unmodelled(name: str) -> Callable[..., None]:
+def unmodelled(name: str) -> Callable[..., None]:
     def instruction(*args: Any, **kwargs: Any) -> None:
         trace = current()
         if trace.values:
@@ -284,121 +283,3 @@ def _unmodelled(name: str) -> Callable[..., None]:
 ISA: dict[str, Callable[..., None]] = {
     f.__name__: f for f in (dma_copy, nc_matmul, nc_transpose, tensor_copy, tensor_tensor, activation, memset)
 }
-
-
-# --- the 0.3+ (and legacy) convenience wrappers ---------------------------------------------
-
-
-def _wrappers(generation: Generation) -> dict[str, Callable[..., Any]]:
-    def load(src: NkiTensor, dtype: str | None = None) -> NkiTensor:
-        _tile("nl.load src", src, HBM)
-        out = _new(src.shape, dtype or src.dtype, "sbuf")
-        dma_copy(out, src)
-        return out
-
-    def store(dst: NkiTensor, value: NkiTensor) -> None:
-        _tile("nl.store dst", dst, HBM)
-        dma_copy(dst, value)
-
-    def copy(x: NkiTensor, dtype: str | None = None) -> NkiTensor:
-        if x.buffer == "psum" and generation.psum_copy_broken:
-            raise NkiError(
-                f"nl.copy from PSUM: cross-buffer copies (e.g., PSUM to SBUF) are not supported in NKI "
-                f"{generation.name} (known issue, fixed in 0.6); use nisa.tensor_copy"
-            )
-        out = _new(x.shape, dtype or x.dtype, "sbuf")
-        tensor_copy(out, x)
-        return out
-
-    def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
-        stationary = x if transpose_x else transpose(x)
-        if not transpose_x:
-            stationary = copy(stationary)
-        out = _new((stationary.free_size, y.free_size), "float32", "psum")
-        nc_matmul(out, stationary, y)
-        return out
-
-    def transpose(x: NkiTensor, dtype: str | None = None) -> NkiTensor:
-        out = _new((x.free_size, x.partitions), dtype or x.dtype, "psum")
-        nc_transpose(out, x)
-        return out
-
-    def full(shape: tuple[int, ...], fill_value: float, dtype: str, buffer: str = "sbuf", name: str = "") -> NkiTensor:
-        out = ndarray(shape, dtype, buffer, name)
-        memset(out, fill_value)
-        return out
-
-    def zeros(shape: tuple[int, ...], dtype: str, buffer: str = "sbuf", name: str = "") -> NkiTensor:
-        return full(shape, 0.0, dtype, buffer, name)
-
-    def ones(shape: tuple[int, ...], dtype: str, buffer: str = "sbuf", name: str = "") -> NkiTensor:
-        return full(shape, 1.0, dtype, buffer, name)
-
-    found = {f.__name__: f for f in (load, store, copy, matmul, transpose, full, zeros, ones)}
-    assert set(found) == WRAPPERS
-    return found
-
-
-# --- the modules a kernel imports ---------------------------------------------------------------
-
-
-def language(generation: Generation) -> types.ModuleType:
-    module = types.ModuleType(f"{generation.namespace}.language", "simulated NKI language (kernelsweep)")
-    names: dict[str, Any] = {d: d for d in DTYPES}
-    names |= {b: b for b in ("sbuf", "psum", "hbm", "private_hbm", "shared_hbm")}
-    names["tile_size"] = types.SimpleNamespace(
-        pmax=PMAX,
-        gemm_stationary_fmax=STATIONARY_FMAX,
-        gemm_moving_fmax=MOVING_FMAX,
-        psum_fmax=PSUM_BANK_BYTES // 4,
-        psum_bank_fmax=PSUM_BANK_BYTES // 4,
-    )
-    names |= {
-        "ndarray": ndarray,
-        "ds": DynSlice,
-        "affine_range": range,
-        "sequential_range": range,
-        "static_range": range,
-        "program_id": lambda axis=0: current().program_id,
-        "num_programs": lambda axes=None: current().num_programs,
-        "program_ndim": lambda: 1 if current().num_programs > 1 else 0,
-    }
-    names |= {op: Op(op, generation) for op in (*ELEMENTWISE, *UNARY)}
-    if generation.has_wrappers:
-        wrappers = _wrappers(generation)
-        names |= {k: f for k, f in wrappers.items() if k != "copy"}
-        copy_op = Op("copy", generation)  # both the activation op and, from 0.3, the wrapper
-        names["copy"] = _CallableOp(copy_op, wrappers)
-    else:
-        names["copy"] = Op("copy", generation)
-    if generation.legacy:
-        names["par_dim"] = ParDim
-    module.__dict__.update(names)
-
-    def missing(name: str) -> Any:
-        if name in generation.removed_language or name.startswith("__"):
-            raise AttributeError(f"module '{generation.namespace}.language' has no attribute '{name}'")
-        return Op(name, generation)  # an operator the model does not compute: fine as op=, refused as a call
-
-    module.__getattr__ = missing  # type: ignore[method-assign]
-    return module
-
-
-class _CallableOp(Op):
-    """`nl.copy`: the copy operator, and from NKI 0.3 the PSUM/SBUF -> SBUF copy wrapper."""
-
-    def __init__(self, op: Op, wrappers: dict[str, Callable[..., Any]]):
-        super().__init__(op.name, op.generation)
-        self._copy = wrappers["copy"]
-
-    def __call__(self, *args: Any, dtype: str | None = None) -> NkiTensor:
-        return self._copy(*args, dtype=dtype)
-
-
-def isa(generation: Generation) -> types.ModuleType:
-    module = types.ModuleType(f"{generation.namespace}.isa", "simulated NKI ISA (kernelsweep)")
-    if generation.nisa_dst_operands:
-        module.__dict__.update(ISA)
-    module.__dict__["engine"] = types.SimpleNamespace(unknown="unknown", tensor="tensor", vector="vector")
-    module.__getattr__ = lambda name: _unmodelled(name)  # type: ignore[method-assign]
-    return module

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep.kernels import KernelSourceNotFound, nki_kernel_source
-from kernelsweep.sim import nki_lang
+from kernelsweep.sim import nki_lang, nki_modules
 from kernelsweep.sim.nki_generations import Generation, check_source
 from kernelsweep.sim.nki_tensor import NkiError, NkiTensor, Storage
 
@@ -145,7 +145,7 @@ def _load(path: Path, function: str, generation: Generation) -> Any:
 
 
 def _modules(generation: Generation) -> dict[str, types.ModuleType]:
-    language, isa = nki_lang.language(generation), nki_lang.isa(generation)
+    language, isa = nki_modules.language(generation), nki_modules.isa(generation)
     nki = types.ModuleType(generation.namespace, "simulated NKI (kernelsweep)")
     nki.__dict__.update(language=language, isa=isa, jit=_jit)
     found = {

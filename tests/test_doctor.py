@@ -67,7 +67,7 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
         "neuronx-cc": "ok", "profiler": "ok", "neuron-ls": "ok", "devices": "ok", "runtime": "ok",
         "NKI tracer": "ok", "SDK packages": "ok", "kernelsweep deps": "ok", "instance type": "ok", "toolchain": "ok",
     }  # fmt: skip
-    assert checks["neuronx-cc"].found.endswith("neuronx-cc (NeuronX Compiler version 2.21.33363.0+82129205)")
+    assert checks["neuronx-cc"].found.endswith("neuronx-cc (NeuronX Compiler version 2.27.5334.0+f702b353)")
     assert checks["profiler"].found.startswith("neuron-explorer 2.29.18.0 at ")
     assert "(preferred over neuron-profile, also found)" in checks["profiler"].found
     assert checks["neuron-ls"].found.endswith(
@@ -166,7 +166,7 @@ def test_collect_on_the_stand_in_host(neuron_host):
         dmi_product_name=neuron_host.dmi_product_name,
     )  # fmt: skip
     assert found == versions.ToolVersions(
-        compiler="2.21.33363.0+82129205", profiler="2.29.18.0", runtime="2.21.41.0", nki="0.6.0+standin",
+        compiler="2.27.5334.0+f702b353", profiler="2.29.18.0", runtime="2.21.41.0", nki="0.6.0+standin",
         profiler_tool="neuron-explorer", instance_type="trn2.48xlarge", tracer="nki.compiler.driver",
     )  # fmt: skip
     assert found.profiler_tool == "neuron-explorer"
@@ -294,3 +294,15 @@ def test_smoke_on_the_stand_in_host_runs_every_tool_as_documented(
     assert {documented_as([c["tool"], *c["argv"]]) for c in recorded} >= {
         "compiler version", "profiler version", "devices", "capture", "view summary-json", "view json", "view parquet",
     }  # fmt: skip
+
+
+def test_the_neuron_extra_cannot_install_a_pypi_placeholder():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = {Requirement(r).name: Requirement(r).specifier for r in extra["neuron"]}
+    assert set(wanted) == set(versions.SDK_PACKAGES)  # nki is a wheel of its own, not part of neuronx-cc
+    for name, placeholders in versions.PLACEHOLDER_VERSIONS.items():
+        assert not any(wanted[name].contains(v) for v in placeholders), (name, wanted[name])

@@ -301,7 +301,9 @@ def test_the_neuron_extra_cannot_install_a_pypi_placeholder():
 
     from packaging.requirements import Requirement
 
-    extra = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extra = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     wanted = {Requirement(r).name: Requirement(r).specifier for r in extra["neuron"]}
     assert set(wanted) == set(versions.SDK_PACKAGES)  # nki is a wheel of its own, not part of neuronx-cc
     for name, placeholders in versions.PLACEHOLDER_VERSIONS.items():

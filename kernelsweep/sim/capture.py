@@ -29,27 +29,12 @@ from kernelsweep.sim import views
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.faults import take
 from kernelsweep.sim.model import predict
+from kernelsweep.sim.nrt import RuntimeFailure, busy, nrt
 from kernelsweep.sim.ntff import write_ntff
 
 LOAD_SECONDS = 1.2  # emulated NEFF load + runtime init per capture (captures take ~1-2 s)
 HANG_SECONDS = 3600.0  # an injected capture-timeout hangs until the caller's timeout kills it
 OLDER_ARCH = {"trn2": ("trn1", "inf2")}  # what NEURON_RT_ALLOW_LEGACY_NEFF lets a host run
-
-
-class RuntimeFailure(Exception):
-    """A capture failure, printed as Neuron runtime log lines (`... ERROR   <function>  <text>`)."""
-
-
-def nrt(function: str, text: str) -> str:
-    return f"{function:<44}{text}"
-
-
-def busy(requested: str) -> RuntimeFailure:
-    return RuntimeFailure(
-        nrt("NRT:nrt_allocate_neuron_cores", f"NeuronCore(s) not available - Requested:{requested} Available:0")
-        + "\n"
-        + nrt("NRT:nrt_init", "nrt_init failed. Status = 1")
-    )
 
 
 def _load_failure(neff: str, why: str) -> RuntimeFailure:

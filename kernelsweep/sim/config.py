@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
-from kernelsweep.sim.nki_generations import CURRENT as CURRENT_NKI
 
 IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
 NKI_ENV = "KERNELSWEEP_SIM_NKI"
+CURRENT_NKI = "0.6"  # the newest generation sim.nki_generations knows
 
 
 def extend_import_path() -> None:

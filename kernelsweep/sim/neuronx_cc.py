@@ -90,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"NeuronX Compiler version {COMPILER_VERSION}")
         print(f"\nPython version {host_platform.python_version()}")
         print(f"HWM version {COMPILER_VERSION}")
-        import numpy  # only --version says which numpy the compiler runs with
+        from importlib import metadata  # which numpy, without paying numpy's import for one line
 
-        print(f"NumPy version {numpy.__version__}")
+        print(f"NumPy version {metadata.version('numpy')}")
         return 0
     if args.command != "compile":
         _parser().print_usage(sys.stderr)

@@ -24,6 +24,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelsweep.sim.config import CURRENT_NKI
 from kernelsweep.sim.nki_tensor import NkiError
 
 WRAPPERS = frozenset({"load", "store", "copy", "matmul", "transpose", "zeros", "ones", "full"})
@@ -90,7 +91,7 @@ GENERATIONS: dict[str, Generation] = {
         Generation("0.6", "2.32"),
     )
 }
-CURRENT = "0.6"
+CURRENT = CURRENT_NKI
 
 
 def get_generation(name: str) -> Generation:

@@ -15,7 +15,6 @@ import os
 import shutil
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +92,8 @@ def _trace(tracers: list[Tracer], job: dict[str, Any], workdir: Path) -> dict[st
     except KernelsweepError:
         raise
     except Exception as exc:  # the tracer's own errors, classified once, here
+        import traceback
+
         raise trace_failure(exc, state.tracer_id, traceback.format_exc()) from exc
     seconds = time.perf_counter() - started
     neff = None

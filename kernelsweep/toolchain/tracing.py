@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import sys
 import tarfile
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -179,6 +178,8 @@ def probe(
     if check_runtime_at_lnc is not None and "neuron-ls" in toolchain.commands:
         job["neuron_ls"] = toolchain.command("neuron-ls") + ["-j"]
         job["neuron_ls_env"] = {"NEURON_LOGICAL_NC_CONFIG": str(check_runtime_at_lnc)}
+    import tempfile  # deferred: the trace worker imports this module and never probes
+
     with tempfile.TemporaryDirectory(prefix="kernelsweep-probe-") as tmp:
         result = _run_worker(toolchain, Path(tmp), job, timeout_seconds, "probing tracers")
     return TracerProbe(tuple(TracerStatus(**s) for s in result["statuses"]), result.get("holds_device"))

@@ -3,6 +3,7 @@
 Every sweep on a new host starts with "why is it using the simulator?" or "which SDK made these
 numbers?"; this answers both in one screen, from the same lookups the sweep itself uses
 (toolchain.resolve, versions, tracing), so the report cannot disagree with what a run does.
+`doctor --smoke` (kernelsweep.smoke) goes further and runs one point through every tool.
 """
 
 from __future__ import annotations

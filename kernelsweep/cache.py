@@ -4,8 +4,12 @@ A NEFF compiled once is reused by any later sweep on any host that shares the st
 canonical JSON of exactly what determines the output, with the tool version in both the key and
 the entry's path:
 
-    trace:   kernel source sha256, kernel ref, params, dtype, platform, lnc, tracer + version
-    compile: IR sha256, compiler version, target, lnc, compiler flags
+    trace:   definition and NKI kernel source sha256s, kernel ref, params, dtype, platform, lnc,
+             tracer id, nki version, compiler version
+    compile: IR sha256, compiler version, target, lnc, compiler flags, tracer id, nki version
+
+The tracer and the nki version are in both keys because they move independently of the compiler
+(nki 0.6.0 ships with neuronx-cc 2.27.x): an nki upgrade must not reuse a NEFF the old one made.
 
 An entry is written after the artifacts it names, so an entry that exists is complete. Only a
 missing entry is a miss; a store error raises rather than silently recompiling.
@@ -32,29 +36,42 @@ def cache_key(fields: dict[str, Any]) -> str:
 def trace_key(
     *,
     kernel_source_sha256: str,
+    nki_source_sha256: str | None,
     kernel_ref: str,
     params: dict[str, int],
     dtype: str,
     platform: str,
     lnc: int,
-    tracer: str,
-    tracer_version: str | None,
+    tracer: str | None,
+    nki_version: str | None,
+    compiler_version: str | None,
 ) -> str:
     return cache_key(
         {
             "kernel_source_sha256": kernel_source_sha256,
+            "nki_source_sha256": nki_source_sha256,
             "kernel_ref": kernel_ref,
             "params": params,
             "dtype": dtype,
             "platform": platform,
             "lnc": lnc,
             "tracer": tracer,
-            "tracer_version": tracer_version,
+            "nki_version": nki_version,
+            "compiler_version": compiler_version,
         }
     )
 
 
-def compile_key(*, ir_sha256: str, compiler_version: str | None, target: str, lnc: int | None, flags: list[str]) -> str:
+def compile_key(
+    *,
+    ir_sha256: str,
+    compiler_version: str | None,
+    target: str,
+    lnc: int | None,
+    flags: list[str],
+    tracer: str | None,
+    nki_version: str | None,
+) -> str:
     return cache_key(
         {
             "ir_sha256": ir_sha256,
@@ -62,6 +79,8 @@ def compile_key(*, ir_sha256: str, compiler_version: str | None, target: str, ln
             "target": target,
             "lnc": lnc,
             "flags": sorted(flags),
+            "tracer": tracer,
+            "nki_version": nki_version,
         }
     )
 

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsweep.artifacts import ArtifactStore, open_artifact_store
-from kernelsweep.errors import UsageError
+from kernelsweep.errors import CaptureError, UsageError
 from kernelsweep.host import HostPlatform, host_platform
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import CaptureSettings, SweepSpec
 from kernelsweep.toolchain.devices import list_devices
+from kernelsweep.toolchain.nki_tracers import TRACERS
 from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools, missing_for_neuron, neuron_available
-from kernelsweep.toolchain.tracing import TRACERS
 from kernelsweep.toolchain.versions import ToolVersions, collect
 
 COMPILE_MEMORY_BYTES = 4 * 2**30  # a large NEFF compile can hold several GB
@@ -43,7 +44,7 @@ class StageContext:
     toolchain: Toolchain
     store: ArtifactStore
     capture: CaptureSettings
-    leaser: CoreLeaser
+    leasers: Mapping[int, CoreLeaser]  # by LNC: one logical id means different physical cores at each
     compile_slots: int
     versions: ToolVersions
     host: HostPlatform = HostPlatform(None, "not set")
@@ -54,8 +55,18 @@ class StageContext:
 
     @property
     def capture_slots(self) -> int:
-        """How many captures can run at once: one per leasable NeuronCore."""
-        return len(self.leaser.logical_cores)
+        """How many captures can run at once: one per leasable NeuronCore (at the finest LNC)."""
+        return max((len(leaser.logical_cores) for leaser in self.leasers.values()), default=0)
+
+    def leaser_for(self, lnc: int) -> CoreLeaser:
+        try:
+            return self.leasers[lnc]
+        except KeyError:
+            raise CaptureError(
+                f"this host has no free NeuronCores to lease at LNC={lnc} (leases exist for LNC "
+                f"{', '.join(map(str, sorted(self.leasers))) or 'none'}; see the run's notices)",
+                error_class="NoNeuronCores",
+            ) from None
 
 
 def default_compile_slots() -> int:
@@ -91,18 +102,41 @@ def _default_lnc(instance_type: str | None) -> int:
 
 
 def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | None]:
-    """Returns the context and the toolchain notice (set when `auto` fell back to the sim)."""
+    """Returns the context and the notices for the run's log, one per line: the toolchain's (when
+    `auto` fell back to the sim) and any devices left out because another process holds them."""
     toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
     versions = collect(toolchain)
-    devices = list_devices(toolchain, default_lnc=_default_lnc(versions.instance_type))
     lock_dir = locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir
+    leasers, notices, instance = _leasers(toolchain, spec, versions.instance_type, lock_dir)
     ctx = StageContext(
         toolchain=toolchain,
         store=open_artifact_store(spec.artifacts),
         capture=spec.capture,
-        leaser=CoreLeaser(lock_dir, devices.logical_cores, lnc=devices.lnc),
+        leasers=leasers,
         compile_slots=spec.execution.compile_slots or default_compile_slots(),
         versions=versions,
-        host=host_platform(versions.instance_type, devices.instance_type, simulated=toolchain.is_simulation),
+        host=host_platform(versions.instance_type, instance, simulated=toolchain.is_simulation),
     )
-    return ctx, notice
+    return ctx, "\n".join(line for line in (notice, *notices) if line) or None
+
+
+def _leasers(
+    toolchain: Toolchain, spec: SweepSpec, instance_type: str | None, lock_dir: Path
+) -> tuple[dict[int, CoreLeaser], list[str], str | None]:
+    """One `neuron-ls` and one leaser per LNC the spec's platforms run at, each listed under that
+    NEURON_LOGICAL_NC_CONFIG (a DLAMI container's global value must not decide what a lease means).
+    An LNC this host cannot run at (trn1 ignores the variable) gets no leaser; held devices are left out."""
+    leasers: dict[int, CoreLeaser] = {}
+    notices: list[str] = []
+    instance = None
+    for lnc in sorted({PLATFORMS[p].default_lnc for p in spec.platforms}):
+        devices = list_devices(toolchain, default_lnc=_default_lnc(instance_type), lnc=lnc)
+        instance = instance or devices.instance_type
+        if devices.lnc != lnc:
+            continue
+        held = devices.held_notice()
+        if held:
+            notices.append(held)
+        if devices.free_cores:
+            leasers[lnc] = CoreLeaser(lock_dir, devices.free_cores, lnc=lnc)
+    return leasers, notices, instance

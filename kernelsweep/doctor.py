@@ -3,6 +3,7 @@
 Every sweep on a new host starts with "why is it using the simulator?" or "which SDK made these
 numbers?"; this answers both in one screen, from the same lookups the sweep itself uses
 (toolchain.resolve, versions, tracing), so the report cannot disagree with what a run does.
+`doctor --smoke` (kernelsweep.smoke) goes further and runs one point through every tool.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from importlib import metadata
 from pathlib import Path
 
 from kernelsweep.errors import KernelsweepError
+from kernelsweep.host import family_of
 from kernelsweep.toolchain import tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import DeviceInventory, list_devices
+from kernelsweep.toolchain.nki_tracers import TRACERS
 from kernelsweep.toolchain.profiler import profiler_version
 from kernelsweep.toolchain.resolve import (
     NEURON_BIN_DIR,
@@ -55,14 +58,14 @@ def diagnose(host: Host | None = None) -> list[Check]:
     """One check per tool or resource, in a fixed order; the last is the verdict (which toolchain runs)."""
     host = host or Host()
     tools = find_neuron_tools(host.path, host.extra_paths)
-    toolchain = Toolchain(kind="neuron", commands=tools)
+    toolchain = Toolchain(kind="neuron", commands=tools, tracers=TRACERS)
     return [
         _compiler(toolchain, host),
         _profiler(toolchain, host),
         _neuron_ls(toolchain, host),
         _devices(host),
         _runtime(host),
-        _tracer(),
+        _tracer(toolchain),
         _sdk_packages(),
         _core_packages(),
         _instance(host),
@@ -162,13 +165,15 @@ def _runtime(host: Host) -> Check:
     return Check("runtime", OK, f"{versions.RUNTIME_PACKAGE} {version}")
 
 
-def _tracer() -> Check:
-    probed = tracing.probe_tracers()
-    for tracer, api, _ in probed:
-        if api is not None:
-            return Check("NKI tracer", OK, f"{tracer.name} (newest importable NKI tracing API)")
-    tried = "; ".join(f"{tracer.name}: {_short(reason)}" for tracer, _, reason in probed)
-    return Check("NKI tracer", MISSING, f"none importable ({tried})", f"{NEURON_PIP} neuronx-cc nki")
+def _tracer(toolchain: Toolchain) -> Check:
+    """The trace worker's own probe: importable AND a signature variant the adapters know."""
+    probed = tracing.probe(toolchain)
+    chosen = probed.selected
+    if chosen is not None:
+        effort = ", best effort" if chosen.best_effort else ""
+        return Check("NKI tracer", OK, f"{chosen.tracer_id} (nki {chosen.nki_version}; newest usable API{effort})")
+    tried = "; ".join(f"{s.name}: {_short(s.reason)}" for s in probed.statuses)
+    return Check("NKI tracer", MISSING, f"none usable ({tried})", f"{NEURON_PIP} neuronx-cc nki")
 
 
 def _short(reason: str, limit: int = 70) -> str:
@@ -221,6 +226,18 @@ def _verdict(tools: dict[str, tuple[str, ...]], host: Host) -> Check:
         "sim: no complete Neuron SDK + device here, so `--toolchain auto` uses the simulated toolchain "
         "(every row is marked simulated); `--toolchain neuron` fails until the items above are fixed",
     )
+
+
+def smoke_platform(toolchain: Toolchain, dmi_product_name: Path = versions.DMI_PRODUCT_NAME) -> str:
+    """The smoke check's platform: this host's family, from the instance type (DMI, else neuron-ls);
+    trn2 where neither names one (a simulator emulating every family)."""
+    instance = toolchain.fixed_versions.get("instance_type") or versions.instance_type(dmi_product_name)
+    if family_of(instance) is None and "neuron-ls" in toolchain.commands:
+        try:
+            instance = list_devices(toolchain).instance_type
+        except KernelsweepError:
+            instance = None
+    return family_of(instance) or "trn2"
 
 
 def render(checks: Sequence[Check]) -> str:

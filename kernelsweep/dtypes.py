@@ -7,10 +7,10 @@ numpy has no bfloat16; ml_dtypes supplies one with the same bit layout the hardw
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
-import ml_dtypes
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 DtypeName = Literal["float32", "bfloat16", "float16"]
 DTYPE_NAMES: tuple[str, ...] = get_args(DtypeName)
@@ -31,7 +31,15 @@ TOLERANCES: dict[str, Tolerance] = {
 }
 
 
+# Bytes per element, known without numpy: the simulated tools that only size tensors stay lean.
+ITEMSIZE: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
 def numpy_dtype(name: str) -> np.dtype:
+    # Deferred: numpy + ml_dtypes cost ~120 ms, which a tool call that only sizes tensors never needs.
+    import ml_dtypes
+    import numpy as np
+
     if name == "bfloat16":
         return np.dtype(ml_dtypes.bfloat16)
     if name in DTYPE_NAMES:
@@ -40,4 +48,7 @@ def numpy_dtype(name: str) -> np.dtype:
 
 
 def itemsize(name: str) -> int:
-    return numpy_dtype(name).itemsize
+    try:
+        return ITEMSIZE[name]
+    except KeyError:
+        raise KeyError(f"unknown dtype {name!r}; expected one of {', '.join(DTYPE_NAMES)}") from None

@@ -7,7 +7,8 @@ open in the profiler again as they are.
 
 from __future__ import annotations
 
-IR = "penguin.py"  # the legacy tracer's output and `neuronx-cc compile`'s model file (seed 000)
+IR = "ir.tar"  # everything a tracer wrote (the frontend's artifacts, or penguin.py and its weights), as one tar
+PENGUIN = "penguin.py"  # the legacy tracer's output and `neuronx-cc compile`'s model file (seed 000)
 NEFF = "file.neff"  # what `neuronx-cc compile` writes by default (`--output`)
 NTFF = "profile.ntff"  # the capture session file (`-s`)
 KERNEL_SOURCE = "kernel_source.py"

@@ -46,19 +46,23 @@ class _Strict(BaseModel):
 
 class CaptureSettings(_Strict):
     num_exec: int = Field(10, ge=1, le=10_000, description="Executions per capture (--num-exec).")
-    profile_nth_exec: int = Field(2, ge=1, description="Which execution to profile; 2 skips the first run's warm-up.")
+    profile_nth_exec: int | None = Field(
+        None,
+        ge=1,
+        description="Profile every Mth execution (--profile-nth-exec); default num_exec: one NTFF, of the last run.",
+    )
     timeout_seconds: float = Field(600.0, gt=0, description="Kill a capture that runs longer.")
     repeats: int = Field(
         1, ge=1, le=100, description="Captures per point; the row gets median, min, max, p90 and p99 latency."
     )
     check_output_determinism: bool = Field(False, description="Ask the profiler to check outputs across executions.")
     profile_format: Literal["auto", "json", "summary-json", "parquet"] = Field(
-        "auto", description="Profile output to extract from; auto: full JSON, or Parquet on Explorer after 2.33."
+        "auto", description="Profile output to extract from; auto: summary-json, which both profilers support."
     )
 
     @model_validator(mode="after")
     def _nth_within_num_exec(self) -> CaptureSettings:
-        if self.profile_nth_exec > self.num_exec:
+        if self.profile_nth_exec is not None and self.profile_nth_exec > self.num_exec:
             raise ValueError(
                 f"profile_nth_exec={self.profile_nth_exec} is past num_exec={self.num_exec}; "
                 "raise num_exec or lower profile_nth_exec"

@@ -8,6 +8,7 @@ into its own scratch folder. The sixth stage, store, is the results writer.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import tempfile
 import time
@@ -23,9 +24,10 @@ from kernelsweep.artifacts import ArtifactRef
 from kernelsweep.context import StageContext
 from kernelsweep.correctness import Correctness, check_outputs
 from kernelsweep.dtypes import numpy_dtype
-from kernelsweep.errors import ExtractError
-from kernelsweep.kernels import load_kernel
+from kernelsweep.errors import ExtractError, InvalidShapeError, TraceError
+from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
 from kernelsweep.metrics import LatencyStats, ProfileMetrics, read_profile
+from kernelsweep.neff import NeffFormatError, read_neff
 from kernelsweep.platforms import get_platform
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
@@ -41,7 +43,9 @@ class TraceResult:
     tracer: str
     seconds: float
     cache_hit: bool = False
-    neff: ArtifactRef | None = None  # set when the tracing API compiled too (nki.compiler.frontend)
+    neff: ArtifactRef | None = None  # set when the tracing API compiled too (every current NKI route)
+    nki_version: str | None = None
+    compile_seconds: float | None = None  # the compile inside the tracing call; None on a cache hit
 
 
 @dataclass(frozen=True)
@@ -80,20 +84,25 @@ def _scratch(stage: str) -> Iterator[Path]:
 
 
 def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
-    started = time.perf_counter()
+    """Trace (and on current NKI, compile) in a worker process, holding a compile slot while it runs:
+    the tracing call is as heavy as a compile. `seconds` is the worker's wall time minus the compile
+    inside it, not the wait for the slot."""
     definition = load_kernel(point.kernel_ref)
     source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition)) or ""))
+    versions = ctx.versions
     key = cache.trace_key(
         kernel_source_sha256=source.sha256,
+        nki_source_sha256=_nki_source_sha256(definition),
         kernel_ref=point.kernel_ref,
         params=point.params,
         dtype=point.dtype,
         platform=point.platform,
         lnc=point.lnc,
-        tracer=ctx.toolchain.kind,
-        tracer_version=ctx.versions.compiler,
+        tracer=versions.tracer,
+        nki_version=versions.nki,
+        compiler_version=versions.compiler,
     )
-    hit = cache.lookup(ctx.store, "trace", ctx.versions.compiler, key)
+    hit = cache.lookup(ctx.store, "trace", versions.compiler, key)
     if hit is not None:
         return TraceResult(
             kernel_source=source,
@@ -102,34 +111,71 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
             seconds=0.0,
             cache_hit=True,
             neff=hit.refs.get("neff"),
+            nki_version=hit.meta.get("nki_version") or None,
         )
+    try:
+        request = tracing.TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
+    except InvalidShapeError as exc:  # a point that skipped the spec's checks
+        raise TraceError(f"{definition.name} {point.shape}: {exc.message}", error_class="InvalidShape") from None
     with _scratch("trace") as workdir:
-        out = tracing.trace(ctx.toolchain, point, definition, workdir)
+        with ctx.compile_gate:
+            started = time.perf_counter()
+            out = tracing.trace(
+                ctx.toolchain, request, workdir, tracer=versions.tracer, timeout_seconds=COMPILE_TIMEOUT_SECONDS
+            )
+            seconds = time.perf_counter() - started - (out.compile_seconds or 0.0)
         ir = ctx.store.put_file(out.ir_path)
         neff = ctx.store.put_file(out.neff_path) if out.neff_path else None
     refs = {"ir": ir} | ({"neff": neff} if neff else {})
-    cache.record(ctx.store, "trace", ctx.versions.compiler, key, refs, {"tracer": out.tracer})
-    seconds = time.perf_counter() - started
-    return TraceResult(kernel_source=source, ir=ir, tracer=out.tracer, seconds=seconds, neff=neff)
+    cache.record(
+        ctx.store, "trace", versions.compiler, key, refs, {"tracer": out.tracer, "nki_version": out.nki_version or ""}
+    )
+    return TraceResult(
+        kernel_source=source,
+        ir=ir,
+        tracer=out.tracer,
+        seconds=seconds,
+        neff=neff,
+        nki_version=out.nki_version,
+        compile_seconds=out.compile_seconds,
+    )
+
+
+def _nki_source_sha256(definition: KernelDefinition) -> str | None:
+    """The NKI kernel's file is the code that is traced: a change to it must miss the cache."""
+    try:
+        path, _ = nki_kernel_source(definition.nki_kernel)
+    except KernelSourceNotFound:
+        return None  # the trace itself reports the missing kernel
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> CompileResult:
-    """`seconds` is the compiler's own wall time (None on a cache hit), not the wait for a compile slot."""
+    """`seconds` is the compiler's own wall time (None on a cache hit), not the wait for a compile slot.
+    Current NKI compiles inside the tracing call: its NEFF and compile time come with the trace."""
     if traced.neff is not None:  # the tracer compiled already; its NEFF is cached with the trace
-        return CompileResult(neff=traced.neff, seconds=None, cache_hit=traced.cache_hit)
+        return CompileResult(neff=traced.neff, seconds=traced.compile_seconds, cache_hit=traced.cache_hit)
     platform = get_platform(point.platform)
     target, lnc = platform.compiler_target, platform.compile_lnc(point.lnc)
     key = cache.compile_key(
-        ir_sha256=traced.ir.sha256, compiler_version=ctx.versions.compiler, target=target, lnc=lnc, flags=[]
+        ir_sha256=traced.ir.sha256,
+        compiler_version=ctx.versions.compiler,
+        target=target,
+        lnc=lnc,
+        flags=[],
+        tracer=traced.tracer,
+        nki_version=traced.nki_version,
     )
     hit = cache.lookup(ctx.store, "compile", ctx.versions.compiler, key)
     if hit is not None:
         return CompileResult(neff=hit.refs["neff"], seconds=None, cache_hit=True)
     with _scratch("compile") as workdir:
-        ir_path = ctx.store.fetch(traced.ir, workdir / names.IR)
+        folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR), workdir / "ir")
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
-            neff = compiler.compile_ir(ctx.toolchain, ir_path, workdir, target, lnc, COMPILE_TIMEOUT_SECONDS)
+            neff = compiler.compile_ir(
+                ctx.toolchain, folder / names.PENGUIN, folder, target, lnc, COMPILE_TIMEOUT_SECONDS
+            )
             seconds = time.perf_counter() - started
         ref = ctx.store.put_file(neff)
     cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref})
@@ -159,7 +205,7 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
         neff = ctx.store.fetch(compiled.neff, workdir / names.NEFF)
         files = {name: ctx.store.fetch(ref, workdir / names.input_file(name)) for name, ref in inputs.inputs.items()}
         results = []
-        with ctx.leaser.lease(waiting_for=point.point_id) as lease:
+        with ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id) as lease:
             started = time.perf_counter()
             for repeat in range(settings.repeats):
                 run_dir = workdir / f"repeat-{repeat}"
@@ -180,8 +226,20 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
                 )
             seconds = time.perf_counter() - started
         ntffs = [ctx.store.put_file(result.ntff) for result in results]
-        outputs = {name: ctx.store.put_file(path) for name, path in results[0].outputs.items()}
+        saved = profiler.outputs_by_kernel_name(results[0].outputs, _neff_outputs(neff), _output_names(point))
+        outputs = {name: ctx.store.put_file(path) for name, path in saved.items()}
     return CaptureResult(ntffs=ntffs, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds)
+
+
+def _neff_outputs(neff: Path) -> list[str]:
+    try:
+        return read_neff(neff).outputs
+    except NeffFormatError:
+        return []  # then only matching names map
+
+
+def _output_names(point: Point) -> list[str]:
+    return [t.name for t in load_kernel(point.kernel_ref).output_infos(point.params, point.dtype)]
 
 
 def extract_stage(
@@ -198,7 +256,8 @@ def extract_stage(
             run_dir = workdir / f"repeat-{repeat}"
             ntff = ctx.store.fetch(ntff_ref, run_dir / names.NTFF)
             path = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
-            path = path / "Summary.parquet" if path.is_dir() else path
+            if path.is_dir():
+                path = profiler.summary_table(path) or path
             metrics = read_profile(path)
             latency_us = metrics.values.get("total_time_us")
             if latency_us is None:

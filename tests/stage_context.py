@@ -13,13 +13,14 @@ from kernelsweep.spec import CaptureSettings, Point
 from kernelsweep.toolchain.versions import collect
 
 
-def sim_context(root: Path, *, cores: int = 2, **capture: object) -> StageContext:
-    toolchain = sim_toolchain(root / "sim", env={"KERNELSWEEP_SIM_CORES": str(cores)})
+def sim_context(root: Path, *, cores: int = 2, env: dict[str, str] | None = None, **capture: object) -> StageContext:
+    """`cores` logical cores at LNC=2 (a trn2 device's own config): twice as many at LNC=1."""
+    toolchain = sim_toolchain(root / "sim", env={"KERNELSWEEP_SIM_CORES": str(cores), **(env or {})})
     return StageContext(
         toolchain=toolchain,
         store=LocalArtifactStore(root / "artifacts"),
         capture=CaptureSettings.model_validate({"num_exec": 2, **capture}),
-        leaser=CoreLeaser(root / "leases", list(range(cores))),
+        leasers={lnc: CoreLeaser(root / "leases", list(range(2 * cores // lnc)), lnc=lnc) for lnc in (1, 2)},
         compile_slots=2,
         versions=collect(toolchain),
     )
@@ -30,6 +31,7 @@ def point(kernel: str = "vector_add", platform: str = "trn2", dtype: str = "floa
         "vector_add": ("kernelsweep.kernels.vector_add:vector_add", {"n": 2048, "partition_size": 128, "free_size": 1}),
         "mlp": ("kernelsweep.kernels.mlp:mlp", {"b": 1, "s": 128, "h": 256, "i": 128}),
         "crashes_on_device": ("kernels.faulty:crashes_on_device", {"n": 1024, "partition_size": 128, "free_size": 1}),
+        "legacy": ("kernels.legacy:legacy_vector_add", {"n": 2048, "partition_size": 128, "free_size": 1}),
     }
     ref, defaults = refs[kernel]
     return Point(

@@ -9,22 +9,35 @@ from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore, S3ArtifactSto
 from kernelsweep.errors import StoreError
 from kernelsweep.s3 import make_client, parse_s3_uri
 
-COMPILE = dict(ir_sha256="a" * 64, compiler_version="2.21.0", target="trn2", lnc=2, flags=["-O2", "--auto-cast=none"])
+COMPILE = dict(
+    ir_sha256="a" * 64, compiler_version="2.21.0", target="trn2", lnc=2, flags=["-O2", "--auto-cast=none"],
+    tracer="legacy-penguin", nki_version="neuronxcc.nki 2.21.0",
+)  # fmt: skip
 TRACE = dict(
     kernel_source_sha256="b" * 64,
+    nki_source_sha256="d" * 64,
     kernel_ref="m:k",
     params={"s": 128, "h": 1024},
     dtype="bfloat16",
     platform="trn2",
     lnc=2,
-    tracer="sim",
-    tracer_version="2.21.0",
+    tracer="nki.compiler.driver",
+    nki_version="0.6.0",
+    compiler_version="2.27.5334.0",
 )
 
 
 @pytest.mark.parametrize(
     "change",
-    [{"ir_sha256": "c" * 64}, {"compiler_version": "2.22.0"}, {"target": "trn1"}, {"lnc": 1}, {"flags": ["-O3"]}],
+    [
+        {"ir_sha256": "c" * 64},
+        {"compiler_version": "2.22.0"},
+        {"target": "trn1"},
+        {"lnc": 1},
+        {"flags": ["-O3"]},
+        {"tracer": "neuronxcc.nki_standalone"},
+        {"nki_version": "0.5.0"},
+    ],
 )
 def test_compile_key_changes_with_everything_that_shapes_the_neff(change):
     assert cache.compile_key(**COMPILE) != cache.compile_key(**{**COMPILE, **change})
@@ -43,8 +56,11 @@ def test_compile_key_ignores_flag_order():
         {"dtype": "float32"},
         {"platform": "inf2"},
         {"lnc": 1},
-        {"tracer": "neuron"},
-        {"tracer_version": "2.22.0"},
+        {"nki_source_sha256": "e" * 64},  # the NKI kernel's own file, not just the definition's
+        {"tracer": "nki.compiler.frontend"},
+        {"tracer": "nki.compiler.driver/no-output-names"},  # another signature variant of the same API
+        {"nki_version": "0.6.1"},  # nki moves without the compiler (0.6.0 ships with neuronx-cc 2.27.x)
+        {"compiler_version": "2.28.0"},
     ],
 )
 def test_trace_key_changes_with_everything_that_shapes_the_ir(change):

@@ -96,3 +96,42 @@ def test_unparseable_output_is_one_clear_error(tmp_path):
     broken = Toolchain(kind="neuron", commands={"neuron-ls": ("/bin/echo", "not json")})
     with pytest.raises(KernelsweepError, match="neuron-ls -j printed unparseable output"):
         list_devices(broken)
+
+
+def test_devices_another_process_holds_are_left_out_with_a_notice():
+    held = [{"pid": 4242, "command": "python serve.py"}]
+    inventory = parse_neuron_ls(json.dumps([trn2_device(0, processes=held), trn2_device(1)]))
+    assert inventory.logical_cores == list(range(8)) and inventory.free_cores == [4, 5, 6, 7]
+    assert inventory.held_notice() == (
+        "left out NeuronCores another process holds, at LNC=2: device 0 (cores 0,1,2,3: pid 4242 python serve.py)"
+    )
+    assert (
+        parse_neuron_ls(SAMPLE).free_cores == [] and parse_neuron_ls(json.dumps([trn2_device(0)])).held_notice() is None
+    )
+
+
+def test_neuron_ls_runs_under_the_sweeps_lnc_not_the_shells(tmp_path, monkeypatch):
+    """A DLAMI container exports NEURON_LOGICAL_NC_CONFIG globally; the inventory must be at the LNC asked for."""
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
+    sim = sim_toolchain(tmp_path, env={"KERNELSWEEP_SIM_CORES": "4", "KERNELSWEEP_SIM_LNC": "2"})
+    assert list_devices(sim).lnc == 1 and len(list_devices(sim).logical_cores) == 8  # the shell's value
+    at_two = list_devices(sim, lnc=2)
+    assert at_two.lnc == 2 and at_two.logical_cores == [0, 1, 2, 3]
+
+
+def test_a_sweep_gets_one_leaser_per_lnc_its_platforms_run_at(tmp_path, monkeypatch):
+    from specs import VECTOR_ADD, sim_spec
+
+    from kernelsweep.context import Locations, prepare
+
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")  # must not decide trn1's leases
+    spec = sim_spec(tmp_path, [VECTOR_ADD], platforms=("trn2", "trn1"))
+    ctx, notice = prepare(spec, Locations(sim_state_dir=tmp_path / "sim", lock_dir=tmp_path / "locks"))
+    assert {lnc: (leaser.lnc, leaser.logical_cores) for lnc, leaser in ctx.leasers.items()} == {
+        1: (1, [0, 1, 2, 3]),
+        2: (2, [0, 1]),
+    }
+    assert ctx.capture_slots == 4 and notice is None
+    assert ctx.leaser_for(2).physical_cores(1) == ctx.leaser_for(1).physical_cores(2) + ctx.leaser_for(
+        1
+    ).physical_cores(3)

@@ -27,6 +27,7 @@ HOST = ToolVersions(
     nki="0.9",
     profiler_tool="neuron-explorer",
     instance_type="x",
+    tracer="nki.compiler.driver",
 )
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
 
@@ -68,7 +69,7 @@ def test_an_ok_row_fills_every_column_with_the_stage_results(full_record):
     assert row.total_time_us == full_record.extracted.metrics.values["total_time_us"] > 0
     assert row.neff_sha256 == full_record.compiled.neff.sha256 and row.ntff_sha256 == full_record.extracted.ntff.sha256
     assert [ref["name"] for ref in row.inputs] == list(full_record.inputs.inputs)
-    assert row.task_run_ids == {"trace": "t-1"} and row.tracer == "sim-penguin"
+    assert row.task_run_ids == {"trace": "t-1"} and row.tracer == "sim-nki-frontend"
     assert rows_to_table([row], {}).num_rows == 1
 
 
@@ -86,7 +87,8 @@ def test_derived_figures_come_from_the_cost_model_and_the_platform(full_record):
 
 
 def test_what_the_profile_says_ran_wins_over_the_hosts_versions(full_record):
-    """The sim's profile names its runtime, profiler and instance; the compiler and NKI stay the host's."""
+    """The sim's profile names its runtime, profiler and instance; the compiler stays the host's, and NKI is
+    the one that traced the point (the host's only where nothing was traced)."""
     row = _row(full_record)
     info = full_record.extracted.metrics.info
     assert (row.runtime_version, row.profiler_version, row.instance_type) == (
@@ -94,9 +96,17 @@ def test_what_the_profile_says_ran_wins_over_the_hosts_versions(full_record):
         info["profiler_version"],
         info["instance_type"],
     )
-    assert (row.compiler_version, row.nki_version, row.profiler_tool) == ("2.99.0", "0.9", "neuron-explorer")
+    assert (row.compiler_version, row.nki_version, row.profiler_tool) == (
+        "2.99.0",
+        "0.6.0+kernelsweep.sim",
+        "neuron-explorer",
+    )
     failed = PointRecord(point=full_record.point, started_at=NOW, error=RuntimeError("x"), error_stage="trace")
     assert _row(failed).runtime_version == "2.97.0"  # no profile: the host's
+    assert (_row(failed).nki_version, _row(failed).tracer) == (
+        "0.9",
+        "nki.compiler.driver",
+    )  # nothing traced: the host's
 
 
 @pytest.mark.parametrize("stage", ["trace", "compile", "inputs", "capture", "extract"])

@@ -115,7 +115,8 @@ class ProfileWatch:
                 doc = json.loads(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
             except ValueError:
                 continue
-            self.profiles += isinstance(doc, dict) and "summary" in doc
+            # a full JSON profile, or (the default) a summary-json one keyed by profile id
+            self.profiles += isinstance(doc, dict) and ("summary" in doc or any(str(k).startswith("n_") for k in doc))
         return self.profiles
 
 

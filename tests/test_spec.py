@@ -35,7 +35,7 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
         ("b=1,s=256,h=1024,i=512", "trn1"),
     ]
     assert points[0].lnc == 2 and points[1].lnc == 1  # trn2 defaults to LNC=2
-    assert spec.capture.profile_nth_exec == 2
+    assert spec.capture.profile_nth_exec is None  # every num_exec-th execution: one NTFF
 
 
 @pytest.mark.parametrize(
@@ -62,10 +62,10 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
         (lambda s: s.replace("s = [128, 256], ", ""), "axis 's' of kernel mlp needs values"),
         (lambda s: "colour = 'red'\n" + s, "unknown key 'colour'; remove it or check its spelling"),
         (lambda s: s.replace("[[kernels]]", "[capture]\nwarmup = 3\n[[kernels]]"), "unknown key 'capture.warmup'"),
-        (lambda s: s.replace("i = [512]", "i = [200]"), "i=200 is not a multiple of the partition tile 128"),
+        (lambda s: s.replace("i = [512]", "i = [200000]"), "h=1024 and i=200000 need 402176 bytes of SBUF"),
         (lambda s: s.replace('platforms = ["trn2"]', ""), "missing required key 'platforms'; add it"),
         (
-            lambda s: s.replace("[[kernels]]", "[capture]\nnum_exec = 1\n[[kernels]]"),
+            lambda s: s.replace("[[kernels]]", "[capture]\nnum_exec = 1\nprofile_nth_exec = 2\n[[kernels]]"),
             "profile_nth_exec=2 is past num_exec=1",
         ),
         (lambda s: s.replace("grid =", 'dtypes = ["int8"]\ngrid ='), "unknown dtype 'int8'"),

@@ -1,199 +1,285 @@
-"""Tracer selection and argument mapping, against stand-in NKI generations (tests/fixtures/tools/python).
+"""The real tracing adapters in their worker process, against stand-in NKI generations
+(tests/fixtures/tools/python), one per documented API and signature variant.
 
-The real tracers cannot run here; the stand-ins take the real APIs' arguments, record them and
-write what the real API writes, so these tests pin down which generation is chosen and exactly
-what each adapter passes.
+The stand-ins take the real APIs' arguments, record each call (as JSON lines, since the tracer runs
+in the trace worker, a separate process), and compile what they are handed on the simulated NKI
+language, so the built-in kernels' real source is traced and the NEFF the simulated runtime runs is
+written, with the output names the real frontends give.
 """
 
 from __future__ import annotations
 
-import sys
+import hashlib
+import json
 import tarfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import CompileError, TraceError
 from kernelsweep.kernels.vector_add import VectorAdd
+from kernelsweep.neff import read_neff
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import Point
-from kernelsweep.toolchain import tracing
+from kernelsweep.toolchain import compiler, nki_tracers, tracing
+from kernelsweep.toolchain.profiler import outputs_by_kernel_name
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.versions import SDK_PACKAGES, package_version
 
 STAND_INS = Path(__file__).parent / "fixtures" / "tools" / "python"
-NEURON = Toolchain(kind="neuron", commands={}, tracers=tracing.TRACERS)
+NEURON = Toolchain(kind="neuron", commands={}, tracers=nki_tracers.TRACERS)
 POINT = Point(
     sweep="t", kernel="vector_add", kernel_ref="kernelsweep.kernels.vector_add:vector_add",
-    params={"n": 4096, "partition_size": 128, "free_size": 32}, dtype="bfloat16", platform="trn2", lnc=2, seed=7,
+    params={"n": 4096, "partition_size": 128, "free_size": 8}, dtype="bfloat16", platform="trn2", lnc=2, seed=7,
 )  # fmt: skip
+BUILTIN_KERNEL = "kernelsweep.kernels.nki.vector_add:vector_add_kernel"
 
 
-def definition(function: str) -> VectorAdd:
-    """The builtin vector_add, pointing at a stand-in NKI kernel function."""
-    return type("StandIn", (VectorAdd,), {"nki_kernel": f"standin_kernels:{function}"})()
+def definition(kernel: str | None = None) -> VectorAdd:
+    """The builtin vector_add, or one pointing at another NKI kernel function."""
+    return VectorAdd() if kernel is None else type("StandIn", (VectorAdd,), {"nki_kernel": kernel})()
 
 
 @pytest.fixture
-def installed(monkeypatch):
-    """Put stand-in generations on sys.path, as if installed; forgets every import afterwards."""
+def host(monkeypatch, tmp_path):
+    """Install stand-in roots (as if pip-installed) for the worker, and record their calls."""
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("STANDIN_CALLS", str(calls))
+    monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
 
-    def forget():
-        for name in [m for m in sys.modules if m.split(".")[0] in ("nki", "neuronxcc", "standin_kernels")]:
-            del sys.modules[name]
-
-    def install(*roots: str) -> None:
-        forget()
+    def install(*roots: str) -> Path:
         for root in ("kernels", *roots):
             monkeypatch.syspath_prepend(str(STAND_INS / root))
+        return calls
 
-    yield install
-    forget()
-
-
-def calls(package: str) -> dict[str, dict]:
-    return dict(sys.modules[package].CALLS)
+    return install
 
 
-def expected_inputs() -> dict[str, np.ndarray]:
-    return definition("vector_add_kernel").build_inputs(POINT.params, POINT.dtype, POINT.seed)
+def recorded(calls: Path) -> dict[str, dict]:
+    return {c["call"]: c["arguments"] for c in map(json.loads, calls.read_text().splitlines())}
 
 
-def test_frontend_traces_and_compiles_with_the_verified_recipe(installed, tmp_path):
-    installed("frontend")
-    out = tracing.trace(NEURON, POINT, definition("vector_add_kernel"), tmp_path)
-    assert out.tracer == "nki.compiler.frontend"
-    recorded = calls("nki")
-    compiled = recorded["TracerFrontend.compile"]
-    assert compiled["ctx"] is recorded["nki_ir_context"]["ctx"]
-    assert compiled["kernel"] is sys.modules["standin_kernels"].vector_add_kernel  # the @nki.jit object itself
-    assert list(compiled["inputs"]) == ["a", "b"]  # bound in the kernel's parameter order
-    for name, array in expected_inputs().items():
-        assert compiled["inputs"][name].dtype == numpy_dtype("bfloat16")
-        np.testing.assert_array_equal(compiled["inputs"][name], array)
-    assert (compiled["target"], compiled["lnc"]) == ("trn2", 2)
-    assert compiled["artifacts_dir"] == str(tmp_path / "nki_artifacts")
-    options = recorded["CompiledKernel.from_frontend"]["options"]
-    assert (options.target, options.lnc, options.output_path) == ("trn2", 2, str(tmp_path / "file.neff"))
-    assert options.artifacts_dir == compiled["artifacts_dir"]
-    assert out.neff_path == tmp_path / "file.neff" and out.neff_path.read_bytes().startswith(b"stand-in NEFF")
-    with tarfile.open(out.ir_path) as tar:  # the IR artifact: the artifacts folder as one reproducible file
-        assert [(m.name, m.mtime, m.uid) for m in tar.getmembers()] == [("kernel.mlir", 0, 0)]
-
-
-def test_standalone_traces_to_penguin_for_the_compiler(installed, tmp_path):
-    installed("standalone")
-    out = tracing.trace(NEURON, POINT, definition("vector_add_kernel"), tmp_path)
-    assert out.tracer == "neuronxcc.nki_standalone" and out.neff_path is None
-    assert out.ir_path == tmp_path / "tensorizer_ir" / "penguin.py" and out.ir_path.is_file()
-    recorded = calls("neuronxcc")
-    traced = recorded["_compile_nki_ir_to_tensorizer_ir"]
-    assert (traced["platform_target"], traced["logical_nc_config"]) == ("trn2", 2)
-    assert traced["version"].name == "beta2"
-    assert sorted(traced["kernel_inputs_dict"]) == ["a", "b"]
-    assert traced["kernel_outputs"] == [tracing.TensorStub((4096,), numpy_dtype("bfloat16"), "out")]
-    assert recorded["_write_tensorizer_ir"]["output_directory"] == str(tmp_path / "tensorizer_ir")
-
-
-def test_legacy_runs_seed_000s_steps(installed, tmp_path):
-    installed("legacy")
-    out = tracing.trace(
-        NEURON, POINT.model_copy(update={"platform": "trn1", "lnc": 1}), definition("vector_add_kernel"), tmp_path
+def run(tmp_path: Path, point: Point = POINT, kernel: str | None = None, **options) -> tracing.TraceOutput:
+    request = tracing.TraceRequest.for_point(
+        point, definition(kernel), "trn2" if point.platform == "trn2" else point.platform
     )
-    assert out.tracer == "legacy-penguin" and out.neff_path is None
-    assert out.ir_path == tmp_path / "penguin.py" and "tensors ['a', 'b']" in out.ir_path.read_text()
-    recorded = sys.modules["neuronxcc"].CALLS
-    steps = [name for name, _ in recorded]
-    assert steps == ["IRBuilder.tensor", "IRBuilder.tensor", "TraceKernel.trace", "traced_kernel", "IRWriter.run"]
-    assert recorded[0][1] == {"shape": (4096,), "dtype": numpy_dtype("bfloat16"), "name": "a"}
-    assert recorded[2][1]["platform_target"] == "trn1"
-    assert recorded[3][1]["lnc"] == 1 and sorted(recorded[3][1]["inputs"]) == ["a", "b"]
-    writer = recorded[4][1]
-    assert writer["save_weights"] is True and writer["weights_dir"] == str(tmp_path / "weights")
-    assert writer["output"].name == str(out.ir_path)  # IRWriter writes into the open penguin.py
+    return tracing.trace(NEURON, request, tmp_path / "work", tracer=None, timeout_seconds=options.get("timeout", 120))
 
 
-def test_the_newest_importable_generation_wins(installed, tmp_path):
-    installed("legacy", "standalone", "frontend")
-    assert [t.name for t, api, _ in tracing.probe_tracers() if api is not None] == [
-        "nki.compiler.frontend",
-        "neuronxcc.nki_standalone",
-    ]  # fmt: skip - the legacy stand-in's neuronxcc is shadowed by the standalone one
-    assert tracing.trace(NEURON, POINT, definition("vector_add_kernel"), tmp_path).tracer == "nki.compiler.frontend"
+def expected_inputs() -> dict[str, dict]:
+    arrays = definition().build_inputs(POINT.params, POINT.dtype, POINT.seed)
+    return {
+        n: {"shape": list(a.shape), "dtype": "bfloat16", "sha256": hashlib.sha256(a.tobytes()).hexdigest()}
+        for n, a in arrays.items()
+    }
 
 
-@pytest.mark.skipif(
-    any(package_version(name).version for name in SDK_PACKAGES), reason="this host has Neuron SDK packages"
-)
-def test_no_tracer_names_what_is_installed(installed, tmp_path):
-    installed()
+def test_driver_route_passes_output_names_and_takes_the_neff_where_the_api_put_it(host, tmp_path):
+    calls = host("driver_0606")
+    out = run(tmp_path)
+    assert (out.tracer, out.nki_version) == ("nki.compiler.driver", "0.6.0+standin")
+    work = tmp_path / "work"
+    bir, neff = recorded(calls)["compile_to_bir"], recorded(calls)["compile_bir_to_neff"]
+    assert bir["kernel_func"] == BUILTIN_KERNEL and bir["frontend"] == "ParserFrontend"
+    assert bir["inputs"] == expected_inputs() and list(bir["inputs"]) == ["a", "b"]  # the kernel's parameter order
+    assert bir["output_names"] == ["out"]
+    opts = bir["compile_opts"]
+    assert (opts["target"], opts["lnc"], opts["output_path"]) == ("trn2", 2, str(work / "file.neff"))
+    assert opts["artifacts_dir"] == str(work / "ir" / "artifacts")
+    assert (neff["dependencies"], neff["input_names"], neff["output_names"]) == ([], ["a", "b"], ["out"])
+    # the worker ran without the sweep's visible cores, and with the target where NKI 0.3+ reads it
+    assert bir["env"] == {"NEURON_RT_VISIBLE_CORES": None, "NEURON_PLATFORM_TARGET_OVERRIDE": "trn2"}
+    assert out.neff_path == work / "file.neff" and read_neff(out.neff_path).outputs == ["out"]
+    with tarfile.open(out.ir_path) as tar:  # the IR artifact: the IR folder as one reproducible file
+        assert [(m.name, m.mtime, m.uid) for m in tar.getmembers()] == [
+            ("artifacts", 0, 0),
+            ("artifacts/kernel.bir", 0, 0),
+        ]
+    assert out.compile_seconds is not None and out.trace_seconds > 0
+
+
+def test_a_driver_without_output_names_is_a_variant_and_its_outputs_map_back_by_order(host, tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "3")  # the sweep's own: never the worker's
+    calls = host("driver_no_names")
+    out = run(tmp_path)
+    assert out.tracer == "nki.compiler.driver/no-output-names"
+    assert "output_names" not in recorded(calls)["compile_to_bir"]
+    neff_outputs = read_neff(out.neff_path).outputs
+    assert neff_outputs == ["output_0"]  # what a frontend NEFF is called without names
+    saved = {"output_0": tmp_path / "output_0"}
+    assert outputs_by_kernel_name(saved, neff_outputs, ["out"]) == {"out": tmp_path / "output_0"}
+
+
+def test_frontend_route_as_nki_library_ran_it_in_april_2026(host, tmp_path):
+    calls = host("frontend_0413")
+    out = run(tmp_path)
+    assert (out.tracer, out.nki_version) == ("nki.compiler.frontend", "0.4.0+standin")
+    compiled = recorded(calls)["ParserFrontend.compile"]
+    assert compiled["kernel_func"] == BUILTIN_KERNEL and compiled["inputs"] == expected_inputs()
+    assert (compiled["target"], compiled["lnc"], compiled["output_names"]) == ("trn2", 2, ["out"])
+    assert compiled["artifacts_dir"] == str(tmp_path / "work" / "ir" / "frontend")
+    options = recorded(calls)["CompiledKernel.from_frontend"]["options"]
+    assert options["output_path"] == str(tmp_path / "work" / "file.neff")
+    assert read_neff(out.neff_path).outputs == ["out"]
+
+
+def test_the_context_recipe_is_a_variant_of_the_frontend_route(host, tmp_path):
+    calls = host("frontend_context")
+    out = run(tmp_path)
+    assert out.tracer == "nki.compiler.frontend/context+no-output-names"
+    assert recorded(calls)["ParserFrontend.compile"]["ctx"] == "ctx" and "nki_ir_context" in recorded(calls)
+    assert read_neff(out.neff_path).outputs == ["output_0"]
+
+
+def test_standalone_compiles_with_nki_librarys_positional_call(host, tmp_path):
+    calls = host("standalone")
+    out = run(tmp_path)
+    assert (out.tracer, out.nki_version) == ("neuronxcc.nki_standalone", "0.2.0+standin")
+    call = recorded(calls)["compile_nki_ir_kernel_to_neff"]
+    assert call["kernel_func"] == BUILTIN_KERNEL and call["kernel_inputs_dict"] == expected_inputs()
+    assert call["kernel_outputs"] == [{"shape": [4, 128, 8], "dtype": "bfloat16", "name": "out"}]
+    assert (call["platform_target"], call["logical_nc_config"], call["version"]) == ("trn2", 2, "beta2")
+    assert call["output_directory"] == str(tmp_path / "work" / "ir") and call["additional_compiler_args"] == ""
+    assert out.neff_path == tmp_path / "work" / "file.neff"  # moved out of the IR folder
+    with tarfile.open(out.ir_path) as tar:
+        assert tar.getnames() == ["penguin.py"]
+
+
+def test_legacy_route_keeps_the_weights_and_compiles_with_the_reference_flags(host, tmp_path):
+    calls = host("legacy")
+    point = POINT.model_copy(update={"platform": "trn1", "lnc": 1})
+    out = run(tmp_path, point, kernel="legacy_kernels:vector_add_kernel")
+    assert (out.tracer, out.neff_path) == ("legacy-penguin", None)
+    steps = recorded(calls)
+    assert steps["TraceKernel.trace"]["platform_target"] == "trn1" and steps["traced_kernel"]["lnc"] == 1
+    assert steps["IRWriter.run"]["save_weights"] is True
+    ir = tracing.unpack(out.ir_path, tmp_path / "ir")
+    assert sorted(str(p.relative_to(ir)) for p in ir.rglob("*")) == ["penguin.py", "weights", "weights/w0.bin"]
+    sim = sim_toolchain(tmp_path / "sim")
+    neff = compiler.compile_ir(sim, ir / "penguin.py", ir, "trn1", None, timeout_seconds=120)
+    assert read_neff(neff).info["target"] == "trn1"
+
+
+def test_the_newest_generation_whose_signatures_fit_wins(host, tmp_path):
+    host("legacy", "standalone", "driver_0606")  # each prepended: driver_0606's nki comes first
+    probe = tracing.probe(NEURON)
+    assert [(s.name, s.available) for s in probe.statuses] == [
+        ("nki.compiler.driver", True),
+        ("nki.compiler.frontend", True),
+        ("neuronxcc.nki_standalone", True),
+        ("legacy-penguin", False),  # the standalone root's neuronxcc shadows the legacy one
+    ]  # fmt: skip
+    assert probe.selected.tracer_id == "nki.compiler.driver" and probe.statuses[-1].best_effort
+
+
+def test_an_api_no_adapter_knows_is_unavailable_not_a_failure_at_every_point(host, tmp_path):
+    host("unknown_variant")
+    probe = tracing.probe(NEURON)
+    assert probe.selected is None
+    reasons = {s.name: s.reason for s in probe.statuses}
+    assert (
+        "unknown API variant" in reasons["nki.compiler.driver"]
+        and "unknown API variant" in reasons["nki.compiler.frontend"]
+    )
     with pytest.raises(TraceError) as info:
-        tracing.trace(NEURON, POINT, definition("vector_add_kernel"), tmp_path)
+        run(tmp_path)
+    assert info.value.error_class == "TracerUnavailable" and "nki 0.9.0+standin" in info.value.message
+
+
+@pytest.mark.skipif(any(package_version(n).version for n in SDK_PACKAGES), reason="this host has Neuron SDK packages")
+def test_no_tracer_names_what_is_installed(host, tmp_path):
+    host()
+    with pytest.raises(TraceError) as info:
+        run(tmp_path)
     error = info.value
     assert error.error_class == "TracerUnavailable" and error.retryable is False
-    assert "nki.compiler.frontend (ModuleNotFoundError: No module named 'nki')" in error.message
-    assert "installed: neuronx-cc not installed, nki not installed" in error.message
-    assert "--toolchain sim" in error.message
+    assert "nki.compiler.driver (ModuleNotFoundError: No module named 'nki')" in error.message
+    assert (
+        "installed: neuronx-cc not installed, nki not installed" in error.message and "--toolchain sim" in error.message
+    )
 
 
-def test_pypi_placeholders_are_named_as_placeholders(installed, tmp_path):
-    installed("placeholder")
+def test_pypi_placeholders_are_named_as_placeholders(host, tmp_path):
+    host("placeholder")
     with pytest.raises(TraceError) as info:
-        tracing.trace(NEURON, POINT, definition("vector_add_kernel"), tmp_path)
+        run(tmp_path)
     message = info.value.message
     assert "ImportError: WRONG PACKAGE" in message  # the placeholder's own import error
     assert "neuronx-cc 1.0.post1 (PyPI placeholder, not the Neuron SDK)" in message
     assert "nki 0.0.1 (PyPI placeholder, not the Neuron SDK)" in message
 
 
-@pytest.mark.parametrize("root", ["frontend", "standalone", "legacy"])
-def test_kernel_errors_raised_while_tracing_are_classified(installed, tmp_path, root):
-    installed(root)
+@pytest.mark.parametrize("root", ["driver_0606", "frontend_0413", "standalone"])
+def test_kernel_errors_raised_while_tracing_are_classified(host, tmp_path, root):
+    host(root)
     with pytest.raises(TraceError) as info:
-        tracing.trace(NEURON, POINT, definition("too_many_partitions"), tmp_path)
+        run(tmp_path, kernel="standin_kernels:too_many_partitions")
     assert info.value.error_class == "KernelConstraint" and info.value.retryable is False
     assert "number of partitions 256 exceed architecture limitation of 128" in info.value.message
 
 
-def test_compiler_errors_from_an_in_process_compile_are_compile_errors(installed, tmp_path):
-    installed("frontend")
+def test_compiler_errors_from_an_in_process_compile_are_compile_errors(host, tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELSWEEP_SIM_FAULTS", "compile-error=vector_add")
+    host("driver_0606")
     with pytest.raises(CompileError) as info:
-        tracing.trace(NEURON, POINT, definition("out_of_hbm"), tmp_path)
-    assert info.value.error_class == "CompilerDiagnostic" and "[NCC_EOOM002]" in info.value.message
+        run(tmp_path)
+    assert info.value.error_class == "CompilerDiagnostic" and "[NCC_EVRF009]" in info.value.message
+    assert "Traceback" in info.value.stderr_tail  # the worker's traceback comes back with the error
 
 
-def test_kernel_parameters_must_match_the_definitions_inputs(installed, tmp_path):
-    installed("frontend")
+def test_kernel_parameters_must_match_the_definitions_inputs(host, tmp_path):
+    host("driver_0606")
     with pytest.raises(TraceError) as info:
-        tracing.trace(NEURON, POINT, definition("wrong_names"), tmp_path)
+        run(tmp_path, kernel="standin_kernels:wrong_names")
     assert info.value.error_class == "KernelSignature"
     assert "wrong_names(x, y)" in info.value.message and "['a', 'b']" in info.value.message
 
 
-def test_a_missing_nki_kernel_is_a_clear_trace_error(installed, tmp_path):
-    installed("frontend")
+def test_a_missing_nki_kernel_is_a_clear_trace_error(host, tmp_path):
+    host("driver_0606")
     with pytest.raises(TraceError) as info:
-        tracing.trace(NEURON, POINT, definition("no_such_kernel"), tmp_path)
+        run(tmp_path, kernel="standin_kernels:no_such_kernel")
     assert info.value.error_class == "KernelImport" and "standin_kernels:no_such_kernel" in info.value.message
 
 
-def test_the_simulated_tracer_fails_at_trace_time_in_nkis_words(tmp_path):
-    """Points past a kernel's limits fail before the compiler, as with the real NKI tracer (seed 004)."""
-    too_wide = POINT.model_copy(update={"params": {"n": 4096, "partition_size": 256, "free_size": 16}})
+@pytest.mark.slow
+def test_a_hung_compiler_is_killed_at_the_timeout(host, tmp_path, monkeypatch):
+    monkeypatch.setenv("STANDIN_HANG", "1")
+    host("driver_0606")
     with pytest.raises(TraceError) as info:
-        tracing.trace(sim_toolchain(tmp_path), too_wide, VectorAdd(), tmp_path)
+        run(tmp_path, timeout=5)
+    assert info.value.error_class == "Timeout" and info.value.retryable
+
+
+def test_a_crashed_compiler_costs_one_point_not_the_sweep(host, tmp_path, monkeypatch):
+    monkeypatch.setenv("STANDIN_CRASH", "1")
+    host("driver_0606")
+    with pytest.raises(TraceError) as info:
+        run(tmp_path)
+    assert info.value.error_class == "TracerCrash" and "exit -6" in info.value.message
+
+
+def test_the_simulated_tracer_fails_at_trace_time_in_nkis_words(tmp_path):
+    """Points past a kernel's limits fail before any compile, as with the real NKI tracer (seed 004)."""
+    sim = sim_toolchain(tmp_path / "sim")
+    too_wide = POINT.model_copy(update={"params": {"n": 4096, "partition_size": 256, "free_size": 16}})
+    request = tracing.TraceRequest.for_point(too_wide, VectorAdd(), "trn2")
+    with pytest.raises(TraceError) as info:
+        tracing.trace(sim, request, tmp_path / "work", tracer=None, timeout_seconds=120)
     assert info.value.error_class == "KernelConstraint" and info.value.retryable is False
     assert info.value.message.startswith(
-        "sim-penguin: ValueError: number of partitions 256 exceed architecture limitation of 128. Info on how to fix:"
+        "sim-nki-frontend: ValueError: number of partitions 256 exceed architecture limitation of 128. "
+        "Info on how to fix:"
     )
-    ragged = POINT.model_copy(update={"params": {"n": 4000, "partition_size": 128, "free_size": 32}})
-    with pytest.raises(TraceError, match="n=4000 is not a whole number of 128x32 tiles") as info:
-        tracing.trace(sim_toolchain(tmp_path), ragged, VectorAdd(), tmp_path)
-    assert info.value.error_class == "TraceError"
 
 
-def test_the_simulated_tracer_writes_penguin_py(tmp_path):
-    out = tracing.trace(sim_toolchain(tmp_path), POINT, VectorAdd(), tmp_path)
-    assert (out.tracer, out.ir_path.name, out.neff_path) == ("sim-penguin", "penguin.py", None)
+def test_the_simulated_frontend_names_outputs_only_when_told(tmp_path):
+    sim = sim_toolchain(tmp_path / "sim")
+    request = tracing.TraceRequest.for_point(POINT, VectorAdd(), "trn2")
+    named = tracing.trace(sim, request, tmp_path / "a", tracer="sim-nki-frontend", timeout_seconds=120)
+    assert (named.tracer, named.nki_version) == ("sim-nki-frontend", "0.6.0+kernelsweep.sim")
+    assert read_neff(named.neff_path).outputs == ["out"]
+    unnamed = tracing.TraceRequest(**{**request.__dict__, "output_names": None})
+    assert read_neff(
+        tracing.trace(sim, unnamed, tmp_path / "b", tracer=None, timeout_seconds=120).neff_path
+    ).outputs == ["output_0"]

@@ -1,19 +1,62 @@
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 
 import click
 
+from kernelsweep.platforms import PLATFORM_NAMES
+
 
 @click.command()
-def doctor() -> None:
+@click.option("--smoke", is_flag=True, help="Run one point through trace, compile, capture and view, step by step.")
+@click.option(
+    "--toolchain", "kind", type=click.Choice(["auto", "neuron", "sim"]), default="auto", show_default=True,
+    help="--smoke: which tools to run (auto: the real ones when present).",
+)  # fmt: skip
+@click.option(
+    "--platform", type=click.Choice(PLATFORM_NAMES), help="--smoke: the point's platform (default: this host's)."
+)
+@click.option(
+    "--report", type=click.Path(dir_okay=False, path_type=Path), help="--smoke: where to write the report file."
+)
+def doctor(smoke: bool, kind: str, platform: str | None, report: Path | None) -> None:
     """Show which Neuron tools, devices and packages this host has, and the fix for what is missing.
 
     Exit code 0 when the real toolchain is complete, 1 when sweeps here will run on the simulator.
+    With --smoke: every step's commands, output and verdict, and a report file; exit 1 if a step failed.
     """
-    from kernelsweep.doctor import Host, report
+    if smoke:
+        sys.exit(_smoke(kind, platform, report))
+    from kernelsweep.doctor import Host
+    from kernelsweep.doctor import report as diagnosis
     from kernelsweep.flows.settings import tool_paths_from_env
 
-    text, code = report(Host(extra_paths=tool_paths_from_env()))
+    text, code = diagnosis(Host(extra_paths=tool_paths_from_env()))
     click.echo(text)  # plain: the report may hold [brackets] that rich would take as markup
     sys.exit(code)
+
+
+def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
+    from kernelsweep.context import resolve_toolchain
+    from kernelsweep.doctor import smoke_platform
+    from kernelsweep.flows.settings import locations_from_env
+    from kernelsweep.smoke import STEPS, run_smoke, smoke_point
+    from kernelsweep.smoke_report import exit_code, header, render_step, summary, write_report
+
+    locations = locations_from_env()
+    toolchain, notice = resolve_toolchain(kind, locations.sim_state_dir, extra_paths=locations.tool_paths)
+    if notice:
+        click.echo(notice, err=True)
+    point = smoke_point(platform or smoke_platform(toolchain))
+    head = header(toolchain, point)
+    click.echo(head + "\n")
+    steps = []
+    with tempfile.TemporaryDirectory(prefix="kernelsweep-smoke-") as workdir:
+        for index, step in enumerate(run_smoke(toolchain, point, Path(workdir)), 1):
+            steps.append(step)
+            click.echo(render_step(index, len(STEPS), step) + "\n")
+    path = write_report(report or Path(f"kernelsweep-smoke-{point.platform}.txt"), head, steps)
+    click.echo(summary(steps, path))
+    return exit_code(steps)

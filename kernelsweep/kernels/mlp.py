@@ -1,12 +1,29 @@
-"""Gated MLP (seed 000's nkilib MLP): out = (silu(x @ Wg) * (x @ Wu)) @ Wd."""
+"""Gated MLP (seed 000's nkilib MLP): out = (silu(x @ Wg) * (x @ Wu)) @ Wd.
+
+The NKI kernel handles edge tiles, so any positive b, s, h, i runs as long as one token chunk's
+x^T and act^T tiles fit in SBUF together (the kernel keeps both for the whole chunk).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import numpy as np
+from kernelsweep.dtypes import itemsize
+from kernelsweep.kernels.base import (
+    SBUF_PARTITION_BYTES,
+    InvalidShapeError,
+    KernelDefinition,
+    Params,
+    TensorInfo,
+    require_positive,
+)
 
-from kernelsweep.kernels.base import KernelDefinition, Params, TensorInfo, require_tiled
+if TYPE_CHECKING:
+    import numpy as np
+
+P = 128
+WORKING_BYTES = 32 * 2**10  # per partition, for the tiles the kernel streams (weights, PSUM copies)
 
 
 class MLP(KernelDefinition):
@@ -17,9 +34,15 @@ class MLP(KernelDefinition):
     dtypes = ("bfloat16", "float16", "float32")
 
     def check(self, params: Params, dtype: str) -> None:
-        require_tiled("b*s", params["b"] * params["s"], 128, "partition")
-        require_tiled("h", params["h"], 128, "partition")
-        require_tiled("i", params["i"], 128, "partition")
+        require_positive(params, *self.axes)
+        b, s, h, i = (params[k] for k in self.axes)
+        chunk = min(P, b * s)
+        kept = (-(-h // P) + -(-i // P)) * chunk * itemsize(dtype)  # x^T and act^T tiles, per partition
+        if kept > SBUF_PARTITION_BYTES - WORKING_BYTES:
+            raise InvalidShapeError(
+                f"h={h} and i={i} need {kept} bytes of SBUF per partition for one token chunk's x^T and "
+                f"act^T tiles, more than {SBUF_PARTITION_BYTES - WORKING_BYTES}; use smaller h or i"
+            )
 
     def input_infos(self, params: Params, dtype: str) -> list[TensorInfo]:
         b, s, h, i = (params[k] for k in self.axes)
@@ -38,6 +61,8 @@ class MLP(KernelDefinition):
         return 1.0 if info.name == "hidden_tensor" else float(fan_in) ** -0.5
 
     def reference(self, inputs: Mapping[str, np.ndarray], params: Params) -> dict[str, np.ndarray]:
+        import numpy as np
+
         x = inputs["hidden_tensor"].astype(np.float64)
         gate = x @ inputs["gate_proj_weights_tensor"].astype(np.float64)
         up = x @ inputs["up_proj_weights_tensor"].astype(np.float64)

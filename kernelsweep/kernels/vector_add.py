@@ -1,18 +1,31 @@
 """Element-wise vector add (seed 004): out = a + b, processed in [partition_size, free_size] tiles.
 
 The tile shape is a parameter because choosing it is the whole exercise in the seed; a partition
-size over 128 is the architecture error users hit first.
+size over 128 is the architecture error users hit first. The NKI kernel is handed each vector viewed
+as [tiles, partition_size, free_size] (the same bytes as the flat vector of n elements), so the
+swept tile shape is the kernel's own tile shape: two loads, one add and one store per tile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import numpy as np
+from kernelsweep.dtypes import itemsize
+from kernelsweep.kernels.base import (
+    SBUF_PARTITION_BYTES,
+    InvalidShapeError,
+    KernelDefinition,
+    Params,
+    TensorInfo,
+    require_positive,
+)
 
-from kernelsweep.kernels.base import InvalidShapeError, KernelDefinition, Params, TensorInfo
+if TYPE_CHECKING:
+    import numpy as np
 
 PARTITION_LIMIT = 128
+TILES_IN_SBUF = 3  # a, b and the sum, per partition
 
 
 class VectorAdd(KernelDefinition):
@@ -24,27 +37,39 @@ class VectorAdd(KernelDefinition):
     engine = "vector"
 
     def check(self, params: Params, dtype: str) -> None:
-        n, parts, free = params["n"], params["partition_size"], params["free_size"]
+        parts, free = params["partition_size"], params["free_size"]
         if parts > PARTITION_LIMIT:
             raise InvalidShapeError(
                 f"number of partitions {parts} exceeds the architecture limit of {PARTITION_LIMIT}; "
                 f"use partition_size <= {PARTITION_LIMIT}"
             )
-        if min(n, parts, free) <= 0:
-            raise InvalidShapeError("n, partition_size and free_size must be positive")
+        require_positive(params, "n", "partition_size", "free_size")
+        self._tiles(params)
+        if TILES_IN_SBUF * free * itemsize(dtype) > SBUF_PARTITION_BYTES:
+            raise InvalidShapeError(
+                f"free_size={free} {dtype} needs {TILES_IN_SBUF * free * itemsize(dtype)} bytes of SBUF per "
+                f"partition for its three tiles, more than {SBUF_PARTITION_BYTES}; use a smaller free_size"
+            )
+
+    def _tiles(self, params: Params) -> int:
+        n, parts, free = params["n"], params["partition_size"], params["free_size"]
         if n % (parts * free):
             raise InvalidShapeError(
                 f"n={n} is not a whole number of {parts}x{free} tiles; "
                 f"pick n divisible by partition_size*free_size={parts * free}"
             )
+        return n // (parts * free)
 
     def input_infos(self, params: Params, dtype: str) -> list[TensorInfo]:
-        return [TensorInfo("a", (params["n"],), dtype), TensorInfo("b", (params["n"],), dtype)]
+        shape = (self._tiles(params), params["partition_size"], params["free_size"])
+        return [TensorInfo("a", shape, dtype), TensorInfo("b", shape, dtype)]
 
     def output_infos(self, params: Params, dtype: str) -> list[TensorInfo]:
-        return [TensorInfo("out", (params["n"],), dtype)]
+        return [TensorInfo("out", (self._tiles(params), params["partition_size"], params["free_size"]), dtype)]
 
     def reference(self, inputs: Mapping[str, np.ndarray], params: Params) -> dict[str, np.ndarray]:
+        import numpy as np
+
         return {"out": inputs["a"].astype(np.float64) + inputs["b"].astype(np.float64)}
 
     def model_flops(self, params: Params) -> int:
@@ -52,8 +77,7 @@ class VectorAdd(KernelDefinition):
 
     def dma_transfers(self, params: Params, tensor_count: int) -> int:
         """Two loads and one store per tile: the per-tile cost the seed's tile sweep exposes."""
-        tiles = params["n"] // (params["partition_size"] * params["free_size"])
-        return 3 * tiles
+        return 3 * self._tiles(params)
 
 
 vector_add = VectorAdd()

@@ -188,14 +188,13 @@ def build_row(
         runtime_version=versions.runtime,
         profiler_version=versions.profiler,
         profiler_tool=versions.profiler_tool,
-        nki_version=versions.nki,
         instance_type=versions.instance_type,
         flow_run_id=flow_run_id,
         task_run_ids=dict(record.task_run_ids),
         started_at=record.started_at,
         finished_at=record.finished_at,
         **_status(record),
-        **_lineage(record),
+        **({"tracer": versions.tracer, "nki_version": versions.nki} | _lineage(record)),
         **_figures(point, extracted),
     )
 
@@ -267,6 +266,8 @@ def _lineage(record: PointRecord) -> dict[str, Any]:
     if record.trace:
         out |= _refs("kernel_source", record.trace.kernel_source) | _refs("ir", record.trace.ir)
         out |= {"tracer": record.trace.tracer, "trace_seconds": record.trace.seconds}
+        if record.trace.nki_version:  # what traced this point, which a cache hit may have done earlier
+            out["nki_version"] = record.trace.nki_version
         out["trace_cache_hit"] = record.trace.cache_hit
     if record.compiled:
         out |= _refs("neff", record.compiled.neff)

@@ -1,6 +1,8 @@
 """A simulated Neuron toolchain: stand-in `neuronx-cc`, `neuron-profile`/`neuron-explorer` and
 `neuron-ls` that speak the real argv and output formats, so the production adapters are what the
-tests exercise. Run as `python -m kernelsweep.sim.<tool>`; never installed on PATH.
+tests exercise, and simulated NKI tracers (sim.tracer) that run a kernel's real source on a model of
+one NKI generation (sim.nki_*), refusing what that generation refuses. The tools run as
+`python -m kernelsweep.sim.<tool>`, the tracers in the production trace worker; never installed on PATH.
 
 Everything it makes says it is simulated: version strings carry `+kernelsweep.sim`, NEFF info and
 profiles carry `is_simulation`. Faults (a busy core, a hung capture, a compile error) can be

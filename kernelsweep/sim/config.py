@@ -3,15 +3,19 @@
 KERNELSWEEP_SIM_STATE       folder for simulated device state (core locks, fault counters)
 KERNELSWEEP_SIM_PLATFORM    the one platform family the simulated host is (trn1, trn2, inf2); unset: every
                             family, so one machine can run a whole mixed-platform sweep
-KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated host exposes (default 2)
-KERNELSWEEP_SIM_LNC         logical core config the simulated host reports (default 1)
+KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated device shows at its own LNC (default 2)
+KERNELSWEEP_SIM_LNC         the device's logical core config (default 2, as a trn2's): it has CORES x LNC
+                            physical cores, and neuron-ls / the runtime regroup them under the caller's
+                            NEURON_LOGICAL_NC_CONFIG; a host told it is trn1 or inf2 has LNC 1 only
+KERNELSWEEP_SIM_NKI         the NKI generation the simulated tracer emulates: 0.2 ... 0.6 (default) or
+                            legacy (neuronxcc.nki, traced to penguin.py for `neuronx-cc compile`)
 KERNELSWEEP_SIM_TIME_SCALE  emulate tool latencies: seconds slept = modelled seconds x scale (default 0)
 KERNELSWEEP_SIM_IMPORT_PATH folders appended to the stand-in's import path (the sweep's, for kernels)
 KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=mlp` (see sim.faults):
                               capture-busy=N     first N captures: the NRT busy error (transient)
                               capture-timeout=N  first N captures hang until the caller's timeout
                               compile-error=K    compiles of kernel K: an NCC diagnostic (deterministic)
-KERNELSWEEP_SIM_COMPILER_VERSION  the version the stand-in neuronx-cc reports and stamps into every NEFF it
+KERNELSWEEP_SIM_COMPILER_VERSION  the version the simulated compiler reports and stamps into every NEFF it
                             builds (default 2.21.33363.0; `+kernelsweep.sim` is always appended), to play a
                             compiler upgrade: the compile cache keys on it, so the new version recompiles
 KERNELSWEEP_SIM_COMPILER_SLOWDOWN  code this compiler emits runs slower, as a compiler regression would:
@@ -35,6 +39,8 @@ from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
 
 IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
+NKI_ENV = "KERNELSWEEP_SIM_NKI"
+CURRENT_NKI = "0.6"  # the newest generation sim.nki_generations knows
 SLOWDOWN_ENV = "KERNELSWEEP_SIM_COMPILER_SLOWDOWN"
 
 
@@ -75,6 +81,7 @@ class SimConfig:
     cores: int
     lnc: int
     time_scale: float
+    nki: str
     faults: Faults = field(default_factory=Faults)
     compiler_version: str = COMPILER_VERSION
     slowdowns: tuple[Slowdown, ...] = ()
@@ -82,6 +89,21 @@ class SimConfig:
 
     def slowdown(self, kernel: str, params: dict[str, int]) -> float:
         return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
+
+    @property
+    def physical_cores(self) -> int:
+        return self.cores * self.device_lnc
+
+    @property
+    def device_lnc(self) -> int:
+        """trn1 and inf2 have no logical core config: one physical core is one logical core."""
+        return self.lnc if self.platform in (None, "trn2") else 1
+
+    def lnc_for(self, requested: str | None) -> int:
+        """The LNC the device runs at for a caller's NEURON_LOGICAL_NC_CONFIG (ignored off trn2)."""
+        if requested and self.platform in (None, "trn2") and int(requested) in (1, 2):
+            return int(requested)
+        return self.device_lnc
 
     @classmethod
     def from_env(cls) -> SimConfig:
@@ -91,8 +113,9 @@ class SimConfig:
             state_dir=Path(state),
             platform=env.get("KERNELSWEEP_SIM_PLATFORM") or None,
             cores=int(env.get("KERNELSWEEP_SIM_CORES", "2")),
-            lnc=int(env.get("KERNELSWEEP_SIM_LNC", "1")),
+            lnc=int(env.get("KERNELSWEEP_SIM_LNC", "2")),
             time_scale=float(env.get("KERNELSWEEP_SIM_TIME_SCALE", "0")),
+            nki=env.get(NKI_ENV) or CURRENT_NKI,
             faults=parse_faults(env.get(FAULTS_ENV, "")),
             compiler_version=_simulated(env.get("KERNELSWEEP_SIM_COMPILER_VERSION")) or COMPILER_VERSION,
             slowdowns=parse_slowdowns(env.get(SLOWDOWN_ENV, "")),

@@ -15,9 +15,13 @@ IR_NAME = "penguin.py"
 _HEADER = "# SIMULATED penguin IR written by the kernelsweep simulated toolchain; not a real trace.\n"
 
 
-def write_ir(path: Path, payload: dict) -> None:
+def render_ir(payload: dict) -> str:
     body = json.dumps(payload, sort_keys=True, indent=1)
-    path.write_text(f"{_HEADER}IS_SIMULATION = True\nKERNEL = {body}\n")
+    return f"{_HEADER}IS_SIMULATION = True\nKERNEL = {body}\n"
+
+
+def write_ir(path: Path, payload: dict) -> None:
+    path.write_text(render_ir(payload))
 
 
 def read_ir(path: Path) -> dict:

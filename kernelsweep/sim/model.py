@@ -1,9 +1,13 @@
 """The simulator's performance model: a per-platform roofline with fixed and per-DMA overheads.
 
     t       = launch + dma_transfers * per_dma + max(compute, memory) + overlap * min(compute, memory)
-    compute = flops / (peak(engine, dtype, lnc) * compute_efficiency)
+    compute = flops / (peak(engine, dtype, cores) * compute_efficiency)
               + tensor_fixed_cycles / tensor_engine_clock                    (tensor engine only)
-    memory  = hbm_traffic / (hbm_bandwidth(lnc) * memory_efficiency)
+    memory  = hbm_traffic / (hbm_bandwidth(cores) * memory_efficiency)
+
+`cores` is how many physical cores the kernel kept busy at once, as the simulated tracer measured
+it by running the kernel as each program of the launch: lnc for a kernel that splits its work
+evenly, 1 for one that does not split it (or cannot, as a single-tile vector add at LNC=2).
     hbm_traffic = hbm_bytes + (HBM_READ_AMPLIFICATION - 1) * input_bytes      (tensor engine)
                 = hbm_bytes                                                  (vector engine)
 
@@ -75,7 +79,14 @@ class Workload:
     output_bytes: int
     dma_transfers: int
     engine: str
+    parallelism: float | None = None  # physical cores' worth of work the traced kernel ran at once
     code_factor: float = 1.0  # >1: the compiler emitted slower code (sim.config's COMPILER_SLOWDOWN)
+
+    @property
+    def cores(self) -> float:
+        """What the time is spread over: the kernel's own parallelism (1 for a kernel that is not
+        LNC-aware, or whose work cannot be split), else the whole logical core."""
+        return self.lnc if self.parallelism is None else self.parallelism
 
 
 @dataclass(frozen=True)
@@ -88,8 +99,8 @@ class Timing:
 
 def peak_rate(w: Workload) -> float:
     if w.engine == "vector":
-        return VECTOR_LANES * VECTOR_CLOCK_HZ[w.platform.neuroncore_version] * w.lnc
-    return w.platform.peak_flops(w.dtype, w.lnc)
+        return VECTOR_LANES * VECTOR_CLOCK_HZ[w.platform.neuroncore_version] * w.cores
+    return w.platform.peak_flops(w.dtype, 1) * w.cores
 
 
 def hbm_traffic(w: Workload) -> float:
@@ -104,7 +115,7 @@ def model_timing(w: Workload, cal: Calibration) -> Timing:
     compute = w.flops / (peak_rate(w) * cal.compute_efficiency)
     if w.engine == "tensor":
         compute += cal.tensor_fixed_cycles / w.platform.tensor_engine_clock_hz
-    memory = hbm_traffic(w) / (w.platform.hbm_bandwidth(w.lnc) * cal.memory_efficiency)
+    memory = hbm_traffic(w) / (w.platform.hbm_bandwidth(1) * w.cores * cal.memory_efficiency)
     dma = w.dma_transfers * cal.per_dma_seconds
     total = cal.launch_seconds + dma + max(compute, memory) + cal.overlap * min(compute, memory)
     return Timing(total=total, compute=compute, memory=memory, dma_overhead=dma)

@@ -1,8 +1,12 @@
-"""Stand-in `neuronx-cc`: `--version`, and `compile` of a simulated penguin.py into a NEFF.
+"""Stand-in `neuronx-cc`: `--version`, and `compile` of a simulated legacy penguin.py into a NEFF.
 
-Failures look like the real compiler's: `[NCC_E...]` diagnostics on log-prefixed ERROR lines, the
-`Diagnostic logs stored in ...` tail, exit code 70. Kernel constraint violations never reach it:
-as on a real host, they fail at trace time (see toolchain.tracing.sim_trace).
+Only the legacy route (SDK <= 2.26) runs the compiler as a command: current NKI compiles inside the
+tracing call (sim.tracer). It takes the command line `nki.baremetal` runs (reference Corrections 2):
+`--internal-tensorizer-opt-level=nki` is required for a penguin.py (inferred: the flag is what tells
+the compiler its input is NKI-traced penguin IR), `--pipeline compile SaveTemps` and `--output`, and
+it reads the IR's weights folder next to penguin.py. Failures look like the real compiler's:
+`[NCC_E...]` diagnostics on log-prefixed ERROR lines, the `Diagnostic logs stored in ...` tail, exit
+code 70. Kernel constraint violations never reach it: as on a real host, they fail at trace time.
 """
 
 from __future__ import annotations
@@ -11,21 +15,16 @@ import argparse
 import os
 import platform as host_platform
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy
-
-from kernelsweep.neff import write_neff
 from kernelsweep.platforms import PLATFORMS
+from kernelsweep.sim.compile import diagnose, emulate_compile_time, write_sim_neff
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.ir import read_ir
-from kernelsweep.sim.model import compile_seconds
 
 TARGETS = ("inf2", "trn1", "trn1n", "trn2", "trn3")
 EXIT_COMPILE_FAILED = 70
-INJECTED = "injected by KERNELSWEEP_SIM_FAULTS"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--verbose")
     comp.add_argument("--pipeline", nargs="+")
     comp.add_argument("--disable-dge", action="store_true")
+    comp.add_argument("--internal-tensorizer-opt-level")
+    comp.add_argument("--disable-internal-io-dge", action="store_true")
     return parser
 
 
@@ -60,33 +61,24 @@ def _fail(message: str, logfile: Path) -> int:
 
 def compile_command(args: argparse.Namespace, config: SimConfig) -> int:
     logfile = Path(args.logfile)
-    if args.lnc == 2 and not args.target.startswith(("trn2", "trn3")):
-        return _fail(f"[NCC_EARG001] --lnc 2 is not supported for target {args.target}", logfile)
+    if args.internal_tensorizer_opt_level != "nki":
+        return _fail(
+            f"[NCC_EARG002] {args.model_file} is NKI-traced penguin IR: compile it with "
+            "--internal-tensorizer-opt-level=nki, as nki.baremetal does",
+            logfile,
+        )
     try:
         ir = read_ir(Path(args.model_file))
     except (OSError, ValueError) as exc:
         return _fail(f"[NCC_EARG002] cannot read model file: {exc}", logfile)
-    platform = PLATFORMS[ir["platform"]]
-    total_bytes = sum(t["bytes"] for t in ir["inputs"] + ir["outputs"])
-    if total_bytes > platform.hbm_bytes_per_chip:
-        return _fail("[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit", logfile)
-    if ir["kernel"] in config.faults.compile_errors:
-        return _fail(f"[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit ({INJECTED})", logfile)
-    time.sleep(compile_seconds(ir["flops"]) * config.time_scale)
-    lnc = args.lnc or platform.default_lnc
-    variables = {t["name"]: {"type": "input", "shape": t["shape"], "dtype": t["dtype"]} for t in ir["inputs"]}
-    variables |= {t["name"]: {"type": "output", "shape": t["shape"], "dtype": t["dtype"]} for t in ir["outputs"]}
-    version, factor = config.compiler_version, config.slowdown(ir["kernel"], ir["params"])
-    built = {**ir, "compiler_version": version} | ({"code_factor": factor} if factor != 1.0 else {})
-    write_neff(
-        Path(args.output),
-        name=ir["kernel"],
-        info={"tool_version": version, "num_tpb": lnc, "target": args.target, "is_simulation": True},
-        neff={"kernelsweep_sim": built},
-        variables=variables,
-        lnc_size=lnc,
-        build_version=version,
-    )
+    if not (Path(args.model_file).parent / "weights").is_dir():
+        return _fail(f"[NCC_EARG002] the weights folder of {args.model_file} is missing", logfile)
+    problem = diagnose(ir, args.target, args.lnc, config)
+    if problem:
+        return _fail(problem, logfile)
+    emulate_compile_time(ir, config)
+    lnc = args.lnc or PLATFORMS[ir["platform"]].default_lnc
+    write_sim_neff(Path(args.output), ir, args.target, lnc, [t["name"] for t in ir["outputs"]], config)
     print("Compiler status PASS")
     return 0
 
@@ -98,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"NeuronX Compiler version {version}")
         print(f"\nPython version {host_platform.python_version()}")
         print(f"HWM version {version}")
-        print(f"NumPy version {numpy.__version__}")
+        from importlib import metadata  # which numpy, without paying numpy's import for one line
+
+        print(f"NumPy version {metadata.version('numpy')}")
         return 0
     if args.command != "compile":
         _parser().print_usage(sys.stderr)

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from kernelsweep.sim import RUNTIME_VERSION
 from kernelsweep.sim.config import IMPORT_PATH_ENV
-from kernelsweep.sim.tracer import SIM_TRACER
+from kernelsweep.sim.tracer import SIM_TRACERS
 from kernelsweep.toolchain.resolve import Toolchain
 
 SIMULATED_INSTANCE = "simulated"
+# A stand-in is a short, single-threaded process: numpy's BLAS thread pools only cost start-up time.
+LEAN_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _MODULES = {
     "neuronx-cc": "kernelsweep.sim.neuronx_cc",
     "neuron-profile": "kernelsweep.sim.neuron_profile",
@@ -31,11 +33,16 @@ def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -
     # The stand-ins import the sweep's kernel definitions: they append this process's import path to
     # their own (never in front of it, as PYTHONPATH would).
     import_path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
-    sim_env = {"KERNELSWEEP_SIM_STATE": str(Path(state_dir).resolve()), IMPORT_PATH_ENV: import_path, **(env or {})}
+    sim_env = {
+        "KERNELSWEEP_SIM_STATE": str(Path(state_dir).resolve()),
+        IMPORT_PATH_ENV: import_path,
+        **LEAN_ENV,
+        **(env or {}),
+    }
     return Toolchain(
         kind="sim",
         commands=commands,
         env=sim_env,
-        tracers=(SIM_TRACER,),
-        fixed_versions={"runtime": RUNTIME_VERSION, "nki": None, "instance_type": SIMULATED_INSTANCE},
+        tracers=SIM_TRACERS,
+        fixed_versions={"runtime": RUNTIME_VERSION, "instance_type": SIMULATED_INSTANCE},
     )

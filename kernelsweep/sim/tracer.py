@@ -1,77 +1,139 @@
-"""The simulated toolchain's tracer: a data-only `penguin.py` for the simulated `neuronx-cc`.
+"""The simulated toolchain's tracers: the NKI generation named by KERNELSWEEP_SIM_NKI, run in the
+production trace worker like any real tracer.
 
-It checks the kernel's declared limits at trace time, in the NKI tracer's own words, because that
-is where a real host reports them (seed 004); the compiler never sees such a point.
+Both read the kernel's real source and run it on the simulated NKI language (sim.nki_trace), so a
+construct or a tile the emulated generation refuses fails here, at trace time, in NKI's words where
+they are known (seed 004's partition error). What they write is marked simulated:
+
+  sim-nki-frontend  NKI 0.2-0.6: traces AND compiles in one call, as nki.compiler.driver does; the
+                    NEFF's outputs are named as the caller's `output_names`, else output_0, ...
+  sim-penguin       legacy (neuronxcc.nki, SDK <= 2.26): penguin.py plus a weights folder, for the
+                    stand-in `neuronx-cc compile`
+
+The IR payload is a data literal (sim.ir) holding what the simulated compiler and profiler model:
+the definition's cost, and what the trace measured (DMA count, how evenly the programs shared the
+work at LNC=2).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from kernelsweep import names
 from kernelsweep.dtypes import itemsize
-from kernelsweep.errors import InvalidShapeError
-from kernelsweep.kernels import KernelDefinition, TensorInfo
+from kernelsweep.errors import CompileError, TraceError
+from kernelsweep.kernels import KernelSourceNotFound, load_kernel
 from kernelsweep.platforms import get_platform
-from kernelsweep.sim import COMPILER_VERSION
+from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
+from kernelsweep.sim.compile import diagnose, emulate_compile_time, write_sim_neff
+from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.ir import write_ir
-from kernelsweep.spec import Point
-from kernelsweep.toolchain.tracing import Tracer
+from kernelsweep.sim.nki_generations import Generation, get_generation
+from kernelsweep.sim.nki_tensor import NkiError
+from kernelsweep.sim.nki_trace import KernelSignatureError, trace_kernel
+from kernelsweep.toolchain.tracing import TensorSpec, TraceProducts, Tracer, TraceRequest
 
-NAME = "sim-penguin"
-NKI_PARTITION_ERROR = (  # the NKI tracer's own wording (seed 004)
-    "number of partitions {parts} exceed architecture limitation of {limit}. Info on how to fix: "
-    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/nki/api/nki.errors.html"
-    "#err-num-partition-exceed-arch-limit"
-)
+if TYPE_CHECKING:
+    from kernelsweep.kernels import KernelDefinition
+    from kernelsweep.spec import Point
+
+FRONTEND_NAME, PENGUIN_NAME = "sim-nki-frontend", "sim-penguin"
+SIM_IR = "simulated_bir.py"  # the frontend's artifact: the same data literal penguin.py holds
 
 
-def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> Path:
-    """Write the IR the simulated compiler reads; a kernel limit raises the NKI tracer's ValueError."""
-    _check_like_nki(point, definition)
-    cost = definition.cost(point.params, point.dtype)
-    payload = {
+def _load(legacy: bool) -> SimpleNamespace:
+    generation = get_generation(SimConfig.from_env().nki)
+    if generation.legacy != legacy:
+        wanted = "neuronxcc.nki (KERNELSWEEP_SIM_NKI=legacy)" if legacy else "the nki package (0.2-0.6)"
+        raise ImportError(f"the simulated host has NKI {generation.name}, not {wanted}")
+    version = f"neuronxcc.nki {COMPILER_VERSION}" if legacy else f"{generation.name}.0{SIM_VERSION_SUFFIX}"
+    return SimpleNamespace(generation=generation, variant="", nki_version=version)
+
+
+def payload(request: TraceRequest, generation: Generation, tracer: str) -> dict:
+    """Trace the kernel on the model (raising what the emulated tracer raises) and describe it."""
+    definition = load_kernel(request.kernel_ref)
+    try:
+        traced = trace_kernel(
+            request.nki_kernel, _specs(request.inputs), _specs(request.outputs), generation, request.lnc
+        )
+    except KernelSourceNotFound as exc:
+        raise TraceError(f"{tracer}: {exc}; check the definition's nki_kernel", error_class="KernelImport") from None
+    except KernelSignatureError as exc:
+        raise TraceError(f"{tracer}: {exc}", error_class="KernelSignature") from None
+    except NkiError as exc:
+        raise TraceError(f"{tracer}: NKI {generation.name}: {exc}", error_class="KernelConstraint") from None
+    cost = definition.cost(request.params, request.dtype)
+    return {
         "kernel": definition.name,
-        "kernel_ref": point.kernel_ref,
-        "params": point.params,
-        "dtype": point.dtype,
-        "platform": point.platform,
-        "lnc": point.lnc,
+        "kernel_ref": request.kernel_ref,
+        "params": request.params,
+        "dtype": request.dtype,
+        "platform": request.platform,
+        "lnc": request.lnc,
         "flops": cost.flops,
         "hbm_bytes": cost.hbm_bytes,
         "dma_transfers": cost.dma_transfers,
         "engine": cost.engine,
+        "parallelism": traced.parallelism,
+        "traced_dma_count": traced.dma_count,
+        "nki_generation": generation.name,
+        "nki_source_sha256": traced.source_sha256,
+        "unmodelled": list(traced.unmodelled),
+        "warnings": list(traced.warnings),
         "tracer_version": COMPILER_VERSION,
-        "inputs": _tensors(definition.input_infos(point.params, point.dtype)),
-        "outputs": _tensors(definition.output_infos(point.params, point.dtype)),
+        "inputs": _tensors(request.inputs),
+        "outputs": _tensors(request.outputs),
     }
-    ir_path = workdir / names.IR
-    write_ir(ir_path, payload)
-    return ir_path
 
 
-def _tensors(infos: list[TensorInfo]) -> list[dict]:
+def _specs(tensors: tuple[TensorSpec, ...]) -> list[tuple[str, tuple[int, ...], str]]:
+    return [(t.name, tuple(t.shape), t.dtype) for t in tensors]
+
+
+def _tensors(tensors: tuple[TensorSpec, ...]) -> list[dict]:
     return [
         {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": math.prod(t.shape) * itemsize(t.dtype)}
-        for t in infos
+        for t in tensors
     ]
 
 
-def _check_like_nki(point: Point, definition: KernelDefinition) -> None:
-    """A tile partition dimension over the architecture limit (the builtin kernels call it
-    `partition_size`) gets NKI's exact message; other violations keep the kernel's words."""
-    try:
-        definition.check(point.params, point.dtype)
-    except InvalidShapeError as exc:
-        limit = get_platform(point.platform).partition_limit
-        parts = point.params.get("partition_size", 0)
-        raise ValueError(NKI_PARTITION_ERROR.format(parts=parts, limit=limit) if parts > limit else str(exc)) from None
+def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
+    ir = payload(request, api.generation, FRONTEND_NAME)
+    folder = workdir / "ir"
+    folder.mkdir()
+    write_ir(folder / SIM_IR, ir)
+    config = SimConfig.from_env()
+    started = time.perf_counter()
+    problem = diagnose(ir, request.target, request.lnc, config)
+    if problem:  # the real API raises the compiler's diagnostic as an exception
+        raise CompileError(f"{FRONTEND_NAME}: {problem}", error_class="CompilerDiagnostic", stderr_tail=problem)
+    emulate_compile_time(ir, config)
+    neff = write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config)
+    return TraceProducts(folder, neff, time.perf_counter() - started)
 
 
-def _run(api: SimpleNamespace, point: Point, definition: KernelDefinition, workdir: Path) -> tuple[Path, None]:
-    return sim_trace(point, definition, workdir), None
+def _run_penguin(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
+    folder = workdir / "ir"
+    (folder / "weights").mkdir(parents=True)  # IRWriter's weights folder: the compiler reads it too
+    write_ir(folder / names.PENGUIN, payload(request, api.generation, PENGUIN_NAME))
+    (folder / "weights" / "README").write_text("SIMULATED: the simulated kernels have no constant weights.\n")
+    return TraceProducts(folder, None)
 
 
-SIM_TRACER = Tracer(NAME, load=SimpleNamespace, run=_run)
+SIM_FRONTEND = Tracer(FRONTEND_NAME, f"{__name__}:SIM_FRONTEND", lambda: _load(False), _run_frontend)
+SIM_PENGUIN = Tracer(PENGUIN_NAME, f"{__name__}:SIM_PENGUIN", lambda: _load(True), _run_penguin)
+SIM_TRACERS = (SIM_FRONTEND, SIM_PENGUIN)
+
+
+def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> Path:
+    """One point's IR payload, traced in this process at the configured generation: what the
+    calibration fits and its tests check, the same payload a sweep's simulated profiler models."""
+    request = TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
+    path = workdir / SIM_IR
+    write_ir(path, payload(request, get_generation(SimConfig.from_env().nki), FRONTEND_NAME))
+    return path

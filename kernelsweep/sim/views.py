@@ -33,6 +33,7 @@ def workload(ir: dict) -> Workload:
         output_bytes=sum(t["bytes"] for t in ir["outputs"]),
         dma_transfers=ir["dma_transfers"],
         engine=ir["engine"],
+        parallelism=ir.get("parallelism"),
         code_factor=ir.get("code_factor", 1.0),
     )
 

@@ -1,4 +1,8 @@
-"""`neuronx-cc`: compile a traced kernel to a NEFF, and report the compiler version."""
+"""`neuronx-cc`: compile a legacy-traced kernel (penguin.py) to a NEFF, and report the compiler version.
+
+Only the legacy route (SDK <= 2.26, `neuronxcc.nki` kernels) runs the compiler as a command; current
+NKI compiles inside the tracing call (kernelsweep.toolchain.nki_tracers).
+"""
 
 from __future__ import annotations
 
@@ -15,17 +19,21 @@ _VERSION = re.compile(r"NeuronX Compiler version\s+(\S+)")
 
 
 def compile_argv(toolchain: Toolchain, ir_file: str, target: str, lnc: int | None) -> list[str]:
-    """As in seed 000: `neuronx-cc compile --framework XLA penguin.py --target trn2 --lnc 2`."""
-    argv = toolchain.command("neuronx-cc") + ["compile", "--framework", "XLA", ir_file, "--target", target]
+    """As `nki.baremetal` runs it (reference Corrections 2), with seed 000's `--lnc` on trn2:
+    `neuronx-cc compile --framework XLA penguin.py --internal-tensorizer-opt-level=nki
+    --pipeline compile SaveTemps --target trn2 [--lnc 2] --output=file.neff`."""
+    argv = toolchain.command("neuronx-cc") + ["compile", "--framework", "XLA", ir_file]
+    argv += ["--internal-tensorizer-opt-level=nki", "--pipeline", "compile", "SaveTemps", "--target", target]
     if lnc is not None:  # only trn2/trn3 take --lnc; on trn1 it is an NCC_EARG001 error
         argv += ["--lnc", str(lnc)]
-    return argv
+    return argv + [f"--output={names.NEFF}"]
 
 
 def compile_ir(
     toolchain: Toolchain, ir_path: Path, workdir: Path, target: str, lnc: int | None, timeout_seconds: float
 ) -> Path:
-    """Compile in `workdir` and return the NEFF path; CompileError carries the tool's diagnostics."""
+    """Compile in `workdir` (penguin.py and its weights folder) and return the NEFF path; CompileError
+    carries the tool's diagnostics."""
     argv = compile_argv(toolchain, ir_path.name, target, lnc)
     result = run_tool(argv, cwd=workdir, env=toolchain.env, timeout_seconds=timeout_seconds)
     if result.timed_out or result.returncode != 0:

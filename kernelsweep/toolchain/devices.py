@@ -5,6 +5,11 @@ neuron-ls reports LOGICAL NeuronCores: `nc_count` and `neuroncore_ids` count cor
 ids run on across devices (device 1 of a trn2.48xlarge holds 4-7). `NEURON_RT_VISIBLE_CORES` takes
 those logical ids; logical core i is made of physical cores i*lnc .. i*lnc+lnc-1, which is what
 the per-physical-core lease locks (kernelsweep.locks) and AWS's own harness rely on.
+
+The grouping depends on the caller's NEURON_LOGICAL_NC_CONFIG, which DLAMI containers export
+globally, so neuron-ls runs under the LNC the sweep will capture at (as nki-library's harness does)
+and leases are built per LNC. A device another process holds (`neuron_processes`) is left out:
+every capture on it would only meet the runtime's busy error.
 """
 
 from __future__ import annotations
@@ -51,6 +56,28 @@ class DeviceInventory:
     @property
     def physical_core_map(self) -> dict[int, tuple[int, ...]]:
         return {logical: self.physical_cores(logical) for logical in self.logical_cores}
+
+    @property
+    def held(self) -> tuple[NeuronDevice, ...]:
+        """Devices another process holds."""
+        return tuple(d for d in self.devices if d.processes)
+
+    @property
+    def free_cores(self) -> list[int]:
+        """The logical cores a sweep may lease: those of devices no other process holds."""
+        held = {core for d in self.held for core in d.logical_cores}
+        return [core for core in self.logical_cores if core not in held]
+
+    def held_notice(self) -> str | None:
+        if not self.held:
+            return None
+        parts = [
+            f"device {d.index} (cores {','.join(map(str, d.logical_cores))}: "
+            + ", ".join(f"pid {p.pid} {p.command}".strip() for p in d.processes)
+            + ")"
+            for d in self.held
+        ]
+        return f"left out NeuronCores another process holds, at LNC={self.lnc}: {'; '.join(parts)}"
 
 
 def parse_neuron_ls(text: str, default_lnc: int = 1) -> DeviceInventory:
@@ -104,9 +131,13 @@ def _device(entry: Mapping[str, Any], default_lnc: int, next_id: int) -> NeuronD
     )
 
 
-def list_devices(toolchain: Toolchain, default_lnc: int = 1, timeout_seconds: float = 30) -> DeviceInventory:
+def list_devices(
+    toolchain: Toolchain, default_lnc: int = 1, lnc: int | None = None, timeout_seconds: float = 30
+) -> DeviceInventory:
+    """`neuron-ls -j` under NEURON_LOGICAL_NC_CONFIG=`lnc` (None: whatever this process exports)."""
     argv = toolchain.command("neuron-ls") + ["-j"]
-    result = run_tool(argv, env=toolchain.env, timeout_seconds=timeout_seconds)
+    env = {**toolchain.env, **({"NEURON_LOGICAL_NC_CONFIG": str(lnc)} if lnc is not None else {})}
+    result = run_tool(argv, env=env, timeout_seconds=timeout_seconds)
     if result.returncode != 0 or result.timed_out:
         raise DeviceListError(f"neuron-ls failed: {result.output.strip()[-200:]}", argv=argv, stderr_tail=result.output)
     try:

@@ -58,13 +58,21 @@ CAPTURE_RULES: Sequence[Rule] = (
     _rule(r"NRT_TIMEOUT", "Timeout", True),
     _NTFF_SKEW,
     _rule(r"NRT_UNSUPPORTED_NEFF_VERSION", "VersionSkew", False),
+    _rule(r"NEFF version: \S+, features: \S+ are not supported", "VersionSkew", False),  # aws-neuron-sdk#820
+    # A NEFF the runtime will not load (compiled for another target, another LNC): deterministic.
+    _rule(r"Failed to load NN: .*err: \d+", "NeffLoad", False),
     _rule(r"NRT_EXEC_BAD_INPUT|status\s*=\s*1002\b", "BadInput", False),
     _rule(r"NRT_EXEC_OOB|status\s*=\s*1006\b", "OutOfBounds", False),
 )
 
 VIEW_RULES: Sequence[Rule] = (_NTFF_SKEW,)
 
-TRACE_RULES: Sequence[Rule] = (_PARTITION_LIMIT, _NKI_DOCUMENTED_ERROR)
+TRACE_RULES: Sequence[Rule] = (
+    _PARTITION_LIMIT,
+    _NKI_DOCUMENTED_ERROR,
+    # A kernel using what its NKI generation removed (nl.par_dim, nl.load on 0.2): deterministic.
+    _rule(r"module '(?:neuronxcc\.)?nki\.\w+' has no attribute '\w+'", "NkiApiMissing", False),
+)
 
 _SUPPORT_TICKET = re.compile(r"\s+-\s+Please open a support ticket.*$")
 _LOG_PREFIX = re.compile(r"^.*?\[neuronx-cc\]:\s*")  # "2023-07-14T18:16:48Z ERROR 26345 [neuronx-cc]: "
@@ -172,18 +180,20 @@ def view_failure(result: ToolResult, tool: str) -> ExtractError:
     )
 
 
-def trace_failure(error: BaseException, tracer: str) -> KernelsweepError:
-    """An exception raised by an in-process tracer: always deterministic for the same kernel.
+def trace_failure(error: BaseException, tracer: str, details: str | None = None) -> KernelsweepError:
+    """An exception raised by a tracer (in the trace worker): always deterministic for the same kernel.
 
-    Tracers that also compile (nki_standalone, the nki frontend) raise the compiler's diagnostics
-    as exceptions; those are CompileErrors, so rows say which step really failed.
+    Tracers that also compile (the nki driver and frontend, nki_standalone) raise the compiler's
+    diagnostics as exceptions; those are CompileErrors, so rows say which step really failed.
+    `details` (the worker's traceback) is kept as the error's stderr tail.
     """
     text = f"{type(error).__name__}: {error}"
     first_line = " ".join(text.splitlines()[0].split())
+    tail = details or text
     found = match(TRACE_RULES, text)
     if found:
-        return TraceError(f"{tracer}: {first_line}", error_class=found[0].error_class, stderr_tail=text)
+        return TraceError(f"{tracer}: {first_line}", error_class=found[0].error_class, stderr_tail=tail)
     found = match(COMPILER_RULES, text)
     if found:
-        return CompileError(f"{tracer}: {found[1]}", error_class=found[0].error_class, stderr_tail=text)
-    return TraceError(f"{tracer}: {first_line}", stderr_tail=text)
+        return CompileError(f"{tracer}: {found[1]}", error_class=found[0].error_class, stderr_tail=tail)
+    return TraceError(f"{tracer}: {first_line}", stderr_tail=tail)

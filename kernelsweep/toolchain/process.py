@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -20,10 +22,25 @@ class ToolResult:
     stdout: str
     stderr: str
     timed_out: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)  # what the caller set for this run (not inherited)
 
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
+
+
+_recording: contextvars.ContextVar[list[ToolResult] | None] = contextvars.ContextVar("tool_runs", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[list[ToolResult]]:
+    """Every tool run in this context, in order: the smoke check shows the adapters' own runs."""
+    runs: list[ToolResult] = []
+    token = _recording.set(runs)
+    try:
+        yield runs
+    finally:
+        _recording.reset(token)
 
 
 def run_tool(
@@ -31,15 +48,17 @@ def run_tool(
     *,
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
+    unset: Sequence[str] = (),
     timeout_seconds: float,
 ) -> ToolResult:
     """Run argv to completion; never raises for a non-zero exit, callers classify the result.
 
     The tool gets its own session so a timeout can kill everything it spawned (compilers fork
-    workers), not just the direct child.
+    workers), not just the direct child. `unset` names variables the tool must not inherit from
+    this process (a value in `env` still wins).
     """
     argv = [str(a) for a in argv]
-    full_env = {**os.environ, **(env or {})}
+    full_env = {k: v for k, v in os.environ.items() if k not in unset} | dict(env or {})
     logger.debug("running %s", " ".join(argv))
     proc = subprocess.Popen(
         argv,
@@ -53,11 +72,15 @@ def run_tool(
     )
     try:
         stdout, stderr = proc.communicate(timeout=timeout_seconds)
+        result = ToolResult(argv, proc.returncode, stdout, stderr, env=dict(env or {}))
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         stdout, stderr = proc.communicate()
-        return ToolResult(argv, proc.returncode, stdout, stderr, timed_out=True)
-    return ToolResult(argv, proc.returncode, stdout, stderr)
+        result = ToolResult(argv, proc.returncode, stdout, stderr, timed_out=True, env=dict(env or {}))
+    runs = _recording.get()
+    if runs is not None:
+        runs.append(result)
+    return result
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,13 +1,17 @@
 """`neuron-profile` / `neuron-explorer`: capture a NEFF on an exclusive core, then view it.
 
 Both executables take the same `capture` interface (neuron-explorer replaced neuron-profile in SDK
-2.30); `view` adds Parquet output on neuron-explorer, and full JSON output ends after 2.33.
+2.30). `--profile-nth-exec=M` profiles EVERY Mth execution (reference Corrections 4), so captures run
+`--num-exec=N --profile-nth-exec=N` by default, as AWS's harness does: one NTFF, of the last
+execution. The default view is `summary-json` on stdout, which both tools support; Explorer's full
+JSON is legacy with an undocumented layout, and its Parquet view needs `--ingest-only` or it starts
+the UI servers and does not return.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,29 +21,36 @@ from kernelsweep.toolchain.failures import capture_failure, view_failure
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 
+# The runtime's older name for the LNC (still in SDK examples): an inherited value would override
+# the NEURON_LOGICAL_NC_CONFIG each capture sets.
+CAPTURE_UNSET = ("NEURON_RT_VIRTUAL_CORE_SIZE",)
 SESSION_NAME = names.NTFF
 PROFILE_JSON_NAME = "profile.json"
 # What `view` writes in the work folder for each format (summary-json goes to stdout; we save it).
 PROFILE_OUTPUTS = {"json": PROFILE_JSON_NAME, "summary-json": "profile_summary.json", "parquet": "profile_parquet"}
-LAST_FULL_JSON_RELEASE = (2, 33)  # the last SDK whose Explorer writes the full JSON profile
+EXPLORER_DATA = "explorer-data"  # a scratch --data-path per view, so concurrent views share nothing
 _SAVED_OUTPUT = re.compile(r'saved output "([^"]+)" as "([^"]+)"')
-# `neuron-profile 2.19.0.0%kaena-tools/2.19@c48a122 built on 2024-08-02T17:21:14Z` (aws-neuron-sdk#1007)
+# `neuron-profile 2.19.0.0%kaena-tools/2.19@c48a122 built on 2024-08-02T17:21:14Z` (aws-neuron-sdk#1007);
+# `neuron-explorer --version` prints an undocumented format: the first dotted version anywhere counts.
 _VERSION = re.compile(r"neuron-(?:profile|explorer)\s+v?(\d+(?:\.\d+)+(?:\+[\w.]+)?)")
+_ANY_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)+(?:\+[\w.]+)?)")
 
 
 @dataclass(frozen=True)
 class CaptureOutput:
-    ntff: Path  # the profiled execution's trace
-    outputs: dict[str, Path]
+    ntff: Path  # the last profiled execution's trace: the one a row reports
+    outputs: dict[str, Path]  # as the runtime saved them, by the NEFF's output names
+    ntffs: tuple[Path, ...] = ()  # every NTFF the capture wrote
 
 
 def expected_ntff_names(num_exec: int, profile_nth_exec: int | None) -> list[str]:
-    """The NTFF files capture writes, predicted up front so a silent miss is caught."""
-    if num_exec == 1:
-        return [SESSION_NAME]
-    if profile_nth_exec is not None:
-        return [f"profile_exec_{profile_nth_exec}.ntff"]
-    return [SESSION_NAME] + [f"profile_exec_{i}.ntff" for i in range(2, num_exec + 1)]
+    """The NTFFs a capture writes, predicted up front so a silent miss is caught: every Mth execution
+    (M = profile_nth_exec, default num_exec), `profile.ntff` for execution 1 and
+    `profile_exec_<i>.ntff` for execution i > 1 (nki-samples: N=20, M=10 -> exec_10, exec_20)."""
+    nth = num_exec if profile_nth_exec is None else profile_nth_exec
+    if not 1 <= nth <= num_exec:
+        raise ValueError(f"profile_nth_exec={nth} must be between 1 and num_exec={num_exec}")
+    return [SESSION_NAME if i == 1 else f"profile_exec_{i}.ntff" for i in range(nth, num_exec + 1, nth)]
 
 
 def capture_argv(
@@ -53,9 +64,8 @@ def capture_argv(
     check_output_determinism: bool = False,
 ) -> list[str]:
     argv = toolchain.command(toolchain.profiler) + ["capture", "-n", neff, "-s", SESSION_NAME]
-    argv.append(f"--num-exec={num_exec}")
-    if profile_nth_exec is not None and num_exec > 1:
-        argv.append(f"--profile-nth-exec={profile_nth_exec}")
+    nth = num_exec if profile_nth_exec is None else profile_nth_exec
+    argv += [f"--num-exec={num_exec}", f"--profile-nth-exec={nth}"]
     if check_output_determinism:
         argv.append("--check-output-determinism")
     if save_output:
@@ -87,7 +97,7 @@ def capture(
         check_output_determinism=check_output_determinism,
     )
     env = {**toolchain.env, "NEURON_RT_VISIBLE_CORES": visible_cores, "NEURON_LOGICAL_NC_CONFIG": str(lnc)}
-    result = run_tool(argv, cwd=workdir, env=env, timeout_seconds=timeout_seconds)
+    result = run_tool(argv, cwd=workdir, env=env, unset=CAPTURE_UNSET, timeout_seconds=timeout_seconds)
     if result.timed_out or result.returncode != 0:
         raise capture_failure(result, toolchain.profiler)
     expected = expected_ntff_names(num_exec, profile_nth_exec)
@@ -100,24 +110,30 @@ def capture(
             stderr_tail=result.output,
         )
     outputs = {name: workdir / file for name, file in _SAVED_OUTPUT.findall(result.stdout)}
-    return CaptureOutput(ntff=workdir / expected[-1], outputs=outputs)
+    return CaptureOutput(ntff=workdir / expected[-1], outputs=outputs, ntffs=tuple(workdir / n for n in expected))
 
 
-def view_argv(toolchain: Toolchain, neff: str, ntff: str, profile_format: str = "json") -> list[str]:
-    """As in seed 000: `view -n file.neff -s profile.ntff --output-format=json --output-file=profile.json`.
-
-    summary-json is printed to stdout (reference section 5); json and parquet name their output.
-    """
+def view_argv(toolchain: Toolchain, neff: str, ntff: str, profile_format: str = "summary-json") -> list[str]:
+    """`view -n file.neff -s profile.ntff --output-format=summary-json` (stdout); json and parquet
+    name their output (seed 000's `--output-file=profile.json`); Explorer's Parquet view runs as
+    AWS's harness runs it, `--ingest-only`, with a scratch `--data-path`."""
     if profile_format not in PROFILE_OUTPUTS:
         raise ValueError(f"unknown profile format {profile_format!r}; expected one of {sorted(PROFILE_OUTPUTS)}")
     argv = toolchain.command(toolchain.profiler) + ["view", "-n", neff, "-s", ntff, f"--output-format={profile_format}"]
     if profile_format != "summary-json":
         argv.append(f"--output-file={PROFILE_OUTPUTS[profile_format]}")
+    if profile_format == "parquet" and toolchain.profiler == "neuron-explorer":
+        argv += ["--ingest-only", f"--data-path={EXPLORER_DATA}"]
     return argv
 
 
 def view(
-    toolchain: Toolchain, neff: Path, ntff: Path, workdir: Path, timeout_seconds: float, profile_format: str = "json"
+    toolchain: Toolchain,
+    neff: Path,
+    ntff: Path,
+    workdir: Path,
+    timeout_seconds: float,
+    profile_format: str = "summary-json",
 ) -> Path:
     """Write the profile in `profile_format` under `workdir` and return its path (a folder for parquet)."""
     argv = view_argv(toolchain, str(neff), str(ntff), profile_format)
@@ -126,8 +142,9 @@ def view(
         raise view_failure(result, toolchain.profiler)
     profile = workdir / PROFILE_OUTPUTS[profile_format]
     if profile_format == "summary-json":
-        profile.write_text(result.stdout)
-    elif profile_format == "parquet" and not (profile / "Summary.parquet").is_file():
+        start = result.stdout.find("{")  # log lines may come first; the record is the JSON object
+        profile.write_text(result.stdout[start:] if start >= 0 else result.stdout)
+    elif profile_format == "parquet" and summary_table(profile) is None:
         raise ExtractError(
             f"{toolchain.profiler} view wrote no {profile.name}/Summary.parquet",
             error_class="MissingOutput",
@@ -144,21 +161,37 @@ def view(
     return profile
 
 
+def outputs_by_kernel_name(
+    saved: Mapping[str, Path], neff_outputs: Sequence[str], kernel_outputs: Sequence[str]
+) -> dict[str, Path]:
+    """The runtime saves outputs under the NEFF's names, which can still be output_0, ... even with
+    output_names passed (nki-library renames them back too): where a kernel output's name was not
+    saved, take the file of the NEFF output in the same position (sg00/def.json order)."""
+    found = {name: saved[name] for name in kernel_outputs if name in saved}
+    if len(neff_outputs) == len(kernel_outputs):
+        for kernel_name, neff_name in zip(kernel_outputs, neff_outputs, strict=True):
+            if kernel_name not in found and neff_name in saved:
+                found[kernel_name] = saved[neff_name]
+    return found | {name: path for name, path in saved.items() if name not in found and name not in neff_outputs}
+
+
+def summary_table(folder: Path) -> Path | None:
+    """Summary.parquet, or the first part of a table Explorer split (`Summary_0.parquet`)."""
+    for candidate in (folder / "Summary.parquet", folder / "Summary_0.parquet"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def default_profile_format(profiler_tool: str, profiler_version: str | None) -> str:
-    """Full JSON where it is still written; Parquet on Explorers newer than its last JSON release."""
-    release = _release(profiler_version)
-    if profiler_tool == "neuron-explorer" and release is not None and release > LAST_FULL_JSON_RELEASE:
-        return "parquet"
-    return "json"
-
-
-def _release(version: str | None) -> tuple[int, int] | None:
-    match = re.match(r"(\d+)\.(\d+)", version or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    """summary-json for both tools and every version, known or not: it is the one format both
+    document for automation (full JSON is legacy on Explorer; Parquet needs neuron-explorer)."""
+    return "summary-json"
 
 
 def parse_profiler_version(output: str) -> str | None:
-    match = _VERSION.search(output)
+    """`neuron-profile 2.19.0.0%...`; else the first dotted version in the output; else None."""
+    match = _VERSION.search(output) or _ANY_VERSION.search(output)
     return match.group(1) if match else None
 
 

@@ -1,303 +1,264 @@
-"""Tracing a kernel to what the compiler takes: the step before `neuronx-cc compile`.
+"""Tracing a kernel: the step that turns an NKI kernel into the IR a compiler takes, and on current
+SDKs into the NEFF itself.
 
-NKI's tracing API moved three times (reference section 0/1), so there is one thin adapter per
-generation, tried newest first, and the first whose imports succeed is used:
+NKI's tracing APIs are semi-internal and changed twice in 2026 (reference Corrections 1), so a
+toolchain carries several `Tracer`s, one per API generation, and the first whose API loads AND
+whose signatures fit (probed with `inspect.signature`, never by import success alone) is used. Like
+AWS's own harness, tracing and compiling never run in the sweep's process: each point is traced in
+a spawned worker process (kernelsweep.toolchain.trace_worker) with a timeout, so one compiler crash
+or hang costs one point, process-global tracer state is never shared between points, and importing
+the SDK never touches the runtime the sweep's captures use. The caller bounds the workers with the
+compile slots.
 
-  nki.compiler.frontend     (SDK 2.27+, NKI 0.x)  TracerFrontend -> CompiledKernel.from_frontend:
-                            traces AND compiles in-process; TraceOutput.neff_path is set
-  neuronxcc.nki_standalone  (2026-02)             _compile_nki_ir_to_tensorizer_ir + _write_tensorizer_ir
-                            -> penguin.py for `neuronx-cc compile`
-  legacy-penguin            (<= 2.26, seed 000)   KLIR TraceKernel + penguin IRBuilder/IRWriter -> penguin.py
-
-Each adapter's imports live in its own `_load_*` function, so a host only ever imports the
-generation it has, and tests replace them with stand-in modules. These are private NKI internals
-no public code fully confirms; each call mirrors the one working example cited at the adapter.
-A toolchain carries the tracers it offers (`Toolchain.tracers`): `TRACERS` for the real SDK, the
-simulator's own (`kernelsweep.sim.tracer`) for the simulated toolchain.
+Tracers are handed to the worker by import reference (`Tracer.ref`); the real ones live in
+kernelsweep.toolchain.nki_tracers, the simulator's in kernelsweep.sim.tracer.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
+import json
+import sys
 import tarfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from kernelsweep import names
-from kernelsweep.dtypes import numpy_dtype
-from kernelsweep.errors import KernelsweepError, TraceError
-from kernelsweep.kernels import KernelDefinition
-from kernelsweep.platforms import get_platform
-from kernelsweep.spec import Point
-from kernelsweep.toolchain.failures import trace_failure
-from kernelsweep.toolchain.versions import SDK_PACKAGES, package_version
+from kernelsweep.errors import CompileError, KernelsweepError, TraceError
+from kernelsweep.toolchain.process import run_tool
 
 if TYPE_CHECKING:
+    from kernelsweep.kernels import KernelDefinition
+    from kernelsweep.spec import Point
     from kernelsweep.toolchain.resolve import Toolchain
 
+WORKER = "kernelsweep.toolchain.trace_worker"
+JOB_FILE, RESULT_FILE = "trace-job.json", "trace-result.json"
+PROBE_TIMEOUT_SECONDS = 120.0
+# Removed from the worker's environment: the compile workers of awslabs/nki-autotune drop it too, so
+# that importing the SDK cannot claim the NeuronCores a concurrent capture holds.
+WORKER_UNSET = ("NEURON_RT_VISIBLE_CORES",)
+
 
 @dataclass(frozen=True)
-class TraceOutput:
-    ir_path: Path
-    tracer: str
-    neff_path: Path | None = None  # set when the tracing API compiled too: no `neuronx-cc compile` needed
-
-
-@dataclass(frozen=True)
-class TensorStub:
-    """The output description nki_standalone takes (a duck type: shape, dtype, name)."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
+class TensorSpec:
     name: str
+    shape: tuple[int, ...]
+    dtype: str
 
 
 @dataclass(frozen=True)
 class TraceRequest:
-    kernel: Any  # the NKI kernel object named by KernelDefinition.nki_kernel
-    inputs: dict[str, np.ndarray]  # named as the kernel's parameters and the NEFF's inputs
-    outputs: list[TensorStub]
-    target: str
+    """Everything a tracer needs for one point, as plain data the worker rebuilds the kernel from."""
+
+    kernel_ref: str  # the KernelDefinition, module:attribute
+    nki_kernel: str  # the NKI kernel function, module:attribute
+    params: dict[str, int]
+    dtype: str
+    platform: str
+    target: str  # the compiler target (trn1, inf2, trn2)
     lnc: int
+    seed: int
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    # What the adapter passes as the API's `output_names`; without them a frontend NEFF names its
+    # outputs output_0, output_1, ... (reference Corrections 1). Production always passes them.
+    output_names: tuple[str, ...] | None
+
+    @classmethod
+    def for_point(cls, point: Point, definition: KernelDefinition, target: str) -> TraceRequest:
+        outputs = tuple(
+            TensorSpec(t.name, t.shape, t.dtype) for t in definition.output_infos(point.params, point.dtype)
+        )
+        return cls(
+            kernel_ref=point.kernel_ref,
+            nki_kernel=definition.nki_kernel,
+            params=dict(point.params),
+            dtype=point.dtype,
+            platform=point.platform,
+            target=target,
+            lnc=point.lnc,
+            seed=point.seed,
+            inputs=tuple(
+                TensorSpec(t.name, t.shape, t.dtype) for t in definition.input_infos(point.params, point.dtype)
+            ),
+            outputs=outputs,
+            output_names=tuple(t.name for t in outputs),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TraceRequest:
+        def specs(items: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
+            return tuple(TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in items)
+
+        names = data["output_names"]
+        return cls(
+            **{
+                k: data[k] for k in ("kernel_ref", "nki_kernel", "params", "dtype", "platform", "target", "lnc", "seed")
+            },
+            inputs=specs(data["inputs"]),
+            outputs=specs(data["outputs"]),
+            output_names=None if names is None else tuple(names),
+        )
 
 
-IrAndNeff = tuple[Path, Path | None]
-TraceRun = Callable[[SimpleNamespace, Point, KernelDefinition, Path], IrAndNeff]
+@dataclass(frozen=True)
+class TraceProducts:
+    """What a tracer's run leaves in its work folder (inside the worker)."""
+
+    ir_dir: Path  # everything the tracer wrote for the compiler or as artifacts; stored as one tar
+    neff: Path | None  # set when the API compiled too
+    compile_seconds: float | None = None
 
 
 @dataclass(frozen=True)
 class Tracer:
     name: str
-    load: Callable[[], SimpleNamespace]  # imports this generation's API; raises if absent
-    run: TraceRun  # (api, point, definition, workdir) -> (IR, NEFF or None)
+    ref: str  # "module:attribute" the worker imports this Tracer by
+    load: Callable[[], SimpleNamespace]  # imports the API and probes its signatures; raises if absent or unfit
+    run: Callable[[SimpleNamespace, TraceRequest, Path], TraceProducts]
+    best_effort: bool = False  # no public code confirms this API: results are a best effort
 
 
-def _nki_request(adapter: Callable[[SimpleNamespace, TraceRequest, Path], IrAndNeff]) -> TraceRun:
-    """An adapter of the real NKI APIs, fed the kernel object and its inputs built for the point."""
+@dataclass(frozen=True)
+class TracerStatus:
+    """One tracer as the worker found it on this host."""
 
-    def run(api: SimpleNamespace, point: Point, definition: KernelDefinition, workdir: Path) -> IrAndNeff:
-        request = TraceRequest(
-            kernel=_load_nki_kernel(definition.nki_kernel),
-            inputs=definition.build_inputs(point.params, point.dtype, point.seed),
-            outputs=[
-                TensorStub(t.shape, numpy_dtype(t.dtype), t.name)
-                for t in definition.output_infos(point.params, point.dtype)
-            ],
-            target=get_platform(point.platform).compiler_target,
-            lnc=point.lnc,
-        )
-        return adapter(api, request, workdir)
+    name: str
+    available: bool
+    variant: str = ""  # which signature variant fits, "" for the documented one
+    nki_version: str | None = None
+    reason: str = ""  # why it is unavailable
+    best_effort: bool = False
+    signatures: str = ""  # the probed API's signatures, for a bug report
 
-    return run
-
-
-# ---------------------------------------------------------------------------------------------
-# nki.compiler.frontend: the path @nki.jit itself takes (recipe verified on NKI 0.6.0)
-# ---------------------------------------------------------------------------------------------
+    @property
+    def tracer_id(self) -> str:
+        """What rows and cache keys record: the tracer and, if not the documented one, its variant."""
+        return f"{self.name}/{self.variant}" if self.variant else self.name
 
 
-def _load_frontend() -> SimpleNamespace:
-    from nki._backends.context import nki_ir_context
-    from nki.compiler.frontend import TracerFrontend
-    from nki.compiler.ncc_driver import CompiledKernel, CompileOptions
+@dataclass(frozen=True)
+class TracerProbe:
+    statuses: tuple[TracerStatus, ...]
+    # Whether the worker, having imported the SDK, showed up as a NeuronCore holder in `neuron-ls`
+    # (None: not asked). nki-autotune keeps the visible cores from its compile workers, as if it could.
+    holds_device: bool | None = None
 
-    return SimpleNamespace(
-        nki_ir_context=nki_ir_context,
-        TracerFrontend=TracerFrontend,
-        CompileOptions=CompileOptions,
-        CompiledKernel=CompiledKernel,
+    @property
+    def selected(self) -> TracerStatus | None:
+        return next((s for s in self.statuses if s.available), None)
+
+    def describe_failures(self) -> str:
+        return "; ".join(f"{s.name} ({s.reason})" for s in self.statuses)
+
+
+@dataclass(frozen=True)
+class TraceOutput:
+    ir_path: Path  # the IR folder as one reproducible tar
+    tracer: str  # tracer id
+    nki_version: str | None
+    neff_path: Path | None = None
+    trace_seconds: float = 0.0
+    compile_seconds: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def probe(
+    toolchain: Toolchain, timeout_seconds: float = PROBE_TIMEOUT_SECONDS, check_runtime_at_lnc: int | None = None
+) -> TracerProbe:
+    """Ask a worker which of the toolchain's tracers this host can run (no kernel is traced); with
+    `check_runtime_at_lnc`, also whether importing them made the worker hold a device (neuron-ls
+    run at that LNC, as every listing is)."""
+    job: dict[str, Any] = {"mode": "probe"}
+    if check_runtime_at_lnc is not None and "neuron-ls" in toolchain.commands:
+        job["neuron_ls"] = toolchain.command("neuron-ls") + ["-j"]
+        job["neuron_ls_env"] = {"NEURON_LOGICAL_NC_CONFIG": str(check_runtime_at_lnc)}
+    import tempfile  # deferred: the trace worker imports this module and never probes
+
+    with tempfile.TemporaryDirectory(prefix="kernelsweep-probe-") as tmp:
+        result = _run_worker(toolchain, Path(tmp), job, timeout_seconds, "probing tracers")
+    return TracerProbe(tuple(TracerStatus(**s) for s in result["statuses"]), result.get("holds_device"))
+
+
+def trace(
+    toolchain: Toolchain, request: TraceRequest, workdir: Path, *, tracer: str | None, timeout_seconds: float
+) -> TraceOutput:
+    """Trace (and, where the API does, compile) one point in a worker; `tracer` pins the probed choice."""
+    job = {"mode": "trace", "tracer": tracer, "request": request.as_json()}
+    env = {"NEURON_PLATFORM_TARGET_OVERRIDE": request.target}  # NKI 0.3+ takes the target from here
+    result = _run_worker(toolchain, workdir, job, timeout_seconds, f"tracing {request.nki_kernel}", env)
+    return TraceOutput(
+        ir_path=workdir / result["ir"],
+        tracer=result["tracer"],
+        nki_version=result["nki_version"],
+        neff_path=workdir / result["neff"] if result["neff"] else None,
+        trace_seconds=result["trace_seconds"],
+        compile_seconds=result["compile_seconds"],
+        notes=tuple(result.get("notes", ())),
     )
 
 
-def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> tuple[Path, Path | None]:
-    """nki_ir_context -> TracerFrontend().compile -> CompiledKernel.from_frontend, as in the public
-    NKI 0.6.0 export recipe; the CompiledKernel step runs neuronx-cc, so this also yields the NEFF."""
-    artifacts = workdir / "nki_artifacts"  # neuronx-cc refuses a non-empty artifacts dir (NCC_IDRV077)
-    artifacts.mkdir()
-    neff = workdir / names.NEFF
-    arguments = _bind(request.kernel, request.inputs)
-    with api.nki_ir_context() as ctx:
-        result = api.TracerFrontend().compile(
-            ctx,
-            request.kernel,
-            inputs=arguments,
-            target=request.target,
-            lnc=request.lnc,
-            artifacts_dir=str(artifacts),
-        )
-        options = api.CompileOptions(
-            target=request.target, lnc=request.lnc, output_path=str(neff), artifacts_dir=str(artifacts)
-        )
-        api.CompiledKernel.from_frontend(result, options)
-    _require(neff, "CompiledKernel.from_frontend")
-    return _pack(artifacts, workdir / "nki_artifacts.tar"), neff
-
-
-def _bind(kernel: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Inputs in the kernel's parameter order, checked against its signature by name."""
-    func = getattr(kernel, "func", kernel)  # @nki.jit objects keep the Python function in .func
-    try:
-        return dict(inspect.signature(func).bind(**inputs).arguments)
-    except TypeError as exc:
+def _run_worker(
+    toolchain: Toolchain,
+    workdir: Path,
+    job: dict[str, Any],
+    timeout_seconds: float,
+    what: str,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    job = {**job, "tracers": [t.ref for t in toolchain.tracers], "sys_path": [p for p in sys.path if p]}
+    (workdir / JOB_FILE).write_text(json.dumps(job))
+    argv = [sys.executable, "-P", "-m", WORKER, str(workdir / JOB_FILE)]
+    result = run_tool(
+        argv,
+        cwd=workdir,
+        env={**toolchain.env, **(env or {})},
+        unset=WORKER_UNSET,
+        timeout_seconds=timeout_seconds,
+    )
+    if result.timed_out:
         raise TraceError(
-            f"NKI kernel {getattr(func, '__name__', func)}{inspect.signature(func)} does not take the "
-            f"definition's inputs {sorted(inputs)}: {exc}",
-            error_class="KernelSignature",
-        ) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# neuronxcc.nki_standalone: trace only, as nki-library's test harness does (trace_kernel_only)
-# ---------------------------------------------------------------------------------------------
-
-
-def _load_standalone() -> SimpleNamespace:
-    from neuronxcc.nki_standalone import NKI_IR_VERSION, _compile_nki_ir_to_tensorizer_ir, _write_tensorizer_ir
-
-    return SimpleNamespace(
-        NKI_IR_VERSION=NKI_IR_VERSION, to_tensorizer_ir=_compile_nki_ir_to_tensorizer_ir, write=_write_tensorizer_ir
-    )
-
-
-def _run_standalone(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> tuple[Path, Path | None]:
-    """Positional arguments exactly as aws-neuron/nki-library's `trace_kernel_only` passes them.
-
-    That `_write_tensorizer_ir` writes `penguin.py` is inferred (the legacy NumpyKernel's
-    write_tensorizer_ir does); if it writes anything else, the TraceError lists what it wrote.
-    """
-    ir_dir = workdir / "tensorizer_ir"
-    ir_dir.mkdir()
-    ir_module, _ = api.to_tensorizer_ir(
-        request.kernel,
-        request.target,
-        request.lnc,
-        dict(request.inputs),
-        list(request.outputs),
-        api.NKI_IR_VERSION.beta2,
-    )
-    api.write(ir_module, str(ir_dir))
-    return _require(ir_dir / names.IR, "_write_tensorizer_ir"), None
-
-
-# ---------------------------------------------------------------------------------------------
-# Legacy KLIR + penguin (SDK <= 2.26), exactly the steps of seed 000
-# ---------------------------------------------------------------------------------------------
-
-LEGACY_TRACE_KERNEL_MODULES = (
-    "nki.compiler.backends.neuron.TraceKernel",  # as seed 000 imports it
-    "neuronxcc.nki.compiler.backends.neuron.TraceKernel",  # where seed 004's traceback shows it
-)
-
-
-def _load_legacy() -> SimpleNamespace:
-    from neuronxcc.starfish.penguin.ir.IRBuilder import IRBuilder
-    from neuronxcc.starfish.penguin.ir.IRWriter import IRWriter
-
-    return SimpleNamespace(
-        TraceKernel=_first_attribute(LEGACY_TRACE_KERNEL_MODULES, "TraceKernel"), IRBuilder=IRBuilder, IRWriter=IRWriter
-    )
-
-
-def _first_attribute(modules: tuple[str, ...], attribute: str) -> Any:
-    errors = []
-    for name in modules:
-        try:
-            return getattr(importlib.import_module(name), attribute)
-        except (ImportError, AttributeError) as exc:
-            errors.append(f"{name}: {exc}")
-    raise ImportError("; ".join(errors))
-
-
-def _run_legacy(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> tuple[Path, Path | None]:
-    builder = api.IRBuilder()
-    for name, array in request.inputs.items():
-        builder.tensor(shape=array.shape, dtype=array.dtype, name=name)
-    traced = api.TraceKernel.trace(func=request.kernel, platform_target=request.target)
-    traced[request.lnc](**request.inputs)
-    weights = workdir / "weights"
-    weights.mkdir()
-    penguin = workdir / names.IR
-    with open(penguin, "w") as handle:
-        api.IRWriter.run(cu=builder.cu, output=handle, save_weights=True, weights_dir=str(weights))
-    return _require(penguin, "IRWriter.run"), None
-
-
-# ---------------------------------------------------------------------------------------------
-# Selection
-# ---------------------------------------------------------------------------------------------
-
-TRACERS: tuple[Tracer, ...] = (
-    Tracer("nki.compiler.frontend", _load_frontend, _nki_request(_run_frontend)),
-    Tracer("neuronxcc.nki_standalone", _load_standalone, _nki_request(_run_standalone)),
-    Tracer("legacy-penguin", _load_legacy, _nki_request(_run_legacy)),
-)
-
-
-def probe_tracers(tracers: tuple[Tracer, ...] = TRACERS) -> list[tuple[Tracer, SimpleNamespace | None, str]]:
-    """Each tracer with its loaded API (None when unavailable) and why it is unavailable."""
-    found: list[tuple[Tracer, SimpleNamespace | None, str]] = []
-    for tracer in tracers:
-        try:
-            found.append((tracer, tracer.load(), ""))
-        except Exception as exc:  # placeholder wheels raise at import: any failure means absent
-            found.append((tracer, None, f"{type(exc).__name__}: {' '.join(str(exc).split())}"))
-    return found
-
-
-def select_tracer(tracers: tuple[Tracer, ...] = TRACERS) -> tuple[Tracer, SimpleNamespace]:
-    probed = probe_tracers(tracers)
-    for tracer, api, _ in probed:
-        if api is not None:
-            return tracer, api
-    tried = "; ".join(f"{tracer.name} ({reason})" for tracer, _, reason in probed)
-    installed = ", ".join(package_version(name).describe() for name in SDK_PACKAGES)
-    raise TraceError(
-        f"no NKI tracing API is importable (tried {tried}); installed: {installed}. Install the Neuron SDK "
-        "from https://pip.repos.neuron.amazonaws.com (kernelsweep doctor shows details) or use --toolchain sim",
-        error_class="TracerUnavailable",
-    )
-
-
-def trace(toolchain: Toolchain, point: Point, definition: KernelDefinition, workdir: Path) -> TraceOutput:
-    """Trace with the first of the toolchain's tracers whose API is importable on this host."""
-    tracer, api = select_tracer(toolchain.tracers)
-    try:
-        ir_path, neff_path = tracer.run(api, point, definition, workdir)
-    except KernelsweepError:
-        raise
-    except Exception as exc:  # the tracer's own errors, classified once, here
-        raise trace_failure(exc, tracer.name) from exc
-    return TraceOutput(ir_path=ir_path, tracer=tracer.name, neff_path=neff_path)
-
-
-def _load_nki_kernel(ref: str) -> Any:
-    module_name, _, attribute = ref.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
+            f"{what} timed out after {timeout_seconds:g} s", error_class="Timeout", retryable=True, argv=argv,
+            stderr_tail=result.output,
+        )  # fmt: skip
+    answer = workdir / RESULT_FILE
+    if not answer.is_file():
+        lines = [line for line in result.output.splitlines() if line.strip()]
         raise TraceError(
-            f"cannot import the NKI kernel {ref!r} ({type(exc).__name__}: {exc}); check the definition's nki_kernel",
-            error_class="KernelImport",
-        ) from None
-
-
-def _require(path: Path, producer: str) -> Path:
-    if not path.is_file():
-        written = sorted(p.name for p in path.parent.iterdir()) if path.parent.is_dir() else []
-        raise TraceError(
-            f"{producer} wrote no {path.name} in {path.parent} (found: {', '.join(written) or 'nothing'})",
-            error_class="MissingOutput",
+            f"{what}: the trace worker died (exit {result.returncode}): {lines[-1] if lines else 'no output'}",
+            error_class="TracerCrash",
+            argv=argv,
+            returncode=result.returncode,
+            stderr_tail=result.output,
         )
-    return path
+    data = json.loads(answer.read_text())
+    if "error" in data:
+        raise _rebuild(data["error"], argv)
+    return data
 
 
-def _pack(folder: Path, archive: Path) -> Path:
+_ERROR_TYPES: dict[str, type[KernelsweepError]] = {"TraceError": TraceError, "CompileError": CompileError}
+
+
+def _rebuild(error: Mapping[str, Any], argv: list[str]) -> KernelsweepError:
+    """The worker's error, as the error type the stage reports (a tracer that compiles can fail compiling)."""
+    error_type = _ERROR_TYPES.get(error["type"], TraceError)
+    return error_type(
+        error["message"],
+        retryable=error["retryable"],
+        error_class=error["error_class"],
+        argv=argv,
+        stderr_tail=error.get("stderr_tail"),
+    )
+
+
+def pack(folder: Path, archive: Path) -> Path:
     """One reproducible file for the artifact store: sorted names, no times or owners."""
 
     def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -308,3 +269,11 @@ def _pack(folder: Path, archive: Path) -> Path:
         for path in sorted(folder.rglob("*")):
             tar.add(path, arcname=str(path.relative_to(folder)), recursive=False, filter=normalise)
     return archive
+
+
+def unpack(archive: Path, folder: Path) -> Path:
+    """The IR folder back from its tar (the compile stage's input)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, filter="data")
+    return folder

@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import cast
 
+from kernelsweep.toolchain import tracing
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.profiler import profiler_version
@@ -59,6 +60,7 @@ class ToolVersions:
     nki: str | None
     profiler_tool: str | None
     instance_type: str | None = None
+    tracer: str | None = None  # the tracer id the worker probe chose (kernelsweep.toolchain.tracing)
 
     def updated_from(self, profile_info: Mapping[str, object]) -> ToolVersions:
         """What the profile says ran wins over what the host reported before the run: the runtime
@@ -142,10 +144,12 @@ def collect(
     timeout_seconds: float = 60,
 ) -> ToolVersions:
     """Every version a row records: the toolchain's fixed ones (the simulator's), else asked of
-    the tools it runs and of the host."""
+    the tools it runs and of the host. The tracer and the NKI it traces with come from a probe in a
+    trace worker, the same process kind that will trace."""
     fixed = toolchain.fixed_versions
     runtime = fixed["runtime"] if "runtime" in fixed else runtime_version(search_path, timeout_seconds)
-    nki = fixed["nki"] if "nki" in fixed else nki_version()
+    chosen = tracing.probe(toolchain).selected if toolchain.tracers else None
+    nki = fixed["nki"] if "nki" in fixed else (chosen.nki_version if chosen else nki_version())
     instance = fixed["instance_type"] if "instance_type" in fixed else instance_type(dmi_product_name)
     has_profiler = toolchain.profiler in toolchain.commands
     return ToolVersions(
@@ -155,4 +159,5 @@ def collect(
         nki=nki,
         profiler_tool=toolchain.profiler if has_profiler else None,
         instance_type=instance,
+        tracer=chosen.tracer_id if chosen else None,
     )

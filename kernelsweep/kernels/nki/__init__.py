@@ -1,7 +1,14 @@
 """NKI implementations of the built-in kernels, imported only by the real toolchain's tracer.
 
-They import `nki`, which exists only with the Neuron SDK, so nothing else in kernelsweep imports
-this package. No Neuron device is available where this repository is developed and tested: these
-kernels are traced and compiled only on Neuron hosts. Parameters are named as the definitions'
-inputs (the tracer binds inputs by name); tile shapes derive from the tensor shapes.
+They import `nki` (SDK 2.27+, NKI 0.2-0.6), which exists only with the Neuron SDK, so nothing else
+in kernelsweep imports this package; the simulated tracer reads and runs them against its own model
+of the language (kernelsweep.sim.nki_lang). They use only the stable `nki.isa` surface every `nki`
+generation accepts: `nisa.dma_copy` for loads and stores, `nisa.nc_matmul(dst=psum, ...)`
+accumulating over the contraction, `nisa.tensor_copy` out of PSUM, plain `range`, a Python list of
+tiles where a block dimension used to be, and outputs in `nl.shared_hbm`.
+
+Every loop handles ragged edges, so each definition's `check()` states only the limits that remain
+(positive sizes, SBUF capacity, vector_add's tile shape). At LNC=2 the work is shared out with
+`nl.program_id` / `nl.num_programs`; parameters are named as the definitions' inputs (the tracer
+binds inputs by name).
 """

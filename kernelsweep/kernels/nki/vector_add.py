@@ -1,21 +1,25 @@
-"""out = a + b over a 1-D vector viewed as [128 partitions, n / 128] and processed in column tiles."""
+"""out = a + b, one [partition_size, free_size] tile at a time.
+
+The definition hands the kernel each vector viewed as [tiles, partition_size, free_size] (the same
+bytes as the flat vector), so the swept tile shape is exactly the kernel's tile: two loads, one add
+and one store per tile. At LNC=2 the tiles are dealt out to the two cores in turn.
+"""
 
 import nki
+import nki.isa as nisa
 import nki.language as nl
-
-FREE_TILE = 512
 
 
 @nki.jit
 def vector_add_kernel(a, b):
-    n = a.shape[0]
+    tiles, parts, free = a.shape
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    parts = nl.tile_size.pmax
-    cols = n // parts
-    a2, b2, out2 = a.reshape((parts, cols)), b.reshape((parts, cols)), out.reshape((parts, cols))
-    step = min(cols, FREE_TILE)
-    for j in nl.affine_range(cols // step):
-        columns = nl.ds(j * step, step)
-        total = nl.add(nl.load(a2[:, columns]), nl.load(b2[:, columns]))
-        nl.store(out2[:, columns], value=total)
+    for t in range(nl.program_id(0), tiles, nl.num_programs(0)):
+        a_tile = nl.ndarray((parts, free), dtype=a.dtype, buffer=nl.sbuf)
+        b_tile = nl.ndarray((parts, free), dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a_tile, src=a[t])
+        nisa.dma_copy(dst=b_tile, src=b[t])
+        total = nl.ndarray((parts, free), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=total, data1=a_tile, data2=b_tile, op=nl.add)
+        nisa.dma_copy(dst=out[t], src=total)
     return out

@@ -1,0 +1,66 @@
+"""What the simulated compiler does with a traced kernel, whichever route reached it: the simulated
+NKI frontend (which compiles in the tracing call, as the real one does) or the stand-in
+`neuronx-cc compile` of a legacy penguin.py.
+
+It refuses what the real compiler refuses (`diagnose`: the `[NCC_...]` diagnostics), takes the
+modelled compile time, and writes the NEFF in the real container shape (kernelsweep.neff): a gzipped
+tar whose sg00/def.json names the NEFF's inputs and outputs. The outputs carry the names the caller
+gave and otherwise `output_0`, `output_1`, ..., as a frontend-compiled NEFF does (reference
+Corrections 1); the simulated runtime saves outputs under exactly those names.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from kernelsweep.neff import write_neff
+from kernelsweep.platforms import PLATFORMS
+from kernelsweep.sim.config import SimConfig
+from kernelsweep.sim.model import compile_seconds
+
+INJECTED = "injected by KERNELSWEEP_SIM_FAULTS"
+
+
+def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str | None:
+    """The compiler's diagnostic for this kernel, or None when it compiles."""
+    if lnc == 2 and not target.startswith(("trn2", "trn3")):
+        return f"[NCC_EARG001] --lnc 2 is not supported for target {target}"
+    platform = PLATFORMS[ir["platform"]]
+    total_bytes = sum(t["bytes"] for t in ir["inputs"] + ir["outputs"])
+    if total_bytes > platform.hbm_bytes_per_chip:
+        return "[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit"
+    if ir["kernel"] in config.faults.compile_errors:
+        return f"[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit ({INJECTED})"
+    return None
+
+
+def emulate_compile_time(ir: dict, config: SimConfig) -> None:
+    time.sleep(compile_seconds(ir["flops"]) * config.time_scale)
+
+
+def write_sim_neff(
+    path: Path, ir: dict, target: str, lnc: int, output_names: Sequence[str] | None, config: SimConfig
+) -> Path:
+    """The configured compiler version goes into the NEFF, and with it any slowdown of the code it
+    emits (sim.config's COMPILER_SLOWDOWN): the profiler's model applies it whenever this NEFF runs."""
+    version, factor = config.compiler_version, config.slowdown(ir["kernel"], ir["params"])
+    built = {**ir, "compiler_version": version} | ({"code_factor": factor} if factor != 1.0 else {})
+    names = list(output_names) if output_names else [f"output_{i}" for i in range(len(ir["outputs"]))]
+    if len(names) != len(ir["outputs"]):
+        raise ValueError(f"{len(names)} output names for {len(ir['outputs'])} outputs")
+    variables = {t["name"]: {"type": "input", "shape": t["shape"], "dtype": t["dtype"]} for t in ir["inputs"]}
+    variables |= {
+        name: {"type": "output", "shape": t["shape"], "dtype": t["dtype"]}
+        for name, t in zip(names, ir["outputs"], strict=True)
+    }
+    write_neff(
+        path,
+        name=ir["kernel"],
+        info={"tool_version": version, "num_tpb": lnc, "target": target, "is_simulation": True},
+        neff={"kernelsweep_sim": built},
+        variables=variables,
+        build_version=version,
+    )
+    return path

@@ -1,0 +1,65 @@
+"""Every Neuron tool command line kernelsweep runs, in the form the reference documents it.
+
+`{name}` marks a value; everything else must match word for word. Sources are sections of
+../shared/reference/neuron-toolchain.md ("C" = its Corrections) and of ../shared/reviews/real-host-audit.md.
+"""
+
+from __future__ import annotations
+
+import re
+
+FORMS: dict[str, tuple[str, str]] = {
+    "compiler version": ("neuronx-cc --version", "reference 2"),
+    "legacy compile": (
+        "neuronx-cc compile --framework XLA penguin.py --internal-tensorizer-opt-level=nki --pipeline compile "
+        "SaveTemps --target {target} --output=file.neff",
+        "reference C2 (nki.baremetal's command)",
+    ),
+    "legacy compile, trn2": (
+        "neuronx-cc compile --framework XLA penguin.py --internal-tensorizer-opt-level=nki --pipeline compile "
+        "SaveTemps --target trn2 --lnc {lnc} --output=file.neff",
+        "reference C2, with seed 000's --lnc on trn2 (reference 2)",
+    ),
+    "capture": (
+        "{profiler} capture -n {neff} -s profile.ntff --num-exec={n} --profile-nth-exec={m} --save-output {pairs}",
+        "reference 4 and C4; audit F2 (inputs as NAME FILE pairs, last)",
+    ),
+    "view summary-json": ("{profiler} view -n {neff} -s {ntff} --output-format=summary-json", "reference C5; audit 6"),
+    "view json": (
+        "{profiler} view -n {neff} -s {ntff} --output-format=json --output-file=profile.json",
+        "reference 5 (seed 000); audit G1",
+    ),
+    "view parquet": (
+        "neuron-explorer view -n {neff} -s {ntff} --output-format=parquet --output-file=profile_parquet "
+        "--ingest-only --data-path=explorer-data",
+        "reference C5; audit G3 (nki-library's --ingest-only, a scratch --data-path)",
+    ),
+    "profiler version": ("{profiler} --version", "reference C5; audit A4"),
+    "devices": ("neuron-ls -j", "reference 4 and C6; audit B1"),
+}
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{\w+\})", template)
+    regex = "".join(
+        (
+            "(neuron-profile|neuron-explorer)"
+            if p == "{profiler}"
+            else r"\S+ \S+(?: \S+ \S+)*"
+            if p == "{pairs}"
+            else r"\S+"
+        )
+        if p.startswith("{")
+        else re.escape(p)
+        for p in parts
+    )
+    return re.compile(regex + "$")
+
+
+PATTERNS = {key: _pattern(template) for key, (template, _) in FORMS.items()}
+
+
+def documented_as(argv: list[str]) -> str | None:
+    """Which documented form a command line is, or None."""
+    line = " ".join(argv)
+    return next((key for key, pattern in PATTERNS.items() if pattern.match(line)), None)

@@ -14,18 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from stage_context import point
+from stage_context import point, sim_context
 
-from kernelsweep.artifacts import LocalArtifactStore
 from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError
-from kernelsweep.locks import CoreLeaser
 from kernelsweep.results.rows import PointRecord, build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import CaptureSettings, Point
+from kernelsweep.spec import Point
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
-from kernelsweep.toolchain.versions import collect
 
 FIRST_NIGHT = date(2026, 3, 1)
 NEW_COMPILER = "2.22.41000.0"  # what the simulated neuronx-cc reports when it plays the upgrade
@@ -46,15 +42,8 @@ class Nights:
         self.runs: list[str] = []
 
     def context(self, env: dict[str, str]) -> StageContext:
-        sim_env = {"KERNELSWEEP_SIM_CORES": "2", "KERNELSWEEP_SIM_NOISE_SEED": self.seed, **env}
-        toolchain = sim_toolchain(self.root / "sim", env=sim_env)
-        return StageContext(
-            toolchain=toolchain,
-            store=LocalArtifactStore(self.root / "artifacts"),
-            capture=CaptureSettings.model_validate({"num_exec": 2, "repeats": self.repeats}),
-            leaser=CoreLeaser(self.root / "leases", [0, 1]),
-            compile_slots=2,
-            versions=collect(toolchain),
+        return sim_context(
+            self.root, cores=2, env={"KERNELSWEEP_SIM_NOISE_SEED": self.seed, **env}, repeats=self.repeats
         )
 
     def run(self, points: tuple[Point, ...] = POINTS, *, env: dict[str, str] | None = None) -> str:

@@ -52,12 +52,12 @@ def test_every_spec_file_is_a_valid_form_value_and_round_trips(path):
 
 
 def test_a_bad_form_value_fails_the_run_with_the_clis_line(tmp_path):
-    """num_exec below profile_nth_exec passes the form's per-field checks; the run then fails with
+    """profile_nth_exec past num_exec passes the form's per-field checks; the run then fails with
     the line `kernelsweep validate` prints for the same value."""
     path = tmp_path / "spec.toml"
     path.write_text(
-        'name = "t"\nplatforms = ["trn2"]\n[capture]\nnum_exec = 1\n[[kernels]]\nkernel = "vector_add"\n'
-        'dtypes = ["float32"]\ngrid = { n = [2048] }\n'
+        'name = "t"\nplatforms = ["trn2"]\n[capture]\nnum_exec = 1\nprofile_nth_exec = 2\n'
+        '[[kernels]]\nkernel = "vector_add"\ndtypes = ["float32"]\ngrid = { n = [2048] }\n'
     )
     cli = subprocess.run(
         [sys.executable, "-m", "kernelsweep.flows.cli", "validate", str(path)],
@@ -68,7 +68,8 @@ def test_a_bad_form_value_fails_the_run_with_the_clis_line(tmp_path):
     assert cli.returncode == 2
     line = cli.stderr.strip().removeprefix("error: ").removeprefix(f"{path}: ")
     assert line.startswith("capture: profile_nth_exec=2 is past num_exec=1")
-    form = {"name": "t", "platforms": ["trn2"], "capture": {"num_exec": 1}, "kernels": [{"kernel": "vector_add"}]}
+    capture = {"num_exec": 1, "profile_nth_exec": 2}
+    form = {"name": "t", "platforms": ["trn2"], "capture": capture, "kernels": [{"kernel": "vector_add"}]}
     with pytest.raises(ParameterTypeError) as run:
         sweep.validate_parameters({"spec": form})
     assert str(run.value).splitlines()[-1] == f" - spec: {line}"

@@ -24,16 +24,20 @@ from kernelsweep.toolchain.tracing import TRACERS
 from kernelsweep.toolchain.versions import ToolVersions, collect
 
 COMPILE_MEMORY_BYTES = 4 * 2**30  # a large NEFF compile can hold several GB
+# How long a capture waits for a NeuronCore before its point fails: far beyond any wait on the
+# sweep's own captures, short enough that a wedged holder costs a failed row, not a night.
+DEFAULT_LEASE_TIMEOUT_SECONDS = 3600.0
 SIM_NOTICE = "No Neuron SDK or device found: running on the simulated toolchain (every row is marked simulated)."
 
 
 @dataclass(frozen=True)
 class Locations:
-    """Host-local folders; taken from the environment by the flow layer, never read here."""
+    """Host-local folders and limits; taken from the environment by the flow layer, never read here."""
 
     sim_state_dir: Path
     lock_dir: Path
     tool_paths: tuple[Path, ...] = ()  # searched before PATH and /opt/aws/neuron/bin
+    lease_timeout_seconds: float = DEFAULT_LEASE_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class StageContext:
     compile_slots: int
     versions: ToolVersions
     host: HostPlatform = HostPlatform(None, "not set")
+    stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)  # set: wind down
     compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -58,11 +63,14 @@ class StageContext:
         return len(self.leaser.logical_cores)
 
 
+def host_memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def default_compile_slots() -> int:
     """One compile per core, fewer when memory would run out first."""
     cores = len(os.sched_getaffinity(0))
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(1, min(cores, memory // COMPILE_MEMORY_BYTES))
+    return max(1, min(cores, host_memory_bytes() // COMPILE_MEMORY_BYTES))
 
 
 def resolve_toolchain(
@@ -90,8 +98,14 @@ def _default_lnc(instance_type: str | None) -> int:
     return PLATFORMS[family].default_lnc if family in PLATFORMS else 1
 
 
-def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | None]:
-    """Returns the context and the toolchain notice (set when `auto` fell back to the sim)."""
+def prepare(
+    spec: SweepSpec, locations: Locations, stop: threading.Event | None = None
+) -> tuple[StageContext, str | None]:
+    """Returns the context and the toolchain notice (set when `auto` fell back to the sim).
+
+    `stop`, once set, ends every wait for a NeuronCore and tells the flow to start nothing new.
+    """
+    stop = stop or threading.Event()
     toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
     versions = collect(toolchain)
     devices = list_devices(toolchain, default_lnc=_default_lnc(versions.instance_type))
@@ -100,9 +114,16 @@ def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | 
         toolchain=toolchain,
         store=open_artifact_store(spec.artifacts),
         capture=spec.capture,
-        leaser=CoreLeaser(lock_dir, devices.logical_cores, lnc=devices.lnc),
+        leaser=CoreLeaser(
+            lock_dir,
+            devices.logical_cores,
+            lnc=devices.lnc,
+            wait_timeout_seconds=locations.lease_timeout_seconds,
+            stop=stop,
+        ),
         compile_slots=spec.execution.compile_slots or default_compile_slots(),
         versions=versions,
         host=host_platform(versions.instance_type, devices.instance_type, simulated=toolchain.is_simulation),
+        stop=stop,
     )
     return ctx, notice

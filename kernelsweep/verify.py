@@ -6,13 +6,14 @@ dataset (folder or `s3://`), fetches each of those artifacts from the store its 
 `dest` (under the file names the tools use, so the NEFF and NTFF can be opened again directly) and
 reports, per artifact, whether the bytes are there and hash to what the row says. A bad artifact
 is a line in the report, not an exception, so a caller can show every problem at once; only a row
-that does not exist (a usage mistake) raises.
-
+that does not exist (a usage mistake) raises. Fetched files are copies: editing one never touches
+the store. A row id is a UUID (it names the default destination folder), anything else is refused.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,10 @@ def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
     StoreError when the results cannot be read at all; everything about the artifacts themselves
     is in the report.
     """
+    try:
+        uuid.UUID(row_id)
+    except ValueError:
+        raise UsageError(f"{row_id[:80]!r} is not a row id; row ids are UUIDs (the row_id column)") from None
     try:
         row = reader.find_row(results_uri, row_id)
     except OSError as exc:  # e.g. the bucket's region cannot be resolved: the results are unreachable
@@ -140,7 +145,6 @@ def _verify(stores: dict[str, ArtifactStore], dest: Path, name: str, file: str, 
         store = stores.get(store_root)
         if store is None:
             store = stores[store_root] = open_store_for(ArtifactRef(uri, sha, size or 0))
-        target.unlink(missing_ok=True)  # a previous fetch may be a hard link into the store
         store.fetch(ArtifactRef(uri, sha, size or 0), target)
     except (KernelsweepError, OSError) as exc:
         return _failed(check, str(exc) or type(exc).__name__)

@@ -15,11 +15,13 @@ KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
 
@@ -49,8 +51,20 @@ class SimConfig:
         return cls(
             state_dir=Path(state),
             platform=env.get("KERNELSWEEP_SIM_PLATFORM") or None,
-            cores=int(env.get("KERNELSWEEP_SIM_CORES", "2")),
-            lnc=int(env.get("KERNELSWEEP_SIM_LNC", "1")),
-            time_scale=float(env.get("KERNELSWEEP_SIM_TIME_SCALE", "0")),
+            cores=_number("KERNELSWEEP_SIM_CORES", "2", int, 1),
+            lnc=_number("KERNELSWEEP_SIM_LNC", "1", int, 1),
+            time_scale=_number("KERNELSWEEP_SIM_TIME_SCALE", "0", float, 0),
             faults=parse_faults(env.get(FAULTS_ENV, "")),
         )
+
+
+def _number(name: str, default: str, kind: type[int] | type[float], minimum: float) -> Any:
+    """A bad value is a ValueError naming the variable (the CLI turns it into one line before any work)."""
+    text = os.environ.get(name, default)
+    try:
+        value = kind(text)
+    except ValueError:
+        value = math.nan
+    if not minimum <= value < math.inf:
+        raise ValueError(f"{name}={text!r}: give a{'n' if kind is int else ''} {kind.__name__} of at least {minimum}")
+    return value

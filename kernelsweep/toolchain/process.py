@@ -6,11 +6,14 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
+_running: set[subprocess.Popen] = set()  # for `kill_running_tools`: a second Ctrl-C ends them at once
+_running_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -51,13 +54,27 @@ def run_tool(
         text=True,
         start_new_session=True,
     )
+    with _running_lock:
+        _running.add(proc)
     try:
         stdout, stderr = proc.communicate(timeout=timeout_seconds)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         stdout, stderr = proc.communicate()
         return ToolResult(argv, proc.returncode, stdout, stderr, timed_out=True)
+    finally:
+        with _running_lock:
+            _running.discard(proc)
     return ToolResult(argv, proc.returncode, stdout, stderr)
+
+
+def kill_running_tools() -> int:
+    """Kill the process group of every tool this process is running; returns how many."""
+    with _running_lock:
+        running = list(_running)
+    for proc in running:
+        _kill_group(proc)
+    return len(running)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

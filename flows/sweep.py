@@ -72,6 +72,7 @@ def sweep(
     for notice in expansion.notices:
         get_run_logger().warning(notice)
     points, key = expansion.points, run_key(spec)
+    _probe_locations(spec)  # before the journal: an unwritable location is a usage error, found in a second
     if resume_run_id:
         journal = open_run(spec.results, key, resume_run_id)
     else:
@@ -129,13 +130,11 @@ def run_on_this_host(
     run_id: str | None = None,
     remeasure: bool = False,
 ) -> SweepReport:
-    """A run started from a deployment fails here, before any point, exactly as the CLI would.
-
-    `run_id` is the id the rows and objects carry (default: this flow run's); `journal` None keeps
-    no journal (a one-point run).
+    """`run_id` is the id the rows and objects carry (default: this flow run's); `journal` None keeps
+    no journal (a one-point run), and its locations are probed here (a journal's were, by its sweep).
     """
-    probe_location(spec.results, "results", "the spec's `results`")
-    probe_location(spec.artifacts, "artifact store", "the spec's `artifacts`")
+    if journal is None:
+        _probe_locations(spec)
     with stoppable() as stop:
         ctx, notice = prepare(spec, locations_from_env(), stop)
         mine, left = ctx.host.split(points)
@@ -156,12 +155,16 @@ def run_points(
     ctx: StageContext,
     points: list[Point],
     *,
-    run_id: str,
-    run_date: date,
+    run_id: str | None = None,
+    run_date: date | None = None,
     journal: Journal | None = None,
     remeasure: bool = False,
 ) -> SweepReport:
-    """Run the chains (journaling each row first), then store one object per platform for this run."""
+    """Run the chains (journaling each row first), then store one object per platform for this run.
+
+    `run_id` / `run_date` default to this flow run's id and scheduled date.
+    """
+    run_id, run_date = run_id or str(flow_run.id), run_date or _run_date()
     reused = journal.completed(points) if journal is not None and not remeasure else {}
     if reused:
         get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
@@ -225,6 +228,12 @@ def run_points(
     summaries = [row.summary() for row in rows]
     summary_artifact(spec.name, summaries)
     return SweepReport(flow_run_id=run_id, paths=paths, rows=summaries)
+
+
+def _probe_locations(spec: SweepSpec) -> None:
+    """A run started from a deployment fails before any point, exactly as the CLI would."""
+    probe_location(spec.results, "results", "the spec's `results`")
+    probe_location(spec.artifacts, "artifact store", "the spec's `artifacts`")
 
 
 def _run_date() -> date:

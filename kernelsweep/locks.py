@@ -227,7 +227,8 @@ def private_folder(path: Path, what: str) -> Path:
     files. An existing folder is never changed (it may be one the user cares about, like $HOME).
     """
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for folder in reversed([p for p in (path, *path.parents) if not p.exists()]):
+            folder.mkdir(mode=0o700, exist_ok=True)  # every folder made here is private, not just the last
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
             raise UsageError(f"{what} {path} is not a folder (a symbolic link or a file); remove it or choose another")

@@ -7,13 +7,12 @@ dataset (folder or `s3://`), fetches each of those artifacts from the store its 
 reports, per artifact, whether the bytes are there and hash to what the row says. A bad artifact
 is a line in the report, not an exception, so a caller can show every problem at once; only a row
 that does not exist (a usage mistake) raises. Fetched files are copies: editing one never touches
-the store. A row id is a UUID (it names the default destination folder), anything else is refused.
+the store.
 """
 
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,10 +76,6 @@ def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
     is in the report.
     """
     try:
-        uuid.UUID(row_id)
-    except ValueError:
-        raise UsageError(f"{row_id[:80]!r} is not a row id; row ids are UUIDs (the row_id column)") from None
-    try:
         row = reader.find_row(results_uri, row_id)
     except OSError as exc:  # e.g. the bucket's region cannot be resolved: the results are unreachable
         raise StoreError(f"reading results at {results_uri}: {' '.join(str(exc).split())}", retryable=True) from exc
@@ -99,6 +94,11 @@ def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
         row=RowSummary.from_record(row),
         artifacts=tuple(checks),
     )
+
+
+def default_dest(row_id: str) -> Path:
+    """`lineage-<row id>`, as one folder in the working folder whatever the id holds (`../..` included)."""
+    return Path("lineage-" + (_SAFE_NAME.sub("_", row_id)[:200] or "row"))
 
 
 def _linked(row: dict) -> list[tuple[str, str, dict | None]]:

@@ -82,10 +82,25 @@ class Journal:
             time.sleep(0.1)  # polling interval, not a wait for the outcome
 
 
-def _start(argv: list[str], env: dict, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        argv, env=env, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+@pytest.fixture
+def start():
+    """Starts the CLI in its own process group; whatever a failing test leaves running is killed."""
+    started: list[subprocess.Popen] = []
+
+    def start(argv: list[str], env: dict, cwd: Path) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            argv, env=env, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=EXIT_TIMEOUT_S)
+        if proc.stderr and not proc.stderr.closed:
+            proc.stderr.close()
 
 
 def _prefect_servers(prefect_home: str) -> list[int]:
@@ -111,18 +126,14 @@ def _no_server_left(prefect_home: str) -> None:
 def _interrupt(proc: subprocess.Popen, sig: signal.Signals) -> str:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
-    try:
-        proc.wait(timeout=EXIT_TIMEOUT_S)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever a failed test left
+    proc.wait(timeout=EXIT_TIMEOUT_S)
     stderr = proc.stderr.read()
     proc.stderr.close()
     return stderr
 
 
 def test_a_sweep_killed_at_several_moments_and_resumed_measures_every_point_exactly_once(
-    tmp_path, cli_env, bucket, moto_endpoint
+    tmp_path, cli_env, bucket, moto_endpoint, start
 ):
     spec_path = tmp_path / "spec.toml"
     spec_path.write_text(SPEC)
@@ -142,7 +153,7 @@ def test_a_sweep_killed_at_several_moments_and_resumed_measures_every_point_exac
     journal, home = Journal(moto_endpoint, bucket), cli_env["PREFECT_HOME"]
 
     # 1. SIGKILL of the whole process group after the first point: no handler runs at all.
-    first = _start(argv, cli_env, tmp_path)
+    first = start(argv, cli_env, tmp_path)
     journal.wait_for(1, first)
     _interrupt(first, signal.SIGKILL)
     assert first.returncode == -signal.SIGKILL
@@ -153,7 +164,7 @@ def test_a_sweep_killed_at_several_moments_and_resumed_measures_every_point_exac
 
     # 2. Resumed, then SIGTERM of the group a few points later: it stops scheduling, lets running
     #    points finish their stage, saves what finished, stops its server and exits 143.
-    second = _start(argv, cli_env, tmp_path)
+    second = start(argv, cli_env, tmp_path)
     journal.wait_for(len(after_kill) + 3, second)
     stderr = _interrupt(second, signal.SIGTERM)
     assert second.returncode == 128 + signal.SIGTERM, stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kernelsweep.flows.cli.output import EXIT_PROBLEMS, console, fail, out
+from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.summary import RowSummary
 from kernelsweep.spec import DEFAULT_MAX_POINTS, Point, SweepSpec, expand_spec, load_spec, parse_spec
 
@@ -130,7 +131,7 @@ def run(
                 max_points=max_points,
             )
         except SweepInterrupted as exc:
-            fail(f"interrupted: {exc.message}", 128 + (embedded.stopped_by.signal or 2))
+            fail(f"interrupted: {exc.message}", EXIT_SIGNAL_BASE + (embedded.stopped_by.signal or signal.SIGINT))
     if report.rows:
         out.print(summary_table(report.rows))
     if report.left_for_other_hosts:

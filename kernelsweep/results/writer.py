@@ -103,7 +103,7 @@ class LocalTarget:
         try:
             return self._create(target, data, sha256)
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
+            reason = exc.strerror or str(exc) or type(exc).__name__
             raise StoreError(f"writing {target}: {reason}", error_class="ResultsWriteFailed") from exc
 
     @staticmethod

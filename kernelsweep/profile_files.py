@@ -8,13 +8,15 @@ here returns the first summary record as the profiler wrote it; kernelsweep.metr
 `kernelsweep extract` takes any file a user names, so every reader is bounded by construction, not
 by trust in the file:
 
-* JSON is read as a stream of parse events (ijson's C parser) and only the summary record is
-  built, so memory stays flat in file size and time linear in it;
-* a single JSON value longer than MAX_VALUE_BYTES is refused as it streams (ijson's parser slows
-  down quadratically on one enormous token: 16 MiB took 0.6 s, 300 MiB almost five minutes);
-* nesting deeper than MAX_DEPTH is refused (ijson's path prefixes grow with depth: a 500 KB file
-  nested 100k deep needed gigabytes);
-* a summary record is at most MAX_FIELDS fields and its text values at most MAX_TEXT_CHARS;
+* JSON is read as a stream of parse events (ijson's C parser, without the path prefixes that grow
+  with depth: ijson's `items` needed gigabytes for a 500 KB file nested 100k deep) and only the
+  summary record is built, so memory stays flat in file size and time linear in it;
+* one enormous JSON value is refused as the file streams: each chunk read is checked (at C speed)
+  for a string boundary, and runs without one past MAX_VALUE_BYTES (escaped quotes or digits only)
+  or MAX_STRINGLESS_BYTES (no quote at all) stop the read. ijson's parser slows quadratically on one
+  huge token: 16 MiB took 0.6 s, 300 MiB almost five minutes;
+* nesting deeper than MAX_DEPTH is refused, anywhere in the file;
+* a summary record is at most MAX_FIELDS values and its texts at most MAX_TEXT_CHARS;
 * Parquet: only the first row of the Summary table is decoded, and tables beyond MAX_TABLE_BYTES
   are refused.
 Every failure is a one-line ExtractError naming the file.
@@ -31,7 +33,8 @@ import ijson
 
 from kernelsweep.errors import ExtractError
 
-MAX_VALUE_BYTES = 1 << 20  # bytes read without the parser finishing one value (a token)
+MAX_VALUE_BYTES = 1 << 20  # a run of chunks inside one string (escaped quotes only) or one number
+MAX_STRINGLESS_BYTES = 8 << 20  # a run of chunks without any quote: huge text, or a layout no profile has
 MAX_DEPTH = 64
 MAX_FIELDS = 4096
 MAX_TEXT_CHARS = 64 << 10
@@ -39,8 +42,10 @@ MAX_TABLE_BYTES = 64 << 20
 MAX_METADATA_ROWS = 10_000
 _OPEN = ("start_map", "start_array")
 _CLOSE = ("end_map", "end_array")
+_NUMBER_BYTES = b"0123456789+-.eE"
 
 Record = Mapping[str, object]
+Events = Iterator[tuple[str, Any]]
 
 
 def fail(path: Path, problem: object) -> ExtractError:
@@ -53,16 +58,30 @@ class _Refused(Exception):
 
 
 class _Metered:
-    """The parser's file: counts bytes read since the parser last produced an event."""
+    """The parser's file. Each chunk is checked as it is read, with bytes methods (no per-event cost):
+    inside one string every quote is escaped, inside one number there are only number characters,
+    so a long enough run of such chunks is one enormous value."""
 
     def __init__(self, handle: BinaryIO) -> None:
-        self.handle, self.since_event = handle, 0
+        self.handle, self.last = handle, b""
+        self.stringless = self.escaped = self.digits = 0
 
     def read(self, size: int = -1) -> bytes:
         data = self.handle.read(size)
-        self.since_event += len(data)
-        if self.since_event > MAX_VALUE_BYTES:
-            raise _Refused(f"holds a single value over {MAX_VALUE_BYTES >> 20} MiB; no profile does")
+        if data:
+            quotes = data.count(b'"')
+            # Each `\"` of last byte + chunk has its quote in the chunk (a `\` ending the last one escapes one).
+            unescaped = quotes > (self.last + data).count(b'\\"')
+            self.stringless = 0 if unescaped else self.stringless + len(data)
+            self.escaped = 0 if unescaped or not quotes else self.escaped + len(data)
+            self.digits = 0 if data.translate(None, _NUMBER_BYTES) else self.digits + len(data)
+            self.last = data[-1:]
+            if max(self.escaped, self.digits) > MAX_VALUE_BYTES:
+                raise _Refused(f"holds a single value over {MAX_VALUE_BYTES >> 20} MiB; no profile does")
+            if self.stringless > MAX_STRINGLESS_BYTES:
+                raise _Refused(
+                    f"runs {MAX_STRINGLESS_BYTES >> 20} MiB without a string: one huge value, or no profile layout"
+                )
         return data
 
 
@@ -81,57 +100,65 @@ def _errors(path: Path) -> Iterator[None]:
         raise fail(path, "too large to read") from None
 
 
-def _events(handle: BinaryIO) -> Iterator[tuple[str, Any]]:
-    meter, depth = _Metered(handle), 0
-    for event, value in ijson.basic_parse(meter, use_float=True):
-        meter.since_event = 0
+def _events(handle: BinaryIO) -> Events:
+    return ijson.basic_parse(_Metered(handle), use_float=True)
+
+
+def _too_deep() -> _Refused:
+    return _Refused(f"is nested more than {MAX_DEPTH} levels deep; no profile is")
+
+
+def _skip(event: str, events: Events, depth: int) -> None:
+    """Consume the rest of a value (first event `event`) that starts `depth` levels down.
+
+    The hot loop of a full profile (every instruction row passes through it): kept to two
+    comparisons per event."""
+    if event not in _OPEN:
+        return
+    level = depth + 1
+    for event, _ in events:
         if event in _OPEN:
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise _Refused(f"is nested more than {MAX_DEPTH} levels deep; no profile is")
+            level += 1
+            if level > MAX_DEPTH:
+                raise _too_deep()
         elif event in _CLOSE:
-            depth -= 1
-        yield event, value
-
-
-def _skip(event: str, events: Iterator[tuple[str, Any]]) -> None:
-    """Consume the rest of a value whose first event was `event`."""
-    depth = 1 if event in _OPEN else 0
-    while depth:
-        event, _ = next(events)
-        depth += 1 if event in _OPEN else -1 if event in _CLOSE else 0
+            level -= 1
+            if level == depth:
+                return
 
 
 class _Builder:
-    """Builds values from events, at most MAX_FIELDS items and MAX_TEXT_CHARS per text in all."""
+    """Builds values from events: at most MAX_FIELDS items, MAX_TEXT_CHARS per text, MAX_DEPTH levels."""
 
     def __init__(self) -> None:
         self.items = 0
 
-    def value(self, event: str, value: Any, events: Iterator[tuple[str, Any]]) -> object:
+    def value(self, event: str, value: Any, events: Events, depth: int) -> object:
         self.items += 1
         if self.items > MAX_FIELDS:
             raise _Refused(f"has a summary of more than {MAX_FIELDS} values; no profile does")
+        if event in _OPEN and depth >= MAX_DEPTH:
+            raise _too_deep()
         if event == "start_map":
-            return self.mapping(events)
+            return self.mapping(events, depth + 1)
         if event == "start_array":
             out: list[object] = []
             for item_event, item in events:
                 if item_event == "end_array":
                     return out
-                out.append(self.value(item_event, item, events))
+                out.append(self.value(item_event, item, events, depth + 1))
         if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
             raise _Refused(f"has a summary text of {len(value)} characters; no profile field is that long")
         return value
 
-    def mapping(self, events: Iterator[tuple[str, Any]], first: tuple[str, Any] | None = None) -> dict[str, object]:
-        """The rest of an object whose `start_map` was consumed (and, if given, its first key/value)."""
+    def mapping(self, events: Events, depth: int, first: tuple[str, Any] | None = None) -> dict[str, object]:
+        """The rest of an object (its `start_map` consumed, at `depth`), and its first key/value if given."""
         out: dict[str, object] = dict([first]) if first else {}
         for event, key in events:
             if event == "end_map":
                 return out
             item_event, item = next(events)
-            out[key] = self.value(item_event, item, events)
+            out[key] = self.value(item_event, item, events, depth)
         raise _Refused("ends inside an object")
 
 
@@ -167,7 +194,7 @@ def read_full_json(path: Path) -> tuple[Record, None]:
                 break
             value_event, _ = next(events)
             if key != "summary":
-                _skip(value_event, events)
+                _skip(value_event, events, 1)
                 continue
             if value_event != "start_array":
                 raise fail(path, "'summary' is not a list")
@@ -176,12 +203,13 @@ def read_full_json(path: Path) -> tuple[Record, None]:
                 break
             if first != "start_map":
                 raise fail(path, "summary[0] is not a JSON object")
-            return _Builder().mapping(events), None
+            return _Builder().mapping(events, 3), None
     raise fail(path, "no summary record (the 'summary' list is missing or empty)")
 
 
 def read_summary_json(path: Path) -> tuple[Record, None]:
-    """`{profile_id: record}`, or the bare record; only the first record is built."""
+    """`{profile_id: record}`, or the bare record; only the first record is built, the rest is read
+    through (not built) so that a torn file is an error, not half a summary."""
     with _errors(path), open(path, "rb") as handle:
         events = _events(handle)
         if next(events, (None, None))[0] != "start_map":
@@ -192,11 +220,14 @@ def read_summary_json(path: Path) -> tuple[Record, None]:
         value_event, value = next(events)
         builder = _Builder()
         if value_event == "start_map":
-            record = builder.mapping(events)
+            record = builder.mapping(events, 2)
         elif value_event != "start_array":
-            record = builder.mapping(events, (key, builder.value(value_event, value, events)))
-        for _ in events:  # the rest is read (not built): a torn file is an error, not half a summary
-            pass
+            record = builder.mapping(events, 1, (key, builder.value(value_event, value, events, 1)))
+        else:
+            _skip(value_event, events, 1)
+        _skip("start_map", events, 0)  # the rest of the top-level object
+        if next(events, None) is not None:
+            raise fail(path, "not valid JSON: more after the top-level object")
     if value_event == "start_array":
         raise fail(path, "holds tables, not a summary: read it as format 'json'")
     return record, None

@@ -1,16 +1,27 @@
-"""The flow layer's one reading of the environment: host-local folders and tool locations."""
+"""The flow layer's one reading of the environment: host-local folders, tool locations, lease timeout.
+
+Host state (NeuronCore lease files, the simulator's device state) lives in a folder private to the
+user: `KERNELSWEEP_STATE_DIR`, else `<tmp>/kernelsweep-<uid>`, created with mode 0700 and refused
+when it is a link or another user's (a predictable shared folder must not be one anybody can
+pre-create). `KERNELSWEEP_SIM_STATE` and `KERNELSWEEP_LOCK_DIR` move one part elsewhere, under the
+same checks. Not "<tmp>/kernelsweep": a folder of the package's own name in a working directory on
+sys.path would be imported as a namespace package in its place.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
 
-from kernelsweep.context import Locations
+from kernelsweep.context import DEFAULT_LEASE_TIMEOUT_SECONDS, Locations
+from kernelsweep.errors import UsageError
+from kernelsweep.locks import private_folder
+from kernelsweep.sim.config import SimConfig
 
-# Not "<tmp>/kernelsweep": a folder of the package's own name in a working directory on sys.path
-# would be imported as a namespace package in its place.
-STATE_FOLDER = "kernelsweep-state"
+STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
+LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
 
 
 def tool_paths_from_env() -> tuple[Path, ...]:
@@ -18,10 +29,39 @@ def tool_paths_from_env() -> tuple[Path, ...]:
     return tuple(Path(p) for p in os.environ.get("KERNELSWEEP_TOOL_PATHS", "").split(os.pathsep) if p)
 
 
+def state_folder() -> Path:
+    return Path(os.environ.get(STATE_DIR_ENV) or Path(tempfile.gettempdir()) / f"kernelsweep-{os.geteuid()}")
+
+
+def lease_timeout_from_env() -> float:
+    """KERNELSWEEP_LEASE_TIMEOUT_SECONDS: how long a capture waits for a NeuronCore before its point fails."""
+    text = os.environ.get(LEASE_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_LEASE_TIMEOUT_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{LEASE_TIMEOUT_ENV}={text!r}: give a number of seconds above 0")
+    return value
+
+
 def locations_from_env() -> Locations:
-    base = Path(tempfile.gettempdir()) / STATE_FOLDER
+    """Every folder checked (and made) here, so a bad one stops the CLI before any work; the
+    simulator's settings too (the stand-in tools read them, but only after work has started)."""
+    try:
+        SimConfig.from_env()
+    except ValueError as exc:
+        raise UsageError(f"{exc}; fix or unset it") from None
+    sim, locks, base = os.environ.get("KERNELSWEEP_SIM_STATE"), os.environ.get("KERNELSWEEP_LOCK_DIR"), state_folder()
+    if not (sim and locks):
+        private_folder(base, "state folder")
+    sim_dir = private_folder(Path(sim) if sim else base / "sim", "simulator state folder")
+    lock_dir = private_folder(Path(locks) if locks else base / "leases", "lock folder")
     return Locations(
-        sim_state_dir=Path(os.environ.get("KERNELSWEEP_SIM_STATE", base / "sim")),
-        lock_dir=Path(os.environ.get("KERNELSWEEP_LOCK_DIR", base / "leases")),
+        sim_state_dir=sim_dir,
+        lock_dir=lock_dir,
         tool_paths=tool_paths_from_env(),
+        lease_timeout_seconds=lease_timeout_from_env(),
     )

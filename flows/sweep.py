@@ -7,6 +7,12 @@ later points compile (bounded by compile slots) while earlier ones capture (boun
 leases). Sweeps larger than `execution.max_points_per_flow_run` run as several shard subflows, each
 handed its own slice of the points and writing its own object, so a flow run's memory and its load
 on the Prefect server stay bounded. flows/README.md says why there is no `.submit()` here.
+
+Nothing measured is lost: each finished point's row goes to the run's journal (next to the
+results, kernelsweep.results.journal) before anything else happens to it, and the objects are
+written from those rows once every point is done. A run stopped before that (`stopping.request_stop`,
+a journal that cannot be written) raises and leaves the journal; `sweep(..., resume_run_id=...)`
+then finishes that run under its own id and date, reusing every point it finished ok.
 """
 
 from __future__ import annotations
@@ -15,43 +21,89 @@ import contextvars
 import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from kernelsweep.context import StageContext, prepare
+from kernelsweep.context import StageContext, host_memory_bytes, prepare
+from kernelsweep.errors import KernelsweepError, StoreError
 from kernelsweep.flows.chain import run_point
 from kernelsweep.flows.progress import publish
 from kernelsweep.flows.settings import locations_from_env
+from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import point_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
 from kernelsweep.probe import probe_location
+from kernelsweep.results.journal import Journal, open_run, run_key, start_run
 from kernelsweep.results.rows import Row, build_row
 from kernelsweep.results.summary import SweepReport
-from kernelsweep.spec import Point, SweepSpec, expand
+from kernelsweep.spec import DEFAULT_MAX_POINTS, Point, SweepSpec, expand_spec
 from kernelsweep.tasks import store_task
 
 POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 
 
+class SweepInterrupted(KernelsweepError):
+    """Stopped before every point ran; the finished ones are in the journal, and `done` says how many."""
+
+    def __init__(self, done: int, total: int, journal_uri: str | None) -> None:
+        saved = f"saved in {journal_uri}" if journal_uri else "not saved (this run keeps no journal)"
+        super().__init__(
+            f"stopped with {done} of {total} points done, {saved}; the same `kernelsweep run` "
+            f"reuses them and runs the other {total - done}"
+        )
+        self.done, self.total = done, total
+
+
 @flow(name="sweep", flow_run_name="sweep-{spec.name}")
-def sweep(spec: SweepSpec) -> SweepReport:
+def sweep(
+    spec: SweepSpec, resume_run_id: str | None = None, remeasure: bool = False, max_points: int = DEFAULT_MAX_POINTS
+) -> SweepReport:
     """Run every point of a sweep spec on this host and write its results.
 
     Args:
         spec: The sweep: kernels, parameter grid, dtypes, platforms, capture settings, locations.
+        resume_run_id: Finish this interrupted run of the same spec (its journal is next to the
+            results) under its own id: points it finished ok are reused, the rest are measured.
+        remeasure: With resume_run_id, measure again the points the interrupted run finished.
+        max_points: Refuse a spec that expands to more points than this.
     """
-    points = expand(spec)
+    expansion = expand_spec(spec, max_points=max_points, host_memory_bytes=host_memory_bytes())
+    for notice in expansion.notices:
+        get_run_logger().warning(notice)
+    points, key = expansion.points, run_key(spec)
+    _probe_locations(spec)  # before the journal: an unwritable location is a usage error, found in a second
+    if resume_run_id:
+        journal = open_run(spec.results, key, resume_run_id)
+    else:
+        journal = start_run(spec.results, key, str(flow_run.id), _run_date(), spec.name, datetime.now(UTC))
     shards = math.ceil(len(points) / spec.execution.max_points_per_flow_run)
     if shards <= 1:
-        return run_on_this_host(spec, points)
-    size = math.ceil(len(points) / shards)  # even slices, each within the limit
-    reports = [sweep_shard(spec, points[shard * size : (shard + 1) * size], shard, shards) for shard in range(shards)]
-    return SweepReport.merge(str(flow_run.id), reports)
+        report = run_on_this_host(spec, points, journal=journal, run_id=journal.run_id, remeasure=remeasure)
+    else:
+        size = math.ceil(len(points) / shards)  # even slices, each within the limit
+        slices = [points[shard * size : (shard + 1) * size] for shard in range(shards)]
+        reports: list[SweepReport] = []
+        for shard, part in enumerate(slices):
+            try:
+                reports.append(sweep_shard(spec, part, shard, shards, journal.run_id, remeasure))
+            except SweepInterrupted as exc:
+                done = sum(len(r.rows) for r in reports) + exc.done
+                raise SweepInterrupted(done, len(points), journal.uri) from None
+        report = SweepReport.merge(journal.run_id, reports)
+    journal.close()
+    return report
 
 
 @flow(name="sweep-shard", flow_run_name="sweep-{spec.name}-shard-{shard}-of-{shards}")
-def sweep_shard(spec: SweepSpec, points: list[Point], shard: int, shards: int) -> SweepReport:
+def sweep_shard(
+    spec: SweepSpec,
+    points: list[Point],
+    shard: int,
+    shards: int,
+    journal_run_id: str | None = None,
+    remeasure: bool = False,
+) -> SweepReport:
     """Run one slice of a sweep's points (shard 0 .. shards-1).
 
     Args:
@@ -59,42 +111,99 @@ def sweep_shard(spec: SweepSpec, points: list[Point], shard: int, shards: int) -
         points: This shard's points, as the parent expanded them.
         shard: Which slice this run takes.
         shards: How many slices the sweep is cut into.
+        journal_run_id: The parent run whose journal holds this shard's rows (and, when the parent
+            is resumed, the id this shard first ran under).
+        remeasure: Measure again the points a previous attempt of this shard finished.
     """
-    return run_on_this_host(spec, points)
+    if journal_run_id is None:
+        return run_on_this_host(spec, points)
+    journal = open_run(spec.results, run_key(spec), journal_run_id)
+    run_id = journal.shard_run_id(shard, str(flow_run.id))
+    return run_on_this_host(spec, points, journal=journal, run_id=run_id, remeasure=remeasure)
 
 
-def run_on_this_host(spec: SweepSpec, points: list[Point]) -> SweepReport:
-    """A run started from a deployment fails here, before any point, exactly as the CLI would."""
-    probe_location(spec.results, "results", "the spec's `results`")
-    probe_location(spec.artifacts, "artifact store", "the spec's `artifacts`")
-    ctx, notice = prepare(spec, locations_from_env())
-    mine, left = ctx.host.split(points)
-    for line in (notice, ctx.host.notice(left, len(points))):
-        if line:
-            get_run_logger().info(line)
-    report = run_points(spec, ctx, mine) if mine else SweepReport(flow_run_id=str(flow_run.id))
+def run_on_this_host(
+    spec: SweepSpec,
+    points: list[Point],
+    *,
+    journal: Journal | None = None,
+    run_id: str | None = None,
+    remeasure: bool = False,
+) -> SweepReport:
+    """`run_id` is the id the rows and objects carry (default: this flow run's); `journal` None keeps
+    no journal (a one-point run), and its locations are probed here (a journal's were, by its sweep).
+    """
+    if journal is None:
+        _probe_locations(spec)
+    with stoppable() as stop:
+        ctx, notice = prepare(spec, locations_from_env(), stop)
+        mine, left = ctx.host.split(points)
+        for line in (notice, ctx.host.notice(left, len(points))):
+            if line:
+                get_run_logger().info(line)
+        run_id = run_id or str(flow_run.id)
+        run_date = journal.run_date if journal else _run_date()
+        if mine:
+            report = run_points(spec, ctx, mine, run_id=run_id, run_date=run_date, journal=journal, remeasure=remeasure)
+        else:
+            report = SweepReport(flow_run_id=run_id)
     return dataclasses.replace(report, left_for_other_hosts=dict(left))
 
 
-def run_points(spec: SweepSpec, ctx: StageContext, points: list[Point]) -> SweepReport:
-    """Run the chains, then store one object per platform for this flow run."""
-    run_id = str(flow_run.id)
-    rows: list[Row] = []
-    workers = min(len(points), ctx.compile_slots + ctx.capture_slots + POOL_SLACK)
+def run_points(
+    spec: SweepSpec,
+    ctx: StageContext,
+    points: list[Point],
+    *,
+    run_id: str | None = None,
+    run_date: date | None = None,
+    journal: Journal | None = None,
+    remeasure: bool = False,
+) -> SweepReport:
+    """Run the chains (journaling each row first), then store one object per platform for this run.
+
+    `run_id` / `run_date` default to this flow run's id and scheduled date.
+    """
+    run_id, run_date = run_id or str(flow_run.id), run_date or _run_date()
+    reused = journal.completed(points) if journal is not None and not remeasure else {}
+    if reused:
+        get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
+    rows: list[Row] = list(reused.values())
+    todo = [p for p in points if p.point_id not in reused]
+    unsaved: StoreError | None = None
+    workers = min(len(todo), ctx.compile_slots + ctx.capture_slots + POOL_SLACK)
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="point") as pool:
-        futures = [pool.submit(contextvars.copy_context().run, run_point, ctx, p) for p in points]
+        futures = {pool.submit(contextvars.copy_context().run, run_point, ctx, p): p for p in todo}
         for future in as_completed(futures):
+            record = future.result()
+            if record is None:  # stopped before it was measured: left for the resumed run
+                continue
             row = build_row(
-                future.result(),
+                record,
                 flow_run_id=run_id,
                 toolchain=ctx.toolchain.kind,
                 is_simulation=ctx.toolchain.is_simulation,
                 versions=ctx.versions,
             )
+            if journal is not None:
+                try:
+                    journal.record(futures[future], row)
+                except StoreError as exc:  # the results location is gone: measuring more would be wasted
+                    unsaved = unsaved or exc
+                    ctx.stop.set()
+                    continue
             rows.append(row)
             point_artifact(row)
             publish(row.summary())
-    scheduled = flow_run.scheduled_start_time or datetime.now(UTC)
+    where = journal.uri if journal is not None else None
+    if unsaved is not None:
+        raise StoreError(
+            f"{unsaved.message}; {len(rows)} finished points are saved in {where}: once the location works "
+            "again, the same `kernelsweep run` reuses them and finishes the rest",
+            error_class=unsaved.error_class,
+        )
+    if len(rows) < len(points):
+        raise SweepInterrupted(len(rows), len(points), where)
     lineage = {
         "sweep": spec.name,
         "flow_run_id": run_id,
@@ -104,12 +213,30 @@ def run_points(spec: SweepSpec, ctx: StageContext, points: list[Point]) -> Sweep
         "points": len(points),
         "failed": sum(r.status != "ok" for r in rows),
     }
-    run_date = scheduled.astimezone(UTC).date()
     store = store_task.with_options(
         assets=results_asset_keys(spec.results, [r.platform for r in rows], run_date, run_id),
         asset_deps=upstream_asset_keys(rows),
     )
-    paths = store(rows, spec.results, run_id, run_date, lineage)
+    try:
+        paths = store(rows, spec.results, run_id, run_date, lineage)
+    except StoreError as exc:
+        kept = f"its {len(rows)} rows are saved in {where}" if where else "its rows are lost (no journal)"
+        raise StoreError(
+            f"{exc.message}; {kept}: the same `kernelsweep run` writes them once the location works",
+            error_class=exc.error_class,
+        ) from exc
     summaries = [row.summary() for row in rows]
     summary_artifact(spec.name, summaries)
     return SweepReport(flow_run_id=run_id, paths=paths, rows=summaries)
+
+
+def _probe_locations(spec: SweepSpec) -> None:
+    """A run started from a deployment fails before any point, exactly as the CLI would."""
+    probe_location(spec.results, "results", "the spec's `results`")
+    probe_location(spec.artifacts, "artifact store", "the spec's `artifacts`")
+
+
+def _run_date() -> date:
+    """The run's scheduled date (UTC): a retry after midnight keeps its objects' keys."""
+    scheduled = flow_run.scheduled_start_time or datetime.now(UTC)
+    return scheduled.astimezone(UTC).date()

@@ -4,15 +4,22 @@ Every file a point makes (IR, NEFF, inputs, NTFF, profile, outputs) goes in by i
 out verified, so no step can read another run's overwritten file and every row can name exactly
 the bytes behind its numbers. Because the key is the content, a put of bytes already present is a
 no-op, and any store holding the hash can serve a ref, whichever host wrote it.
+
+The store heals: bytes that no longer hash to their name (a disk error, an edit) are removed the
+moment a fetch or a check (`has`) finds them, with a warning, so the next put of those bytes writes
+them afresh and the caches built on the store miss instead of serving them again. A fetch always
+copies: a fetched file is the caller's to change, never a link into the store.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -33,6 +40,8 @@ _HASH = re.compile(r"^[0-9a-f]{64}$")
 _CONTENT_PATH = re.compile(r"/sha256/[0-9a-f]{2}/[0-9a-f]{64}$")
 _BOTO_ERRORS = (BotoCoreError, ClientError, Boto3Error)
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class ArtifactRef:
@@ -47,6 +56,12 @@ class ArtifactStore(Protocol):
     def put_file(self, path: Path) -> ArtifactRef: ...
 
     def fetch(self, ref: ArtifactRef, dest: Path) -> Path: ...
+
+    def has(self, ref: ArtifactRef) -> bool:
+        """Whether the store holds the ref's bytes intact (what it holds under that name but broken is removed)."""
+
+    def delete_index(self, name: str) -> None:
+        """Remove a named object (a cache entry found broken)."""
 
     def put_index(self, name: str, data: bytes) -> None:
         """A small named object (a cache entry) under `<root>/index/`; written last, after its artifacts."""
@@ -79,11 +94,14 @@ def content_key(sha256: str) -> str:
     return f"sha256/{sha256[:2]}/{sha256}"
 
 
-def _verify(path: Path, ref: ArtifactRef, where: str) -> Path:
-    if sha256_file(path) != ref.sha256:
-        path.unlink(missing_ok=True)
-        raise StoreError(f"artifact {ref.sha256[:12]} at {where} is corrupt (hash mismatch)")
-    return path
+def _corrupt(ref: ArtifactRef, where: str) -> StoreError:
+    """Said once, where it was found; the caller has removed the bytes already."""
+    message = (
+        f"artifact {ref.sha256[:12]} at {where} was corrupt (hash mismatch: its bytes no longer hash to its name) "
+        "and has been removed from the store; the next run makes it again"
+    )
+    log.warning(message)
+    return StoreError(message, error_class="CorruptArtifact")
 
 
 class LocalArtifactStore:
@@ -94,30 +112,48 @@ class LocalArtifactStore:
         return self.root / content_key(sha256)
 
     def put_file(self, path: Path) -> ArtifactRef:
-        """Idempotent: a file already present is not written again."""
+        """Idempotent: a file already present (at its size) is not written again."""
         sha = sha256_file(path)
         target = self._path(sha)
-        if not target.exists():
+        size = path.stat().st_size
+        if not (target.is_file() and target.stat().st_size == size):  # absent, or truncated: (re)write
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
             os.close(fd)
             shutil.copyfile(path, tmp)
-            os.chmod(tmp, 0o444)  # fetches hard-link to it: a tool writing its input must not alter the store
+            os.chmod(tmp, 0o444)
             os.replace(tmp, target)  # atomic: readers never see a partial artifact
-        return ArtifactRef(uri=target.as_uri(), sha256=sha, size_bytes=target.stat().st_size)
+        return ArtifactRef(uri=target.as_uri(), sha256=sha, size_bytes=size)
 
     def fetch(self, ref: ArtifactRef, dest: Path) -> Path:
-        """Materialise an artifact at `dest` (tools need their own file names), verifying its hash."""
+        """Copy an artifact to `dest` (tools need their own file names), verifying its hash; bytes found
+        corrupt are removed from the store."""
         source = self._path(ref.sha256)
         if not source.is_file():
             raise StoreError(f"artifact {ref.sha256[:12]} is missing from {self.root}")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.unlink(missing_ok=True)  # a re-fetch to the same name replaces the earlier link or copy
-        try:
-            os.link(source, dest)
-        except OSError:
-            shutil.copyfile(source, dest)
-        return _verify(dest, ref, str(source))
+        dest.unlink(missing_ok=True)  # never write through whatever is there (an old link, say)
+        shutil.copyfile(source, dest)
+        if sha256_file(dest) != ref.sha256:
+            dest.unlink(missing_ok=True)
+            if sha256_file(source) != ref.sha256:  # the store's copy, not ours, is the broken one
+                source.unlink(missing_ok=True)
+                raise _corrupt(ref, str(source))
+            raise StoreError(f"artifact {ref.sha256[:12]} changed while it was copied to {dest}; try again")
+        return dest
+
+    def has(self, ref: ArtifactRef) -> bool:
+        source = self._path(ref.sha256)
+        if not source.is_file():
+            return False
+        if sha256_file(source) != ref.sha256:
+            source.unlink(missing_ok=True)
+            _corrupt(ref, str(source))
+            return False
+        return True
+
+    def delete_index(self, name: str) -> None:
+        (self.root / index_key(name)).unlink(missing_ok=True)
 
     def put_index(self, name: str, data: bytes) -> None:
         target = self.root / index_key(name)
@@ -176,7 +212,11 @@ class S3ArtifactStore:
         os.close(fd)
         try:
             self.client.download_file(self.location.bucket, key, tmp, Config=self.transfer)
-            os.replace(_verify(Path(tmp), ref, self.location.uri(key)), dest)
+            if sha256_file(Path(tmp)) != ref.sha256:
+                with suppress(*_BOTO_ERRORS):  # without s3:DeleteObject it stays; the error says what it is
+                    self.client.delete_object(Bucket=self.location.bucket, Key=key)
+                raise _corrupt(ref, self.location.uri(key))
+            os.replace(tmp, dest)
         except ClientError as exc:
             if s3.error_code(exc) in ("404", "NoSuchKey"):
                 raise StoreError(f"artifact {ref.sha256[:12]} is missing from {self.location.uri(key)}") from exc
@@ -186,6 +226,21 @@ class S3ArtifactStore:
         finally:
             Path(tmp).unlink(missing_ok=True)
         return dest
+
+    def has(self, ref: ArtifactRef) -> bool:
+        """One HEAD: S3 checks each upload's checksum, so its objects do not rot; present is intact."""
+        key = self._key(ref.sha256)
+        try:
+            return self._exists(key)
+        except _BOTO_ERRORS as exc:
+            raise s3.translate(exc, f"checking artifact {ref.sha256[:12]}") from exc
+
+    def delete_index(self, name: str) -> None:
+        key = self.location.key(index_key(name))
+        try:
+            self.client.delete_object(Bucket=self.location.bucket, Key=key)
+        except _BOTO_ERRORS as exc:
+            raise s3.translate(exc, f"deleting index {name}") from exc
 
     def put_index(self, name: str, data: bytes) -> None:
         key = self.location.key(index_key(name))

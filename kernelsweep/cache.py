@@ -11,14 +11,17 @@ the entry's path:
 The tracer and the nki version are in both keys because they move independently of the compiler
 (nki 0.6.0 ships with neuronx-cc 2.27.x): an nki upgrade must not reuse a NEFF the old one made.
 
-An entry is written after the artifacts it names, so an entry that exists is complete. Only a
-missing entry is a miss; a store error raises rather than silently recompiling.
+An entry is written after the artifacts it names, so an entry that exists is complete. A missing
+entry is a miss; so is one that cannot be read or names an artifact the store no longer holds
+intact: it is removed, with a warning, and rebuilt. Any other store error raises rather than
+silently recompiling.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,6 +29,8 @@ from typing import Any
 from kernelsweep.artifacts import ArtifactRef, ArtifactStore
 
 CACHE_LAYOUT = "cache-v1"
+
+log = logging.getLogger(__name__)
 
 
 def cache_key(fields: dict[str, Any]) -> str:
@@ -97,11 +102,26 @@ class Entry:
 
 
 def lookup(store: ArtifactStore, stage: str, version: str | None, key: str) -> Entry | None:
-    data = store.get_index(_entry_name(stage, version, key))
+    name = _entry_name(stage, version, key)
+    data = store.get_index(name)
     if data is None:
         return None
-    doc = json.loads(data)
-    return Entry(refs={name: ArtifactRef(**ref) for name, ref in doc["refs"].items()}, meta=doc["meta"])
+    try:
+        doc = json.loads(data)
+        entry = Entry(refs={n: ArtifactRef(**ref) for n, ref in doc["refs"].items()}, meta=dict(doc["meta"]))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        _discard(store, name, f"cannot be read ({type(exc).__name__})")
+        return None
+    for ref_name, ref in entry.refs.items():
+        if not store.has(ref):
+            _discard(store, name, f"names a {ref_name} the store no longer holds intact")
+            return None
+    return entry
+
+
+def _discard(store: ArtifactStore, name: str, why: str) -> None:
+    log.warning("cache entry %s %s: removed, rebuilding it", name, why)
+    store.delete_index(name)
 
 
 def record(

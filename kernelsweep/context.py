@@ -25,16 +25,20 @@ from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools, missing_
 from kernelsweep.toolchain.versions import ToolVersions, collect
 
 COMPILE_MEMORY_BYTES = 4 * 2**30  # a large NEFF compile can hold several GB
+# How long a capture waits for a NeuronCore before its point fails: far beyond any wait on the
+# sweep's own captures, short enough that a wedged holder costs a failed row, not a night.
+DEFAULT_LEASE_TIMEOUT_SECONDS = 3600.0
 SIM_NOTICE = "No Neuron SDK or device found: running on the simulated toolchain (every row is marked simulated)."
 
 
 @dataclass(frozen=True)
 class Locations:
-    """Host-local folders; taken from the environment by the flow layer, never read here."""
+    """Host-local folders and limits; taken from the environment by the flow layer, never read here."""
 
     sim_state_dir: Path
     lock_dir: Path
     tool_paths: tuple[Path, ...] = ()  # searched before PATH and /opt/aws/neuron/bin
+    lease_timeout_seconds: float = DEFAULT_LEASE_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class StageContext:
     compile_slots: int
     versions: ToolVersions
     host: HostPlatform = HostPlatform(None, "not set")
+    stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)  # set: wind down
     compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -69,11 +74,14 @@ class StageContext:
             ) from None
 
 
+def host_memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def default_compile_slots() -> int:
     """One compile per core, fewer when memory would run out first."""
     cores = len(os.sched_getaffinity(0))
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(1, min(cores, memory // COMPILE_MEMORY_BYTES))
+    return max(1, min(cores, host_memory_bytes() // COMPILE_MEMORY_BYTES))
 
 
 def resolve_toolchain(
@@ -101,13 +109,19 @@ def _default_lnc(instance_type: str | None) -> int:
     return PLATFORMS[family].default_lnc if family in PLATFORMS else 1
 
 
-def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | None]:
+def prepare(
+    spec: SweepSpec, locations: Locations, stop: threading.Event | None = None
+) -> tuple[StageContext, str | None]:
     """Returns the context and the notices for the run's log, one per line: the toolchain's (when
-    `auto` fell back to the sim) and any devices left out because another process holds them."""
+    `auto` fell back to the sim) and any devices left out because another process holds them.
+
+    `stop`, once set, ends every wait for a NeuronCore and tells the flow to start nothing new.
+    """
+    stop = stop or threading.Event()
     toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
     versions = collect(toolchain)
     lock_dir = locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir
-    leasers, notices, instance = _leasers(toolchain, spec, versions.instance_type, lock_dir)
+    leasers, notices, instance = _leasers(toolchain, spec, versions.instance_type, lock_dir, locations, stop)
     ctx = StageContext(
         toolchain=toolchain,
         store=open_artifact_store(spec.artifacts),
@@ -116,12 +130,18 @@ def prepare(spec: SweepSpec, locations: Locations) -> tuple[StageContext, str | 
         compile_slots=spec.execution.compile_slots or default_compile_slots(),
         versions=versions,
         host=host_platform(versions.instance_type, instance, simulated=toolchain.is_simulation),
+        stop=stop,
     )
     return ctx, "\n".join(line for line in (notice, *notices) if line) or None
 
 
 def _leasers(
-    toolchain: Toolchain, spec: SweepSpec, instance_type: str | None, lock_dir: Path
+    toolchain: Toolchain,
+    spec: SweepSpec,
+    instance_type: str | None,
+    lock_dir: Path,
+    locations: Locations,
+    stop: threading.Event,
 ) -> tuple[dict[int, CoreLeaser], list[str], str | None]:
     """One `neuron-ls` and one leaser per LNC the spec's platforms run at, each listed under that
     NEURON_LOGICAL_NC_CONFIG (a DLAMI container's global value must not decide what a lease means).
@@ -138,5 +158,7 @@ def _leasers(
         if held:
             notices.append(held)
         if devices.free_cores:
-            leasers[lnc] = CoreLeaser(lock_dir, devices.free_cores, lnc=lnc)
+            leasers[lnc] = CoreLeaser(
+                lock_dir, devices.free_cores, lnc=lnc, wait_timeout_seconds=locations.lease_timeout_seconds, stop=stop
+            )
     return leasers, notices, instance

@@ -12,24 +12,20 @@ one shape, so every unit and naming decision lives here:
 * counts and byte totals stay ints;
 * unknown numeric fields go to `extra`, unknown non-numeric ones to `info`: never dropped.
 
-The full JSON profile can be ~1 GB (the instruction table), so it is streamed with ijson and
-only `summary[0]` is ever materialised.
+Reading the files is kernelsweep.profile_files' job, bounded in memory and time on any input;
+a file whose summary holds none of the profiler's summary fields is refused, not read as all-null.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 
-import ijson
-
+from kernelsweep import profile_files
 from kernelsweep.errors import ExtractError
 
 __all__ = ["FORMATS", "METRIC_FIELDS", "LatencyStats", "ProfileMetrics", "normalise_record", "read_profile"]
@@ -260,98 +256,8 @@ def normalise_record(
 
 
 # ---------------------------------------------------------------------------------------------
-# Readers
+# Reading
 # ---------------------------------------------------------------------------------------------
-
-
-def _fail(path: Path, problem: object) -> ExtractError:
-    """One-line message: parser errors (ijson, pyarrow) span several lines."""
-    return ExtractError(f"{path}: {' '.join(str(problem).split())}")
-
-
-@contextmanager
-def _profile_errors(path: Path) -> Iterator[None]:
-    """Turn I/O and syntax errors from any reader into a one-line ExtractError naming the file."""
-    try:
-        yield
-    except OSError as err:
-        raise _fail(path, f"cannot read profile: {err.strerror or err}") from None
-    except (ijson.JSONError, ValueError) as err:  # ValueError: JSONDecodeError, UnicodeDecodeError
-        raise _fail(path, f"not valid JSON: {err}") from None
-
-
-def _detect_format(path: Path) -> str:
-    """Parquet by path; otherwise by the first top-level value, read from the first few bytes.
-
-    Every top-level value of a full profile is a table (a list), with `summary` first or later;
-    summary-json's first value is a record keyed by profile id (an object) or, bare, a scalar.
-    """
-    if path.is_dir() or path.suffix == ".parquet":
-        return "parquet"
-    with _profile_errors(path), open(path, "rb") as handle:
-        events = [event for _, event, _ in islice(ijson.parse(handle, use_float=True), 3)]
-    if events[:1] != ["start_map"]:
-        raise _fail(path, "top level of the profile is not a JSON object")
-    if events[1] != "map_key":
-        raise _fail(path, "no summary record (empty JSON object)")
-    return "json" if events[2] == "start_array" else "summary-json"
-
-
-def _read_full_json(path: Path) -> tuple[Mapping[str, object], None]:
-    """Stream `summary.item` and stop at the first item: memory stays flat in file size."""
-    with _profile_errors(path), open(path, "rb") as handle:
-        summary = next(ijson.items(handle, "summary.item", use_float=True), None)
-    if summary is None:
-        raise _fail(path, "no summary record (the 'summary' list is missing or empty)")
-    if not isinstance(summary, dict):
-        raise _fail(path, "summary[0] is not a JSON object")
-    return summary, None
-
-
-def _read_summary_json(path: Path) -> tuple[Mapping[str, object], None]:
-    """summary-json is a few KB: `{profile_id: record}`, or the bare record."""
-    with _profile_errors(path), open(path, "rb") as handle:
-        data = json.load(handle)
-    if not isinstance(data, dict):
-        raise _fail(path, "top level of the profile is not a JSON object")
-    if not data:
-        raise _fail(path, "no summary record (empty JSON object)")
-    first = next(iter(data.values()))
-    if isinstance(first, list):
-        raise _fail(path, "holds tables, not a summary: read it as format 'json'")
-    return (first if isinstance(first, dict) else data), None
-
-
-def _parquet_rows(path: Path) -> list[dict[str, object]]:
-    # Deferred: only Parquet needs pyarrow, and it is a heavy import for every other path.
-    import pyarrow
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(path).to_pylist()
-    except (OSError, pyarrow.ArrowException) as err:
-        raise _fail(path, f"cannot read Parquet table: {err}") from None
-
-
-def _metadata_facts(rows: list[dict[str, object]]) -> dict[str, object]:
-    """Metadata comes as key/value rows or as one wide row; key/value wins if both could apply."""
-    if rows and {"key", "value"} <= rows[0].keys():
-        return {str(row["key"]): row["value"] for row in rows}
-    return rows[0] if rows else {}
-
-
-def _read_parquet(path: Path) -> tuple[Mapping[str, object], dict[str, object] | None]:
-    """An Explorer output directory, or its Summary.parquet; Metadata.parquet sits beside it."""
-    summary_path = path / "Summary.parquet" if path.is_dir() else path
-    rows = _parquet_rows(summary_path)
-    if not rows:
-        raise _fail(summary_path, "no summary record (Summary table has no rows)")
-    metadata_path = summary_path.with_name("Metadata.parquet")
-    metadata = _metadata_facts(_parquet_rows(metadata_path)) if metadata_path.exists() else None
-    return rows[0], metadata
-
-
-_READERS = {"json": _read_full_json, "summary-json": _read_summary_json, "parquet": _read_parquet}
 
 
 def read_profile(path: str | os.PathLike[str], profile_format: str | None = None) -> ProfileMetrics:
@@ -364,9 +270,14 @@ def read_profile(path: str | os.PathLike[str], profile_format: str | None = None
     if profile_format is not None and profile_format not in FORMATS:
         raise ValueError(f"unknown profile format {profile_format!r}; expected one of {FORMATS}")
     if not path.exists():
-        raise _fail(path, "profile not found")
-    source_format = profile_format or _detect_format(path)
-    record, metadata = _READERS[source_format](path)
+        raise profile_files.fail(path, "profile not found")
+    if not (path.is_file() or path.is_dir()):
+        raise profile_files.fail(path, "is not a regular file (a pipe or a device?); give a profile file")
+    source_format = profile_format or profile_files.detect_format(path)
+    record, metadata = profile_files.READERS[source_format](path)
+    if not record.keys() & _KNOWN_TYPES.keys():
+        names = ", ".join(list(_KNOWN_TYPES)[:3])
+        raise profile_files.fail(path, f"has none of the profile summary fields ({names}, ...): not a Neuron profile")
     return _normalise(record, source_format, metadata, str(path))
 
 

@@ -4,7 +4,8 @@ A sweep that finds out at the end that its bucket does not exist, its credential
 its folder is read-only has lost every measurement. The probe writes a marker object and deletes
 it: the same operations, with the same credentials, the writers will need. Any failure is a
 UsageError (exit 2) naming the location, the problem and the fix, and the probe leaves nothing
-behind, not even a folder it had to create.
+behind, not even a folder it had to create. On S3 it also lists (a run's journal is found by
+listing), so a writer without s3:ListBucket is stopped here too.
 """
 
 from __future__ import annotations
@@ -78,11 +79,13 @@ def _probe_s3(uri: str, what: str, flag: str) -> None:
     try:
         client.put_object(Bucket=where.bucket, Key=key, Body=b"kernelsweep write probe\n")
         client.delete_object(Bucket=where.bucket, Key=key)
+        client.list_objects_v2(Bucket=where.bucket, Prefix=key, MaxKeys=1)  # a run's journal is found by listing
     except ClientError as exc:
         code = s3.error_code(exc)
         fix = {
             "NoSuchBucket": f"bucket {where.bucket!r} does not exist; create it or pass another with {flag}",
-            "AccessDenied": f"access denied; grant s3:PutObject and s3:DeleteObject on {uri}/* or pass {flag}",
+            "AccessDenied": f"access denied; grant s3:PutObject, s3:DeleteObject and s3:ListBucket on {uri} "
+            f"or pass {flag}",
         }.get(code, f"S3 answered {code or 'an error'}; check the bucket and your permissions, or pass {flag}")
         raise UsageError(f"{what} {uri}: cannot write a test object: {fix}") from None
     except (BotoCoreError, Boto3Error) as exc:

@@ -6,8 +6,8 @@ dataset (folder or `s3://`), fetches each of those artifacts from the store its 
 `dest` (under the file names the tools use, so the NEFF and NTFF can be opened again directly) and
 reports, per artifact, whether the bytes are there and hash to what the row says. A bad artifact
 is a line in the report, not an exception, so a caller can show every problem at once; only a row
-that does not exist (a usage mistake) raises.
-
+that does not exist (a usage mistake) raises. Fetched files are copies: editing one never touches
+the store.
 """
 
 from __future__ import annotations
@@ -96,6 +96,11 @@ def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
     )
 
 
+def default_dest(row_id: str) -> Path:
+    """`lineage-<row id>`, as one folder in the working folder whatever the id holds (`../..` included)."""
+    return Path("lineage-" + (_SAFE_NAME.sub("_", row_id)[:200] or "row"))
+
+
 def _linked(row: dict) -> list[tuple[str, str, dict | None]]:
     """(name, file name, {uri, sha256, size_bytes} or None when not linked) for every artifact the
     row links, and for what an ok row must link but does not (a gap in its lineage)."""
@@ -140,7 +145,6 @@ def _verify(stores: dict[str, ArtifactStore], dest: Path, name: str, file: str, 
         store = stores.get(store_root)
         if store is None:
             store = stores[store_root] = open_store_for(ArtifactRef(uri, sha, size or 0))
-        target.unlink(missing_ok=True)  # a previous fetch may be a hard link into the store
         store.fetch(ArtifactRef(uri, sha, size or 0), target)
     except (KernelsweepError, OSError) as exc:
         return _failed(check, str(exc) or type(exc).__name__)

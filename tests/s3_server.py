@@ -3,7 +3,8 @@
 Everything talks HTTP: boto3 and pyarrow reach the server through `AWS_ENDPOINT_URL_S3` exactly as
 they would reach a real endpoint, so nothing inside boto3 is patched. The proxy sits in front of
 moto to make one request fail the way S3 fails (a 503 before storing, or a 500 after storing, i.e.
-a lost response).
+a lost response), or to take the endpoint down altogether (`down`: every connection is dropped
+unanswered, as a dead endpoint does).
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class FaultProxy:
         parts = urlsplit(upstream_url)
         self.upstream = (parts.hostname, parts.port)
         self.faults: list[Fault] = []
+        self.down = False
         self.log: list[tuple[str, str, int]] = []  # (method, path, status sent to the client)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -159,6 +161,10 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _relay(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if proxy.down:
+                self.close_connection = True  # no answer at all: the client sees the connection drop
+                proxy.record(self.command, self.path, 0)
+                return
             fault = proxy.take_fault(self.command)
             if fault is None or fault.after_forward:
                 status, headers, payload = proxy.forward(self.command, self.path, self.headers.items(), body)

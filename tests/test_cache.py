@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelsweep import cache
-from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore, S3ArtifactStore
+from kernelsweep.artifacts import LocalArtifactStore, S3ArtifactStore
 from kernelsweep.errors import StoreError
 from kernelsweep.s3 import make_client, parse_s3_uri
 
@@ -71,8 +71,10 @@ def test_trace_key_ignores_param_order():
     assert cache.trace_key(**TRACE) == cache.trace_key(**{**TRACE, "params": {"h": 1024, "s": 128}})
 
 
-def _round_trip(store):
-    ref = ArtifactRef("file:///x/sha256/aa/" + "a" * 64, "a" * 64, 10)
+def _round_trip(store, tmp_path):
+    neff = tmp_path / "file.neff"
+    neff.write_bytes(b"a neff")
+    ref = store.put_file(neff)  # an entry is a hit only while the store holds what it names
     assert cache.lookup(store, "compile", "2.21.0+sim", "k1") is None
     cache.record(store, "compile", "2.21.0+sim", "k1", {"neff": ref}, {"tracer": "t"})
     entry = cache.lookup(store, "compile", "2.21.0+sim", "k1")
@@ -81,16 +83,16 @@ def _round_trip(store):
 
 
 def test_entries_in_a_local_store(tmp_path):
-    _round_trip(LocalArtifactStore(tmp_path))
+    _round_trip(LocalArtifactStore(tmp_path / "store"), tmp_path)
 
 
-def test_entries_in_an_s3_store(monkeypatch):
+def test_entries_in_an_s3_store(monkeypatch, tmp_path):
     from s3_server import apply_env, aws_test_env, create_bucket, moto_s3
 
     with moto_s3() as endpoint:
         apply_env(monkeypatch, aws_test_env(endpoint))
         bucket = create_bucket(endpoint)
-        _round_trip(S3ArtifactStore(parse_s3_uri(f"s3://{bucket}/store"), client=make_client()))
+        _round_trip(S3ArtifactStore(parse_s3_uri(f"s3://{bucket}/store"), client=make_client()), tmp_path)
 
 
 def test_index_names_cannot_escape_the_store(tmp_path):

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROW = "b48e273b-c38f-5c14-9126-e6518ac9110a"  # a well-formed row id that no results hold
 NOISE = ("Traceback", "ERROR", "CancelledError", "telemetry", "database is locked")
 
 
@@ -86,6 +87,14 @@ def test_extract_prints_seed_000s_numbers_in_normalised_units(tmp_path, cli_env)
     assert metrics["hardware_flops"] == 427_819_008 and metrics["neuroncore_cycle_count"] == 54307
 
 
+MLP_SPEC = """
+name = "cli"
+platforms = ["trn2"]
+[[kernels]]
+kernel = "kernelsweep.kernels.mlp:mlp"
+grid = { s = [128], h = [1024], i = [512] }
+"""
+
 BAD_MODULE = "raise RuntimeError('half-edited kernel file')\n"
 EXITING_MODULE = "import sys\nsys.exit(3)\n"
 BROKEN_CHECK = """
@@ -133,7 +142,40 @@ FAILURES = [
     ("unknown-command", {}, ["sweep-it"], {}, 2, "No such command 'sweep-it'"),
     ("extract-missing", {}, ["extract", "nope.json"], {}, 2, "nope.json"),
     ("extract-not-json", {"notes.txt": "hello\n"}, ["extract", "notes.txt"], {}, 2, "notes.txt: not valid JSON"),
-    ("lineage-no-results", {}, ["lineage", "abc", "--results", "gone"], {}, 2, "results folder 'gone' does not exist"),
+    ("lineage-no-results", {}, ["lineage", ROW, "--results", "gone"], {}, 2, "results folder 'gone' does not exist"),
+    # issue 13: every bad input is one line and exit 2, nothing written (docs/reliability.md)
+    ("spec-is-a-folder", {"d/x": ""}, ["validate", "d"], {}, 2, "d: is a folder, not a spec file"),
+    ("spec-not-text", {"spec.toml": b"\xff\xfe\x00\x01"}, ["run", "spec.toml"], {}, 2, "not a text file (not UTF-8)"),
+    ("too-many-points", {"spec.toml": SPEC.replace("free_size = [1, 32]", f"free_size = {list(range(1, 101))}, "
+     f"partition_size = {list(range(1, 129))}")}, ["run", "spec.toml"], {}, 2,
+     "expands to 12,800 points, over the limit of 10,000; shrink the grid, or pass --max-points 12800"),
+    ("max-points-zero", {"spec.toml": SPEC}, ["validate", "spec.toml", "--max-points", "0"], {}, 2,
+     "Invalid value for '--max-points'"),
+    ("timeout-infinite", {"spec.toml": SPEC.replace("num_exec = 2", "num_exec = 2\ntimeout_seconds = inf")},
+     ["run", "spec.toml"], {}, 2, "capture.timeout_seconds is inf; give a finite number"),
+    ("axis-negative", {"spec.toml": SPEC.replace("n = [4096]", "n = [-4096]")}, ["run", "spec.toml"], {}, 2,
+     "kernels[0].grid.n has -4096, out of range"),
+    ("shape-beyond-device", {"spec.toml": MLP_SPEC.replace("s = [128], h = [1024]", "s = [1048576], h = [1048576]")},
+     ["run", "spec.toml"], {}, 2, "needs 4099.0 GiB of inputs and outputs, more than trn2's 96 GiB of device memory"),
+    ("shape-beyond-host", {"spec.toml": SPEC.replace("n = [4096], free_size = [1, 32]", "n = [2147483520]")},
+     ["run", "spec.toml"], {}, 2, "with its working copies that is more than this host's"),
+    ("sim-env-bad", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_CORES": "two"}, 2,
+     "KERNELSWEEP_SIM_CORES='two': give an int of at least 1; fix or unset it"),
+    ("sim-time-scale-bad", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_TIME_SCALE": "-1"}, 2,
+     "KERNELSWEEP_SIM_TIME_SCALE='-1': give a float of at least 0"),
+    ("sim-faults-bad", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_FAULTS": "bogus"}, 2,
+     "KERNELSWEEP_SIM_FAULTS: bad entry 'bogus'"),
+    ("lease-timeout-bad", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_LEASE_TIMEOUT_SECONDS": "soon"},
+     2, "KERNELSWEEP_LEASE_TIMEOUT_SECONDS='soon': give a number of seconds above 0"),
+    ("state-folder-open-to-others", {"spec.toml": SPEC, "shared/keep": ""}, ["run", "spec.toml"],
+     {"KERNELSWEEP_STATE_DIR": "{tmp}/shared", "KERNELSWEEP_SIM_STATE": None, "KERNELSWEEP_LOCK_DIR": None}, 2,
+     "state folder {tmp}/shared is open to other users (mode 755); chmod 700 it or choose a private folder"),
+    ("lineage-row-id-is-a-path", {"r/keep": ""}, ["lineage", "../../etc", "--results", "r"], {}, 2,
+     "no row ../../etc in r"),
+    ("extract-not-a-profile", {"t.json": '{"rows": [{"a": 1}], "summary": [{"colour": "red"}]}'}, ["extract", "t.json"],
+     {}, 2, "none of the profile summary fields"),
+    ("extract-nested-too-deep", {"d.json": '{"a": ' + "[" * 200 + "]" * 200 + "}"}, ["extract", "d.json"], {}, 2,
+     "is nested more than 64 levels deep"),
 ]  # fmt: skip
 
 
@@ -141,12 +183,15 @@ FAILURES = [
     ("files", "argv", "env", "code", "says"), [f[1:] for f in FAILURES], ids=[f[0] for f in FAILURES]
 )
 def test_every_documented_failure_is_one_line_and_its_exit_code(tmp_path, cli_env, files, argv, env, code, says):
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
-    proc = _run(argv, cli_env | env, tmp_path)
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    environment = {**cli_env, **{k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items() if v is not None}}
+    environment = {k: v for k, v in environment.items() if env.get(k, "") is not None}
+    proc = _run(argv, environment, tmp_path)
     assert proc.returncode == code, proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
-    assert says in proc.stderr
+    assert says.replace("{tmp}", str(tmp_path)) in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not (tmp_path / "results").exists() and not (tmp_path / "artifacts").exists()  # nothing written
 
@@ -156,7 +201,7 @@ def test_a_store_that_cannot_be_read_is_exit_3(tmp_path, cli_env):
     torn = tmp_path / "results" / "v1" / "platform=trn2" / "run_date=2026-01-01" / "run.parquet"
     torn.parent.mkdir(parents=True)
     torn.write_bytes(b"PAR1 torn")
-    proc = _run(["lineage", "abc", "--results", "results"], cli_env, tmp_path)
+    proc = _run(["lineage", ROW, "--results", "results"], cli_env, tmp_path)
     assert proc.returncode == 3, proc.stderr
     assert "is not a readable Parquet file" in proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

@@ -4,6 +4,7 @@ import fcntl
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep.errors import DeviceBusyError
+from kernelsweep.errors import CaptureError, DeviceBusyError, UsageError
 from kernelsweep.locks import CoreLease, CoreLeaser, parse_visible_cores
 
 REPO = Path(__file__).resolve().parents[1]
@@ -162,7 +163,8 @@ def test_leasers_with_different_lnc_exclude_each_other(tmp_path):
     held.release()
 
 
-def test_timeout_raises_retryable_device_busy(tmp_path, caplog):
+def test_a_wait_that_times_out_fails_for_good(tmp_path, caplog):
+    """The wait already lasted the whole timeout: retrying it would only multiply the hang."""
     leaser = CoreLeaser(tmp_path, [0, 1])
     a, b = leaser.try_acquire(), leaser.try_acquire()
     assert a is not None and b is not None
@@ -177,10 +179,122 @@ def test_timeout_raises_retryable_device_busy(tmp_path, caplog):
         a.release()
         b.release()
     err = info.value
-    assert err.retryable is True
+    assert err.retryable is False and err.error_class == "LeaseTimeout"
     assert "no NeuronCore free after 0.2 s" in err.message and "cores 0,1" in err.message
+    assert "core 0: this process" in err.message  # who holds them, even when it is ourselves
     waiting = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
     assert len(waiting) == 1 and "point-7" in waiting[0] and "2 NeuronCore" in waiting[0]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # our own threads: no alarm
+
+
+def _foreign_holder(lock_dir: Path, cores: list[int]) -> subprocess.Popen:
+    """Another process holding `cores` (a wedged capture, say), started by its own command line."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from kernelsweep.locks import CoreLeaser
+        held = [CoreLeaser({str(lock_dir)!r}, [c]).try_acquire("wedged") for c in {cores!r}]
+        assert all(held)
+        print("ready", flush=True)
+        sys.stdin.read()
+        """
+    )
+    script = lock_dir / "wedge.py"
+    script.write_text(code)
+    child = subprocess.Popen(
+        [sys.executable, str(script), "--wedged-capture"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert child.stdout.readline() == "ready\n"
+    return child
+
+
+def test_a_wait_names_the_core_and_the_process_holding_it_and_gives_up(tmp_path, caplog):
+    child = _foreign_holder(tmp_path, [0, 1])
+    try:
+        leaser = CoreLeaser(tmp_path, [0, 1], wait_timeout_seconds=0.3)
+        with caplog.at_level(logging.WARNING, logger="kernelsweep.locks"), pytest.raises(DeviceBusyError) as info:
+            with leaser.lease(waiting_for="mlp-trn2"):  # the leaser's own timeout applies
+                pytest.fail("lease granted while another process holds every core")
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+        child.stdout.close()
+    notice = [r.getMessage() for r in caplog.records]
+    assert len(notice) == 1, notice
+    assert f"core 0: pid {child.pid} ({sys.executable} {tmp_path / 'wedge.py'} --wedged-capture)" in notice[0]
+    assert "mlp-trn2" in notice[0] and "giving up after 0.3 s" in notice[0]
+    assert info.value.error_class == "LeaseTimeout" and f"pid {child.pid}" in info.value.message
+
+
+def test_stopping_ends_a_wait_at_once(tmp_path):
+    stop = threading.Event()
+    leaser = CoreLeaser(tmp_path, [0], stop=stop)  # no timeout: only the stop can end this wait
+    blocker = leaser.try_acquire()
+    assert blocker is not None
+    outcome: list[BaseException] = []
+
+    def waiter() -> None:
+        try:
+            with leaser.lease(waiting_for="p"):
+                pass
+        except DeviceBusyError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    stop.set()
+    t.join(10)
+    blocker.release()
+    assert not t.is_alive() and len(outcome) == 1 and "stopped while waiting" in outcome[0].message
+
+
+def test_the_lock_folder_is_private_and_lock_files_are_never_followed(tmp_path):
+    made = tmp_path / "made" / "leases"
+    CoreLeaser(made, [0])
+    assert stat.S_IMODE(os.stat(made).st_mode) == 0o700  # made private
+
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    os.chmod(loose, 0o755)
+    with pytest.raises(UsageError, match="is open to other users"):
+        CoreLeaser(loose, [0])
+    assert stat.S_IMODE(os.stat(loose).st_mode) == 0o755  # refused, never changed
+    os.chmod(loose, 0o700)
+
+    link = tmp_path / "link"
+    link.symlink_to(loose)
+    with pytest.raises(UsageError, match="not a folder"):
+        CoreLeaser(link, [0])
+
+    target = tmp_path / "victim"
+    target.write_text("precious\n")
+    (loose / "nc0.lock").symlink_to(target)  # a planted link must not be opened, let alone truncated
+    with pytest.raises(CaptureError, match="cannot be opened safely") as planted:
+        CoreLeaser(loose, [0]).try_acquire()
+    assert planted.value.error_class == "UnsafeLeaseFile" and target.read_text() == "precious\n"
+
+
+def test_folders_and_lock_files_of_another_user_are_refused(tmp_path):
+    other = 65534 if os.geteuid() == 0 else 0  # nobody when we are root, root when we are not
+    theirs = tmp_path / "theirs"
+    if os.geteuid() == 0:
+        theirs.mkdir(mode=0o700)
+        os.chown(theirs, other, other)
+    else:
+        theirs = Path("/")
+    with pytest.raises(UsageError, match=f"belongs to uid {other}"):
+        CoreLeaser(theirs, [0])
+    if os.geteuid() == 0:  # a lock file someone else owns inside our folder
+        mine = tmp_path / "mine"
+        CoreLeaser(mine, [0])
+        (mine / "nc0.lock").touch()
+        os.chown(mine / "nc0.lock", other, other)
+        with pytest.raises(CaptureError, match="not your own regular file"):
+            CoreLeaser(mine, [0]).try_acquire()
 
 
 def test_waiting_lease_gets_the_core_once_released(tmp_path):

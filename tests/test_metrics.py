@@ -487,3 +487,117 @@ def test_unknown_format_is_a_programming_error() -> None:
         read_profile(SEED000_JSON, "csv")
     with pytest.raises(ValueError, match="unknown profile format"):
         normalise_record({}, "csv")
+
+
+# --- Bounded on any input (docs/reliability.md): each read runs in a child with its address space ---
+# --- capped at 1 GiB, so a reader that is not bounded fails here instead of taking the host down. ---
+
+BOUNDED_CHILD = """
+import json, resource, sys, time
+limit = int(sys.argv[2])
+if limit:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from kernelsweep.errors import ExtractError
+from kernelsweep.metrics import read_profile
+started = time.perf_counter()
+try:
+    read_profile(sys.argv[1])
+    outcome = "read"
+except ExtractError as exc:
+    outcome = exc.message
+except MemoryError:
+    outcome = "MemoryError"
+# VmHWM: this process's peak since exec (getrusage's maxrss would include the forked pytest's)
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print(json.dumps({"outcome": outcome, "seconds": time.perf_counter() - started,
+                  "peak_mb": int(status["VmHWM"].split()[0]) / 1024}))
+"""
+SUMMARY_TAIL = b'], "summary": [{"total_time": 4.5e-05}]}'
+
+
+def _bounded_read(path: Path, address_space: int = 1 << 30) -> dict:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", BOUNDED_CHILD, str(path), str(address_space)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and proc.stdout, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _write(path: Path, *parts: bytes, repeat: tuple[bytes, int] | None = None) -> Path:
+    with open(path, "wb") as handle:
+        handle.write(parts[0])
+        if repeat:
+            for _ in range(repeat[1]):
+                handle.write(repeat[0])
+        for part in parts[1:]:
+            handle.write(part)
+    return path
+
+
+PATHOLOGICAL = {
+    # One 64 MiB string in a table before the summary: ijson's parser slows quadratically on it.
+    "huge-string": lambda p: _write(p, b'{"instruction": [{"x": "', SUMMARY_TAIL.replace(b"]", b'"}]', 1),
+                                    repeat=(b"a," * (1 << 19), 64)),
+    "huge-number": lambda p: _write(p, b'{"instruction": [1', SUMMARY_TAIL, repeat=(b"0" * (1 << 20), 64)),
+    "escaped-quotes": lambda p: _write(p, b'{"instruction": ["', SUMMARY_TAIL.replace(b"]", b'"]', 1),
+                                       repeat=(b'\\"' * (1 << 19), 32)),
+    # 100k levels in 500 KB: ijson's path prefixes grow with depth (gigabytes).
+    "deep-nesting": lambda p: _write(p, b'{"a": ' + b'["x",' * 100_000 + b"1" + b"]" * 100_000 + SUMMARY_TAIL[1:]),
+    "deep-summary": lambda p: _write(p, b'{"summary": [{"total_time": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000
+                                     + b"}]}"),
+    "wide-summary": lambda p: _write(p, b'{"summary": [{"total_time": 1' + b"".join(
+        b', "f%d": %d' % (i, i) for i in range(200_000)) + b"}]}"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(PATHOLOGICAL))
+def test_pathological_json_is_refused_quickly_in_little_memory(tmp_path: Path, case: str) -> None:
+    result = _bounded_read(PATHOLOGICAL[case](tmp_path / "profile.json"))
+    assert result["outcome"].startswith(str(tmp_path / "profile.json")), result
+    bounds = ("single value over", "without a string", "nested more than", "more than 4096")
+    assert any(word in result["outcome"] for word in bounds)
+    assert result["seconds"] < 10 and result["peak_mb"] < 200, result
+
+
+def test_a_summary_table_of_millions_of_rows_decodes_only_its_first(tmp_path: Path) -> None:
+    n = 2_000_000
+    table = pa.table({"total_time": pa.array([4.5e-05] * n), "label": pa.array([f"row {i}" for i in range(n)])})
+    pq.write_table(table, tmp_path / "Summary.parquet", row_group_size=n)
+    result = _bounded_read(tmp_path / "Summary.parquet", address_space=0)  # pyarrow reserves address space
+    assert result["outcome"] == "read" and result["peak_mb"] < 400, result
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("table.json", {"rows": [{"a": 1}, {"a": 2}], "summary": [{"colour": "red", "n": 3}]}),
+        ("record.json", {"colour": "red", "n": 3}),
+        ("keyed.json", {"p1": {"colour": "red"}}),
+    ],
+)
+def test_json_with_none_of_the_summary_fields_is_not_a_profile(tmp_path: Path, name: str, content: dict) -> None:
+    path = tmp_path / name
+    path.write_text(json.dumps(content))
+    with pytest.raises(ExtractError, match="none of the profile summary fields") as err:
+        read_profile(path)
+    _assert_one_line_naming(err, path)
+
+
+def test_a_table_with_none_of_the_summary_fields_is_not_a_profile(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), tmp_path / "data.parquet")
+    with pytest.raises(ExtractError, match="none of the profile summary fields"):
+        read_profile(tmp_path / "data.parquet")
+
+
+def test_a_pipe_is_refused_not_read_for_ever(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    result = _bounded_read(tmp_path / "fifo", address_space=0)  # in a child: a reader that blocks fails here
+    assert "is not a regular file" in result["outcome"]

@@ -368,7 +368,7 @@ def test_local_crash_mid_write_leaves_no_target_and_no_temp_file(tmp_path, monke
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StoreError, match="disk full"):  # a store failure, named, not a bare OSError
         write_results(make_rows("run-1"), str(root), flow_run_id="run-1", run_date=RUN_DATE, lineage=LINEAGE)
     assert [p for p in root.rglob("*") if p.is_file()] == []
 

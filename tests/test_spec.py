@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from kernelsweep.errors import UsageError
-from kernelsweep.spec import expand, load_spec
+from kernelsweep.spec import count_points, expand, expand_spec, load_spec
 
 GOOD = """
 name = "t"
@@ -122,3 +124,159 @@ def test_validate_cli_lists_points(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "2 points" in proc.stdout and "mlp-b-1-s-256-h-1024-i-512-bfloat16-trn2" in proc.stdout
+
+
+# --- Bad input that used to cost minutes, gigabytes or duplicate rows (docs/reliability.md) ---------
+
+
+def test_a_huge_grid_is_refused_by_counting_before_any_point_or_import(tmp_path):
+    """10^18 points: counted from the list lengths, refused at once; the kernel is never even imported."""
+    axis = list(range(1, 1001))
+    body = GOOD.replace("kernelsweep.kernels.mlp:mlp", "never.imported:k").replace(
+        "grid = { s = [128, 256], h = [1024], i = [512] }",
+        f"grid = {{ b = {axis}, s = {axis}, h = {axis}, i = {axis}, x = {axis}, y = {axis} }}",
+    )
+    spec = load_spec(_spec(tmp_path, body))
+    assert count_points(spec) == 1000**6
+    started = time.perf_counter()
+    with pytest.raises(UsageError, match=r"expands to 1,000,000,000,000,000,000 points, over the limit of 10,000"):
+        expand(spec)
+    assert time.perf_counter() - started < 1.0
+    with pytest.raises(UsageError, match="--max-points 1000000000000000000"):
+        expand(spec)
+
+
+def test_max_points_lets_a_large_grid_through(tmp_path):
+    spec = load_spec(_spec(tmp_path, GOOD.replace("s = [128, 256]", "s = [128, 256, 512]")))
+    with pytest.raises(UsageError, match="expands to 3 points, over the limit of 2"):
+        expand(spec, max_points=2)
+    assert len(expand(spec, max_points=3)) == 3
+
+
+def test_repeated_values_platforms_dtypes_and_kernel_blocks_are_swept_once_with_a_notice(tmp_path):
+    body = GOOD.replace('["trn2"]', '["trn2", "trn2"]').replace("s = [128, 256]", "s = [128, 256, 128]")
+    body = body.replace("grid = {", 'dtypes = ["bfloat16", "bfloat16"]\ngrid = {')
+    body += '[[kernels]]\nkernel = "kernelsweep.kernels.mlp:mlp"\ngrid = { s = [256, 512], h = [1024], i = [512] }\n'
+    expansion = expand_spec(load_spec(_spec(tmp_path, body)), source="spec.toml")
+    ids = [p.point_id for p in expansion.points]
+    assert len(ids) == len(set(ids)) == 3  # s=128, 256, 512 on trn2: nothing twice
+    assert expansion.notices == [
+        "spec.toml: platforms lists trn2 twice; swept once",
+        "spec.toml: kernels[0].dtypes lists bfloat16 twice; swept once",
+        "spec.toml: kernels[0].grid.s lists 128 twice; swept once",
+        "spec.toml: kernels[1] repeats 1 point(s) listed before it; each is swept once",
+    ]
+
+
+def test_two_kernels_with_one_name_are_refused(tmp_path):
+    (tmp_path / "alias.py").write_text(
+        "from kernelsweep.kernels.mlp import MLP\n\nclass Other(MLP):\n    pass\n\nmlp = Other()\n"
+    )
+    body = GOOD + '[[kernels]]\nkernel = "alias:mlp"\ngrid = { s = [128], h = [1024], i = [512] }\n'
+    sys.path.append(str(tmp_path))
+    try:
+        with pytest.raises(UsageError, match="are both named 'mlp', so their rows would share ids"):
+            expand(load_spec(_spec(tmp_path, body)))
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("[capture]\ntimeout_seconds = inf\n", "capture.timeout_seconds is inf; give a finite number"),
+        ("[capture]\ntimeout_seconds = 1e300\n", "capture.timeout_seconds=1e+300 is over a week"),
+        ("[capture]\ntimeout_seconds = nan\n", "capture.timeout_seconds: Input should be greater than 0"),
+        ('results = "out\\u0000x"\n', "results must be a folder path or s3:// URI of 1 to 1024 printable"),
+        ('artifacts = ""\n', "artifacts must be a folder path or s3:// URI"),
+    ],
+)
+def test_non_finite_and_absurd_settings_are_one_line(tmp_path, edit, message):
+    head, kernels = GOOD.split("[[kernels]]")
+    top, table = (edit, "") if not edit.startswith("[") else ("", edit)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        load_spec(_spec(tmp_path, top + head + table + "[[kernels]]" + kernels))
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ("s = [-128]", "kernels[0].grid.s has -128, out of range; axis values are 0 to 2147483647"),
+        ("s = [4294967296]", "kernels[0].grid.s has 4294967296, out of range"),
+        ("s = [1048576], h = [1048576], i = [512]", "needs 4099.0 GiB of inputs and outputs, more than trn2's 96 GiB"),
+    ],
+)
+def test_out_of_range_shapes_are_refused_before_any_memory_is_spent(tmp_path, grid, message):
+    body = GOOD.replace(
+        "s = [128, 256], h = [1024], i = [512]", grid if "h =" in grid else grid + ", h = [1024], i = [512]"
+    )
+    with pytest.raises(UsageError, match=re.escape(message)):
+        expand(load_spec(_spec(tmp_path, body)))
+
+
+BAD_NAMES = """
+from kernelsweep.kernels.vector_add import VectorAdd
+from kernelsweep.kernels.base import TensorInfo
+
+class SlashName(VectorAdd):
+    name = "../../etc/evil"
+
+class SlashTensor(VectorAdd):
+    name = "slash_tensor"
+    def input_infos(self, params, dtype):
+        return [TensorInfo("../x", (128, 16), dtype)]
+
+class OddAxis(VectorAdd):
+    name = "odd_axis"
+    axes = ("n", "partition size", "free_size")
+
+slash_name, slash_tensor, odd_axis = SlashName(), SlashTensor(), OddAxis()
+"""
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("badnames:slash_name", "kernel name '../../etc/evil' cannot name files and keys"),
+        ("badnames:slash_tensor", "tensor name '../x' of slash_tensor cannot name a file"),
+        ("badnames:odd_axis", "axis name 'partition size' of kernel odd_axis is not an identifier"),
+    ],
+)
+def test_names_that_become_paths_or_keys_are_checked(tmp_path, ref, message):
+    (tmp_path / "badnames.py").write_text(BAD_NAMES)
+    body = f"""
+name = "t"
+platforms = ["trn2"]
+[[kernels]]
+kernel = "{ref}"
+dtypes = ["float32"]
+grid = {{ n = [2048] }}
+"""
+    sys.path.append(str(tmp_path))
+    try:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            expand(load_spec(_spec(tmp_path, body)))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("badnames", None)
+
+
+def test_a_spec_that_is_a_folder_binary_or_huge_is_one_line(tmp_path):
+    with pytest.raises(UsageError, match="is a folder, not a spec file"):
+        load_spec(tmp_path)
+    (tmp_path / "bin.toml").write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(UsageError, match="not a text file"):
+        load_spec(tmp_path / "bin.toml")
+    (tmp_path / "big.toml").write_bytes(b"#" * (2 << 20))
+    with pytest.raises(UsageError, match="too large for a sweep spec"):
+        load_spec(tmp_path / "big.toml")
+    (tmp_path / "deep.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(UsageError, match="nested too deeply|not valid TOML"):
+        load_spec(tmp_path / "deep.toml")
+
+
+def test_a_point_too_big_for_this_host_is_refused_when_the_host_is_known(tmp_path):
+    spec = load_spec(_spec(tmp_path, GOOD.replace("s = [128, 256], h = [1024]", "s = [65536], h = [2048]")))
+    assert len(expand(spec)) == 1  # fits a trn2; whether it fits this host depends on the host
+    with pytest.raises(UsageError, match="more than this host's 1 GiB of memory"):
+        expand(spec, host_memory_bytes=1 << 30)

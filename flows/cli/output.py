@@ -13,6 +13,7 @@ EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 EXIT_RUN_FAILED = 3
 EXIT_INTERNAL = 4
+EXIT_SIGNAL_BASE = 128  # interrupted: 128 + the signal, as shells report it (130 Ctrl-C, 143 SIGTERM)
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 160)

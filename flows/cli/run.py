@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kernelsweep.flows.cli.output import EXIT_PROBLEMS, console, out
+from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.summary import RowSummary
-from kernelsweep.spec import Point, SweepSpec, expand, load_spec, parse_spec
+from kernelsweep.spec import DEFAULT_MAX_POINTS, Point, SweepSpec, expand_spec, load_spec, parse_spec
 
 # Embedded runs use Prefect's ephemeral server: keep its telemetry off and its logs out of the
 # user's terminal unless asked for (set the variables yourself to override). A loaded host can take
@@ -27,20 +30,38 @@ QUIET_PREFECT = {
 }
 
 
-def load(spec_path: str, **overrides: str | None) -> tuple[SweepSpec, list[Point]]:
-    """The spec with command-line overrides, validated like the file itself, and its points."""
+MAX_POINTS_OPTION = click.option(
+    "--max-points",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_POINTS,
+    show_default=True,
+    help="Refuse a spec that expands to more points (counted before any is built).",
+)
+
+
+def load(
+    spec_path: str, max_points: int = DEFAULT_MAX_POINTS, **overrides: str | None
+) -> tuple[SweepSpec, list[Point]]:
+    """The spec with command-line overrides, validated like the file itself, and its points (each
+    once: what was merged is said on stderr)."""
+    from kernelsweep.context import host_memory_bytes
+
     spec = load_spec(spec_path)
     updates = {k: v for k, v in overrides.items() if v is not None}
     if updates:
         spec = parse_spec({**spec.model_dump(), **updates}, source=f"{spec_path} (with command-line overrides)")
-    return spec, expand(spec, source=spec_path)
+    expansion = expand_spec(spec, source=spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
+    for notice in expansion.notices:
+        console.print(escape(notice), highlight=False, soft_wrap=True)
+    return spec, expansion.points
 
 
 @click.command()
 @click.argument("spec_path", metavar="SPEC")
-def validate(spec_path: str) -> None:
+@MAX_POINTS_OPTION
+def validate(spec_path: str, max_points: int) -> None:
     """Check a sweep spec and list its points."""
-    spec, points = load(spec_path)
+    spec, points = load(spec_path, max_points)
     table = Table(title=f"{spec.name}: {len(points)} points")
     for column in ("point id", "kernel", "shape", "dtype", "platform", "lnc"):
         table.add_column(column)
@@ -54,32 +75,70 @@ def validate(spec_path: str) -> None:
 @click.option("--toolchain", type=click.Choice(["auto", "neuron", "sim"]), help="Override the spec's toolchain.")
 @click.option("--results", help="Results folder or s3://bucket/prefix (overrides the spec).")
 @click.option("--artifacts", help="Artifact store folder or s3://bucket/prefix (overrides the spec).")
-def run(spec_path: str, toolchain: str | None, results: str | None, artifacts: str | None) -> None:
-    """Run a sweep on this host and print a summary table."""
+@MAX_POINTS_OPTION
+@click.option(
+    "--remeasure",
+    is_flag=True,
+    help="When resuming an interrupted run of this spec, measure again the points it finished (default: reuse them).",
+)
+def run(
+    spec_path: str, toolchain: str | None, results: str | None, artifacts: str | None, max_points: int, remeasure: bool
+) -> None:
+    """Run a sweep on this host and print a summary table.
+
+    A run of the same spec that was interrupted (Ctrl-C, SIGTERM, a crash, its results location
+    failing) is resumed: its finished points are reused under its run id, the rest are measured.
+    """
     from kernelsweep.context import resolve_toolchain
     from kernelsweep.flows.settings import locations_from_env
     from kernelsweep.probe import probe_location
+    from kernelsweep.results.journal import find_unfinished, open_run, run_key
 
-    spec, points = load(spec_path, toolchain=toolchain, results=results, artifacts=artifacts)
+    spec, points = load(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
     # Everything that can fail before the first point fails here, before Prefect even starts: the
-    # toolchain as the flow will resolve it (`--toolchain neuron` without the SDK), then the locations.
+    # host folders, the toolchain as the flow will resolve it (`--toolchain neuron` without the SDK),
+    # then the locations.
     locations = locations_from_env()
     _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
     probe_location(spec.results, "results", "--results")
     probe_location(spec.artifacts, "artifact store", "--artifacts")
+    unfinished = find_unfinished(spec.results, run_key(spec))
+    reused = 0
+    if unfinished is not None:
+        journal = open_run(spec.results, unfinished.run_key, unfinished.run_id)
+        reused = 0 if remeasure else len(journal.completed(points))
+        plan = "measuring every point again (--remeasure)" if remeasure else f"reusing {reused} finished point(s)"
+        console.print(
+            f"resuming run {unfinished.run_id} of {unfinished.run_date} (interrupted): {plan}, "
+            f"running the other {len(points) - reused}",
+            highlight=False,
+            soft_wrap=True,
+        )
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
-    from kernelsweep.flows.embedded import run_sweep  # imports Prefect: after its environment is set
+    from kernelsweep.flows import embedded  # imports Prefect: after its environment is set
+    from kernelsweep.flows.sweep import SweepInterrupted
 
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)
-    with _progress_bar(len(points)) as advance:
-        report = run_sweep(spec, on_row=advance)
+    with _progress_bar(len(points) - reused) as advance, _notices_on_stderr():
+        try:
+            report = embedded.run_sweep(
+                spec,
+                on_row=advance,
+                resume_run_id=unfinished.run_id if unfinished else None,
+                remeasure=remeasure,
+                max_points=max_points,
+            )
+        except SweepInterrupted as exc:
+            fail(f"interrupted: {exc.message}", EXIT_SIGNAL_BASE + (embedded.stopped_by.signal or signal.SIGINT))
     if report.rows:
         out.print(summary_table(report.rows))
     if report.left_for_other_hosts:
         others = ", ".join(f"{n} {platform}" for platform, n in sorted(report.left_for_other_hosts.items()))
         console.print(f"left for hosts of their own platform: {others} points", highlight=False)
+    if reused:
+        console.print(f"reused {reused} point(s) measured by the interrupted run", highlight=False)
     for path in report.paths:
         out.print(f"results: {path}", highlight=False, soft_wrap=True)
     if report.failed:
@@ -87,6 +146,25 @@ def run(spec_path: str, toolchain: str | None, results: str | None, artifacts: s
             f"{report.failed} of {len(report.rows)} points failed (see error_message in the results)", highlight=False
         )
         sys.exit(EXIT_PROBLEMS)
+
+
+class _StderrLines(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        console.print(escape(" ".join(record.getMessage().split())), highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def _notices_on_stderr() -> Iterator[None]:
+    """kernelsweep's own warnings (a capture waiting on a core someone else holds, a cache entry
+    rebuilt, a signal received) as one line each on stderr; Prefect's logs stay quiet."""
+    logger, handler = logging.getLogger("kernelsweep"), _StderrLines(logging.WARNING)
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 @contextmanager

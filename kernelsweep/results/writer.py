@@ -98,7 +98,16 @@ class LocalTarget:
         return str(self.root / key)
 
     def create(self, key: str, data: bytes, sha256: str) -> Outcome:
+        """A full disk or a folder gone read-only is a StoreError naming the folder, never a bare OSError."""
         target = self.root / key
+        try:
+            return self._create(target, data, sha256)
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise StoreError(f"writing {target}: {reason}", error_class="ResultsWriteFailed") from exc
+
+    @staticmethod
+    def _create(target: Path, data: bytes, sha256: str) -> Outcome:
         target.parent.mkdir(parents=True, exist_ok=True)
         # Hidden name: dataset readers skip it, so a crash here never shows up as a partial file.
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-", suffix=".parquet")

@@ -29,10 +29,12 @@ KERNELSWEEP_SIM_NOISE_SEED  make run-to-run noise repeatable: the k-th capture o
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
@@ -111,9 +113,9 @@ class SimConfig:
         return cls(
             state_dir=Path(state),
             platform=env.get("KERNELSWEEP_SIM_PLATFORM") or None,
-            cores=int(env.get("KERNELSWEEP_SIM_CORES", "2")),
-            lnc=int(env.get("KERNELSWEEP_SIM_LNC", "2")),
-            time_scale=float(env.get("KERNELSWEEP_SIM_TIME_SCALE", "0")),
+            cores=_number("KERNELSWEEP_SIM_CORES", "2", int, 1),
+            lnc=_number("KERNELSWEEP_SIM_LNC", "2", int, 1),
+            time_scale=_number("KERNELSWEEP_SIM_TIME_SCALE", "0", float, 0),
             nki=env.get(NKI_ENV) or CURRENT_NKI,
             faults=parse_faults(env.get(FAULTS_ENV, "")),
             compiler_version=_simulated(env.get("KERNELSWEEP_SIM_COMPILER_VERSION")) or COMPILER_VERSION,
@@ -131,3 +133,15 @@ def _default_state_dir() -> str:
 def _simulated(version: str | None) -> str | None:
     """A configured version still says it is simulated."""
     return version and version.removesuffix(SIM_VERSION_SUFFIX) + SIM_VERSION_SUFFIX
+
+
+def _number(name: str, default: str, kind: type[int] | type[float], minimum: float) -> Any:
+    """A bad value is a ValueError naming the variable (the CLI turns it into one line before any work)."""
+    text = os.environ.get(name, default)
+    try:
+        value = kind(text)
+    except ValueError:
+        value = math.nan
+    if not minimum <= value < math.inf:
+        raise ValueError(f"{name}={text!r}: give a{'n' if kind is int else ''} {kind.__name__} of at least {minimum}")
+    return value

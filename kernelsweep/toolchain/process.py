@@ -7,12 +7,15 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
+_running: set[subprocess.Popen] = set()  # for `kill_running_tools`: a second Ctrl-C ends them at once
+_running_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ def run_tool(
         text=True,
         start_new_session=True,
     )
+    with _running_lock:
+        _running.add(proc)
     try:
         stdout, stderr = proc.communicate(timeout=timeout_seconds)
         result = ToolResult(argv, proc.returncode, stdout, stderr, env=dict(env or {}))
@@ -77,10 +82,22 @@ def run_tool(
         _kill_group(proc)
         stdout, stderr = proc.communicate()
         result = ToolResult(argv, proc.returncode, stdout, stderr, timed_out=True, env=dict(env or {}))
+    finally:
+        with _running_lock:
+            _running.discard(proc)
     runs = _recording.get()
     if runs is not None:
         runs.append(result)
     return result
+
+
+def kill_running_tools() -> int:
+    """Kill the process group of every tool this process is running; returns how many."""
+    with _running_lock:
+        running = list(_running)
+    for proc in running:
+        _kill_group(proc)
+    return len(running)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

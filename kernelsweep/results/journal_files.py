@@ -1,0 +1,151 @@
+"""Where a run's journal lives: `<results>/_journal`, in a folder or under an S3 prefix.
+
+Four operations, each failure a StoreError naming the place. A local entry is written under a
+hidden name, fsync'd and renamed, so it is whole or absent even when the disk fills up; an S3 entry
+is one PutObject. Used by kernelsweep.results.journal, which says what goes in.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from kernelsweep import s3
+from kernelsweep.errors import StoreError, UsageError
+
+JOURNAL_FOLDER = "_journal"
+
+
+class JournalFiles(Protocol):
+    """The four operations a journal needs, on a folder or under an S3 prefix."""
+
+    def put(self, name: str, data: bytes) -> None: ...
+
+    def get(self, name: str) -> bytes | None: ...
+
+    def list(self, prefix: str) -> list[str]: ...
+
+    def delete(self, names: Iterable[str]) -> None: ...
+
+    def uri(self, name: str) -> str: ...
+
+
+class _LocalFiles:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def uri(self, name: str) -> str:
+        return str(self.root / name)
+
+    def put(self, name: str, data: bytes) -> None:
+        """Written under a hidden name and renamed: an entry is whole or absent, even on a full disk."""
+        target = self.root / name
+        tmp = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+            tmp = None
+        except OSError as exc:
+            raise _folder_error(target, "writing", exc) from exc
+        finally:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+
+    def get(self, name: str) -> bytes | None:
+        try:
+            return (self.root / name).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _folder_error(self.root / name, "reading", exc) from exc
+
+    def list(self, prefix: str) -> list[str]:
+        folder = self.root / prefix
+        if not folder.is_dir():
+            return []
+        return sorted(
+            str(p.relative_to(self.root)) for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
+        )
+
+    def delete(self, names: Iterable[str]) -> None:
+        folders: set[Path] = set()
+        for name in names:
+            path = self.root / name
+            path.unlink(missing_ok=True)
+            folders.update(p for p in path.parents if p == self.root or self.root in p.parents)
+        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (another run's, or a leftover temp file): leave it
+                pass
+
+
+def _folder_error(path: Path, action: str, exc: OSError) -> StoreError:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return StoreError(f"{action} {path}: {reason}", error_class="JournalWriteFailed", retryable=False)
+
+
+class _S3Files:
+    def __init__(self, where: s3.S3Location, client: s3.S3Client) -> None:
+        self.where, self.client = where, client
+
+    def uri(self, name: str) -> str:
+        return self.where.uri(self.where.key(name))
+
+    def _call(self, action: str, name: str, method: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.client, method)(Bucket=self.where.bucket, **kwargs)
+        except (BotoCoreError, ClientError) as exc:
+            raise s3.translate(exc, f"{action} {self.uri(name)}") from exc
+
+    def put(self, name: str, data: bytes) -> None:
+        self._call("writing", name, "put_object", Key=self.where.key(name), Body=data)
+
+    def get(self, name: str) -> bytes | None:
+        try:
+            response = self.client.get_object(Bucket=self.where.bucket, Key=self.where.key(name))
+            return response["Body"].read()
+        except ClientError as exc:
+            if s3.error_code(exc) in ("404", "NoSuchKey"):
+                return None
+            raise s3.translate(exc, f"reading {self.uri(name)}") from exc
+        except BotoCoreError as exc:
+            raise s3.translate(exc, f"reading {self.uri(name)}") from exc
+
+    def list(self, prefix: str) -> list[str]:
+        base = self.where.key("")
+        pages = self.client.get_paginator("list_objects_v2")
+        try:
+            found = [
+                obj["Key"][len(base) :]
+                for page in pages.paginate(Bucket=self.where.bucket, Prefix=self.where.key(prefix))
+                for obj in page.get("Contents", [])
+            ]
+        except (BotoCoreError, ClientError) as exc:
+            raise s3.translate(exc, f"listing {self.uri(prefix)}") from exc
+        return sorted(found)
+
+    def delete(self, names: Iterable[str]) -> None:
+        keys = [{"Key": self.where.key(n)} for n in names]
+        for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
+            self._call("deleting", "", "delete_objects", Delete={"Objects": keys[start : start + 1000]})
+
+
+def open_files(results_uri: str, client: s3.S3Client | None = None) -> JournalFiles:
+    """`<results>/_journal`, in a folder or under the results' S3 prefix."""
+    if s3.is_s3_uri(results_uri):
+        where = s3.parse_s3_uri(results_uri)
+        return _S3Files(s3.S3Location(where.bucket, where.key(JOURNAL_FOLDER)), client or s3.make_client())
+    if "://" in results_uri:
+        raise UsageError(f"results location {results_uri!r}: use a folder path or s3://bucket/prefix")
+    return _LocalFiles(Path(results_uri) / JOURNAL_FOLDER)

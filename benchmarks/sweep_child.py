@@ -9,6 +9,7 @@ JOB's "out" file. Modes, all on the simulated toolchain through the production a
   stages      the same points through the same five stage functions on the same kind of thread pool,
               then rows and the Parquet write, without Prefect: our own code's CPU
   sequential  seed 000's method: trace + compile every point, then capture and extract them one by one
+  floor       Prefect's own floor: a chain of five no-op tasks per point on the same kind of thread pool
 
 CPU is counted around the sweep only (not the interpreter's start or imports): `self` is this
 process (Prefect's client and our code; our code alone in `stages`), `children` the tool processes.
@@ -25,13 +26,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from threadpoolctl import threadpool_limits
+
 from kernelsweep import stages
 from kernelsweep.context import Locations, StageContext, prepare
+from kernelsweep.results.journal import run_key, start_run
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.results.writer import write_results
 from kernelsweep.spec import Point, SweepSpec, expand
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2
+RUN_ID = "00000000-0000-4000-8000-000000000000"  # stands in for a flow run id
 
 
 def _cpu() -> tuple[float, float]:
@@ -58,27 +63,29 @@ def _chain(ctx: StageContext, point: Point) -> PointRecord:
     return record
 
 
-def _rows(ctx: StageContext, records: list[PointRecord]) -> list[Row]:
-    kind, simulated = ctx.toolchain.kind, ctx.toolchain.is_simulation
-    return [
-        build_row(r, flow_run_id="benchmark", toolchain=kind, is_simulation=simulated, versions=ctx.versions)
-        for r in records
-    ]
-
-
 def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started: float) -> list[str]:
+    """What the flow's own code does around the stages too: a journal entry per row, then the objects."""
     ctx, _ = prepare(spec, _locations())
     workers = ctx.compile_slots + ctx.capture_slots + POOL_SLACK
+    journal = start_run(spec.results, run_key(spec), RUN_ID, date.today(), spec.name, datetime.now(UTC))
 
-    def chain(point: Point) -> PointRecord:
+    def chain(point: Point) -> Row:
         record = _chain(ctx, point)
+        row = build_row(
+            record, flow_run_id=RUN_ID, toolchain=ctx.toolchain.kind, is_simulation=ctx.toolchain.is_simulation,
+            versions=ctx.versions,
+        )  # fmt: skip
+        journal.record(point, row)
         first.append(time.perf_counter() - started)
-        return record
+        return row
 
-    with ThreadPoolExecutor(max_workers=min(len(points), workers)) as pool:
-        records = list(pool.map(chain, points))
-    rows = _rows(ctx, records)
-    write_results(rows, spec.results, flow_run_id="benchmark", run_date=date.today(), lineage={"sweep": spec.name})
+    with (
+        threadpool_limits(limits=1, user_api="blas"),
+        ThreadPoolExecutor(max_workers=min(len(points), workers)) as pool,
+    ):
+        rows = list(pool.map(chain, points))  # one BLAS thread per call, as the flow's pool runs them
+    write_results(rows, spec.results, flow_run_id=RUN_ID, run_date=date.today(), lineage={"sweep": spec.name})
+    journal.close()
     return [r.status for r in rows]
 
 
@@ -110,6 +117,31 @@ def run_flow(spec: SweepSpec, points: list[Point], first: list[float], started: 
     return [row.status for row in report.rows]
 
 
+def run_floor(spec: SweepSpec, points: list[Point], first: list[float], started: float) -> list[str]:
+    import contextvars
+
+    from prefect import flow, task
+
+    @task(name="noop")
+    def noop(value: int) -> int:
+        return value
+
+    @flow(name="bare-chains")
+    def bare_chains(count: int, workers: int) -> None:
+        def chain(i: int) -> None:
+            value = i
+            for _ in range(5):  # one per stage
+                value = noop(value)
+            first.append(time.perf_counter() - started)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(lambda i: contextvars.copy_context().run(chain, i), range(count)))
+
+    cores = int(os.environ["KERNELSWEEP_SIM_CORES"])
+    bare_chains(len(points), min(len(points), (spec.execution.compile_slots or 1) + cores + POOL_SLACK))
+    return ["ok"] * len(points)
+
+
 def main(mode: str, job_file: str) -> None:
     job = json.loads(Path(job_file).read_text())
     spec = SweepSpec.model_validate(job["spec"])
@@ -117,7 +149,7 @@ def main(mode: str, job_file: str) -> None:
     shard = job.get("shard")
     if shard is not None:
         points = points[shard["start"] : shard["stop"]]
-    if mode in ("flow", "shard"):
+    if mode in ("flow", "shard", "floor"):
         import prefect  # noqa: F401  imported before the clock starts, as a worker's flow run process has it
     first: list[float] = []
     cpu_before = _cpu()
@@ -126,6 +158,8 @@ def main(mode: str, job_file: str) -> None:
         statuses = run_flow(spec, points, first, started, shard if mode == "shard" else None)
     elif mode == "stages":
         statuses = run_stages(spec, points, first, started)
+    elif mode == "floor":
+        statuses = run_floor(spec, points, first, started)
     else:
         statuses = run_sequential(spec, points, first, started)
     wall = time.perf_counter() - started

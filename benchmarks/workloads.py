@@ -78,6 +78,11 @@ class Bound:
     compiles: int
     captures: int
 
+    @property
+    def per_point(self) -> str:
+        compile_each = self.compile_seconds / max(self.compiles, 1)
+        return f"compile {compile_each:.2f} s, capture {self.capture_seconds / max(self.captures, 1):.2f} s"
+
 
 def _key(point: Point) -> str:
     return point_key(point.kernel_ref, point.params, point.dtype, point.platform, point.lnc)

@@ -9,9 +9,11 @@ stopped and deleted when the benchmark ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -147,9 +149,15 @@ class Server:
         return tree_cpu_seconds(self.local.pid) + (self.database.cpu_seconds() if self.database else 0.0)
 
     def database_bytes(self) -> int:
+        """PostgreSQL's own size of the database; SQLite's pages in use (the WAL's included, the free
+        list not), which unlike the files' sizes does not jump with each WAL checkpoint."""
         if self.database:
             return self.database.database_bytes()
-        return sum(p.stat().st_size for p in self.home.glob("prefect.db*"))  # the file, its WAL and shm
+        with contextlib.closing(sqlite3.connect(self.home / "prefect.db", timeout=60)) as db:
+            pages, free, size = (
+                db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_count", "freelist_count", "page_size")
+            )
+        return (pages - free) * size
 
 
 @contextmanager

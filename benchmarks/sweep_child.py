@@ -37,6 +37,7 @@ from kernelsweep.spec import Point, SweepSpec, expand
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2
 RUN_ID = "00000000-0000-4000-8000-000000000000"  # stands in for a flow run id
+PACE_SECONDS = 0.05  # a floor task sleeps this long, so the pool paces tasks as a sweep does instead of racing
 
 
 def _cpu() -> tuple[float, float]:
@@ -124,6 +125,7 @@ def run_floor(spec: SweepSpec, points: list[Point], first: list[float], started:
 
     @task(name="noop")
     def noop(value: int) -> int:
+        time.sleep(PACE_SECONDS)
         return value
 
     @flow(name="bare-chains")

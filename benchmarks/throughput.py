@@ -201,9 +201,10 @@ def first_point(root: Path, env: dict[str, str]) -> float:
 
 
 def section_first(base: Path) -> None:
-    print("\n== Time to the first point of `kernelsweep run` (one simulated point)")
+    print("\n== Time to the first point of `kernelsweep run` (one simulated point, zero tool latency)")
     home = fresh(base, "first-home")
-    env = {**clean_env(), **BENCH_HOST.env(base / "first-host"), "PREFECT_HOME": str(home)}
+    host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=0.0)
+    env = {**clean_env(), **host.env(base / "first-host"), "PREFECT_HOME": str(home)}
     fresh_home = first_point(fresh(base, "first-1"), env)
     used_home = first_point(fresh(base, "first-2"), env)
     port = _free_port()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
 import pytest
@@ -12,8 +13,12 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from specs import sim_spec
+from stage_context import point, sim_context
 
-from kernelsweep.flows.ui import SINGLE_ARTIFACTS, asset_key, upstream_asset_keys
+from kernelsweep.errors import CompileError
+from kernelsweep.flows.ui import SINGLE_ARTIFACTS, asset_key, lineage_record, upstream_asset_keys
+from kernelsweep.results.rows import PointRecord, build_row
+from kernelsweep.stages import trace_stage
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 EVENT_WAIT_SECONDS = 60
@@ -64,3 +69,17 @@ def test_each_run_has_one_lineage_table_with_every_points_artifacts_and_a_summar
             time.sleep(0.2)
     assert events, f"no materialization event for {parquet}"
     assert upstream_asset_keys(spec.artifacts)[0] in {r.id for r in events[0].related}  # made from the store
+
+
+def test_a_failed_points_lineage_names_its_error_and_what_was_made_before_it(tmp_path):
+    ctx, p = sim_context(tmp_path), point()
+    record = PointRecord(point=p, started_at=datetime.now(UTC), trace=trace_stage(ctx, p))
+    record.error, record.error_stage = (
+        CompileError("[NCC_EVRF009] too big", error_class="CompilerDiagnostic"),
+        "compile",
+    )
+    row = build_row(record, flow_run_id="run-1", toolchain="sim", is_simulation=True, versions=ctx.versions)
+    lineage = lineage_record(row)
+    assert lineage["status"] == row.status != "ok" and lineage["error"] == "CompilerDiagnostic: [NCC_EVRF009] too big"
+    assert lineage["ir"] == row.ir_uri and row.trace_cache_hit is False and lineage["ir"]  # made before the failure
+    assert lineage["ntff"] == lineage["profile"] == lineage["outputs"] == "" and lineage["total_time_us"] == ""

@@ -36,8 +36,9 @@ from prefect import flow, task  # noqa: E402
 
 from kernelsweep import stages  # noqa: E402
 from kernelsweep.context import Locations, prepare  # noqa: E402
+from kernelsweep.expansion import expand  # noqa: E402
 from kernelsweep.flows.sweep import run_points, sweep  # noqa: E402
-from kernelsweep.spec import Point, SweepSpec, expand, parse_spec  # noqa: E402
+from kernelsweep.spec import Point, SweepSpec, parse_spec  # noqa: E402
 
 
 def make_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:

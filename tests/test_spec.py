@@ -10,7 +10,8 @@ import time
 import pytest
 
 from kernelsweep.errors import UsageError
-from kernelsweep.spec import count_points, expand, expand_spec, load_spec
+from kernelsweep.expansion import count_points, expand, expand_spec
+from kernelsweep.spec import load_spec
 
 GOOD = """
 name = "t"

@@ -33,7 +33,8 @@ from kernelsweep.context import Locations, StageContext, prepare
 from kernelsweep.results.journal import run_key, start_run
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.spec import Point, SweepSpec, expand
+from kernelsweep.expansion import expand
+from kernelsweep.spec import Point, SweepSpec
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2
 RUN_ID = "00000000-0000-4000-8000-000000000000"  # stands in for a flow run id

@@ -42,7 +42,7 @@ from toolcost import TARGET_MS, tool_costs
 from workloads import Host, bound, mlp_spec, run_child, shards, start_child
 
 from kernelsweep.sim.latency import read_latencies
-from kernelsweep.spec import expand
+from kernelsweep.expansion import expand
 
 SECTIONS = ("tools", "cost", "first", "throughput", "big")
 COST_TARGET_MS = 100.0

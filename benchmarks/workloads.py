@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
-from kernelsweep.spec import Point, SweepSpec, expand, parse_spec
+from kernelsweep.expansion import expand
+from kernelsweep.spec import Point, SweepSpec, parse_spec
 
 HERE = Path(__file__).resolve().parent
 

@@ -34,11 +34,12 @@ import prefect
 from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, get_current_settings
 
+from kernelsweep.expansion import DEFAULT_MAX_POINTS
 from kernelsweep.flows import stopping
 from kernelsweep.flows.progress import Listener, subscribe
 from kernelsweep.flows.sweep import sweep
 from kernelsweep.results.summary import SweepReport
-from kernelsweep.spec import DEFAULT_MAX_POINTS, SweepSpec
+from kernelsweep.spec import SweepSpec
 from kernelsweep.toolchain.process import kill_running_tools
 
 _NOISY_LOGGERS = ("prefect.server", "uvicorn", "uvicorn.error", "prefect._internal", "prefect.client")

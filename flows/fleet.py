@@ -32,10 +32,11 @@ from prefect.settings import PREFECT_UI_URL
 from prefect.states import Cancelled, Completed, Failed, State
 
 from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.expansion import expand
 from kernelsweep.fleet import Shard, ShardData, plan_shards, shard_data
 from kernelsweep.flows.ui import artifact_key
 from kernelsweep.s3 import is_s3_uri
-from kernelsweep.spec import SweepSpec, expand
+from kernelsweep.spec import SweepSpec
 
 SHARD_DEPLOYMENT = "sweep-shard/{family}"
 POLL_SECONDS = 2.0

@@ -5,9 +5,10 @@ from __future__ import annotations
 from prefect import flow
 
 from kernelsweep.errors import UsageError
+from kernelsweep.expansion import expand
 from kernelsweep.flows.sweep import run_on_this_host
 from kernelsweep.results.summary import SweepReport
-from kernelsweep.spec import SweepSpec, expand
+from kernelsweep.spec import SweepSpec
 
 
 @flow(name="kernel_run", flow_run_name="kernel-run-{spec.name}-{point_id}")

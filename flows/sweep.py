@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from kernelsweep.context import StageContext, host_memory_bytes, prepare
 from kernelsweep.errors import KernelsweepError, StoreError
+from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
 from kernelsweep.flows.chain import run_point
 from kernelsweep.flows.progress import publish
 from kernelsweep.flows.settings import locations_from_env
@@ -38,7 +39,7 @@ from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import Journal, open_run, run_key, start_run
 from kernelsweep.results.rows import Row, build_row
 from kernelsweep.results.summary import SweepReport
-from kernelsweep.spec import DEFAULT_MAX_POINTS, Point, SweepSpec, expand_spec
+from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.tasks import store_task
 
 POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready

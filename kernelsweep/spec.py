@@ -1,4 +1,4 @@
-"""The sweep file (TOML), its pydantic models, and expansion into points.
+"""The sweep file (TOML) and its pydantic models; kernelsweep.expansion turns one into points.
 
 `SweepSpec` is also the sweep and fleet flows' parameter, so the Prefect UI renders its run form
 from these models: field descriptions here are the help text users see there, and every field is
@@ -6,20 +6,16 @@ typed for the form (a dropdown of built-in kernels, a grid as a list of axes, ne
 The spec file's shorthands (`kernel = "module:attribute"`, `grid = { s = [128] }`) are accepted
 and mapped onto those fields, so a file and a form describe the same model.
 
-Every check that can fail runs in `load_spec` / `expand`, before any work starts, and raises
+Every check that can fail runs in `load_spec` / `kernelsweep.expansion.expand`, before any work starts, and raises
 `UsageError` with one line naming the file, the field and the fix. Model validation itself fails
 with that same line (`SweepSpec._one_line`), so a run submitted from the UI reads like the CLI.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import tomllib
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -34,10 +30,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from kernelsweep.dtypes import DTYPE_NAMES, DtypeName, itemsize
-from kernelsweep.errors import InvalidShapeError, UsageError
-from kernelsweep.kernels import BUILTIN, KernelDefinition, load_kernel
-from kernelsweep.platforms import PLATFORM_NAMES, PlatformName, get_platform
+from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
+from kernelsweep.errors import UsageError
+from kernelsweep.kernels import BUILTIN
+from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
 
 ToolchainKind = Literal["auto", "neuron", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -232,21 +228,13 @@ class Point(_Strict):
 
 
 # --------------------------------------------------------------------------------------------
-# Loading, validation and expansion. Everything below runs before any work and bounds its own
-# cost: a spec is at most MAX_SPEC_BYTES, its points are counted before any is built, and user
-# code (kernel modules, check(), tensor infos) is guarded so that whatever it does is one line.
+# Loading and validation, before any work: a spec file is at most MAX_SPEC_BYTES. Expanding a
+# spec into points is kernelsweep.expansion.
 # --------------------------------------------------------------------------------------------
 
-DEFAULT_MAX_POINTS = 10_000  # above this a sweep must be asked for (`--max-points`)
 MAX_SPEC_BYTES = 1 << 20
 MAX_AXIS_VALUE = 2**31 - 1
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
-# A point's inputs are generated in host memory, and the reference (and, simulated, the device) works
-# on float64 copies: a point may take several times its tensors' size. Kept under a quarter of it.
-HOST_MEMORY_SHARE = 4
-# Names that become file names, object keys and column names.
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_AXIS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _LOCATION_CHARS = re.compile(r"^[^\x00-\x1f\x7f]{1,1024}$")
 
 
@@ -328,190 +316,3 @@ def _first_error(exc: ValidationError) -> str:
         return f"unknown dtype {err['input']!r} at {where}; use one of {', '.join(DTYPE_NAMES)}"
     message = err["msg"].removeprefix("Value error, ")
     return f"{where}: {message}"
-
-
-@dataclass(frozen=True)
-class Expansion:
-    """A spec's points, each once, and what the user should hear about how they were derived."""
-
-    points: list[Point]
-    notices: list[str]
-
-
-def count_points(spec: SweepSpec) -> int:
-    """How many points the spec expands to, from list lengths alone: no kernel imported, no point built."""
-    per_platform = sum(
-        len(set(entry.dtypes)) * math.prod(len(set(values)) for values in entry.axes.values()) for entry in spec.kernels
-    )
-    return len(set(spec.platforms)) * per_platform
-
-
-def expand(
-    spec: SweepSpec, source: str = "spec", *, max_points: int = DEFAULT_MAX_POINTS, host_memory_bytes: int | None = None
-) -> list[Point]:
-    return expand_spec(spec, source, max_points=max_points, host_memory_bytes=host_memory_bytes).points
-
-
-def expand_spec(
-    spec: SweepSpec, source: str = "spec", *, max_points: int = DEFAULT_MAX_POINTS, host_memory_bytes: int | None = None
-) -> Expansion:
-    """The full grid, each point once, checked against each kernel's own rules; all errors before any work.
-
-    A value, dtype, platform or kernel block listed twice is swept once (with a notice): two rows with
-    one `row_id` would otherwise land in one object. With `host_memory_bytes` (the host that will run
-    the points), a point too big for it is refused too, before its inputs could exhaust it.
-    """
-    total = count_points(spec)
-    if total > max_points:
-        raise UsageError(
-            f"{source}: expands to {total:,} points, over the limit of {max_points:,}; shrink the grid, "
-            f"or pass --max-points {total} if you mean it"
-        )
-    notices = _repeated_values(spec, source)
-    points: dict[str, Point] = {}
-    block_of: dict[str, int] = {}
-    repeats: Counter[int] = Counter()
-    for index, entry in enumerate(spec.kernels):
-        where = f"{source}: kernels[{index}]"
-        definition = _import_kernel(entry.ref, where)
-        _check_definition(definition, entry, where)
-        axes = [a for a in definition.axes if a in entry.axes]
-        for values in itertools.product(*(dict.fromkeys(entry.axes[a]) for a in axes)):
-            params = definition.resolve(dict(zip(axes, values, strict=True)))
-            params = {a: params[a] for a in definition.axes}
-            for dtype in dict.fromkeys(entry.dtypes):
-                _check_point(definition, params, dtype, spec.platforms, where, host_memory_bytes)
-                for point in _per_platform(spec, entry.ref, definition, params, dtype):
-                    earlier = points.get(point.point_id)
-                    if earlier is None:
-                        points[point.point_id], block_of[point.point_id] = point, index
-                    elif earlier.kernel_ref != point.kernel_ref:
-                        raise UsageError(
-                            f"{where}: {entry.ref} and kernels[{block_of[point.point_id]}] "
-                            f"({earlier.kernel_ref}) are both named {point.kernel!r}, so their rows would "
-                            "share ids; give one of them another name"
-                        )
-                    else:
-                        repeats[index] += 1
-    notices += [
-        f"{source}: kernels[{index}] repeats {n} point(s) listed before it; each is swept once"
-        for index, n in sorted(repeats.items())
-    ]
-    return Expansion(list(points.values()), notices)
-
-
-def _repeated_values(spec: SweepSpec, source: str) -> list[str]:
-    lists: list[tuple[str, Sequence[object]]] = [("platforms", spec.platforms)]
-    for index, entry in enumerate(spec.kernels):
-        lists.append((f"kernels[{index}].dtypes", entry.dtypes))
-        lists += [(f"kernels[{index}].grid.{axis}", values) for axis, values in entry.axes.items()]
-    return [
-        f"{source}: {where} lists {value} {'twice' if count == 2 else f'{count} times'}; swept once"
-        for where, values in lists
-        for value, count in Counter(values).items()
-        if count > 1
-    ]
-
-
-def _check_definition(definition: KernelDefinition, entry: KernelGrid, where: str) -> None:
-    if not _SAFE_NAME.match(str(definition.name)):
-        raise UsageError(
-            f"{where}: kernel name {str(definition.name)[:80]!r} cannot name files and keys; "
-            "use letters, digits, '.', '_' and '-' (at most 64)"
-        )
-    bad_axes = [a for a in definition.axes if not _AXIS_NAME.match(str(a))]
-    if bad_axes:
-        raise UsageError(
-            f"{where}: axis name {str(bad_axes[0])[:80]!r} of kernel {definition.name} is not an identifier"
-        )
-    unknown = sorted(set(entry.axes) - set(definition.axes))
-    if unknown:
-        raise UsageError(
-            f"{where}: kernel {definition.name} takes no axis {unknown[0]!r}; its axes are {', '.join(definition.axes)}"
-        )
-    missing = [a for a in definition.axes if a not in entry.axes and a not in definition.defaults]
-    if missing:
-        raise UsageError(f"{where}: axis {missing[0]!r} of kernel {definition.name} needs values")
-    for dtype in entry.dtypes:
-        if dtype not in definition.dtypes:
-            raise UsageError(
-                f"{where}: kernel {definition.name} does not support dtype {dtype}; "
-                f"use one of {', '.join(definition.dtypes)}"
-            )
-
-
-def _import_kernel(ref: str, where: str) -> KernelDefinition:
-    """A user's module runs arbitrary code at import: whatever it raises, or an exit, is one line."""
-    try:
-        return load_kernel(ref)
-    except (ImportError, AttributeError, TypeError) as exc:
-        raise UsageError(
-            f"{where}: cannot import kernel {ref!r} ({exc}); "
-            "give module:attribute of a KernelDefinition on the Python path"
-        ) from None
-    except (Exception, SystemExit) as exc:
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise UsageError(f"{where}: importing kernel {ref!r} failed ({detail}); fix the module") from None
-
-
-def _check_point(
-    definition: KernelDefinition,
-    params: dict[str, int],
-    dtype: str,
-    platforms: list[PlatformName],
-    where: str,
-    host_memory_bytes: int | None,
-) -> None:
-    """The kernel's own rules, then what every kernel must satisfy: tensors with safe names that fit on
-    the smallest device swept (a shape that cannot fit would only fail after its inputs filled host memory)."""
-    shape = ",".join(f"{k}={v}" for k, v in params.items())
-    try:
-        definition.check(params, dtype)
-        tensors = definition.input_infos(params, dtype) + definition.output_infos(params, dtype)
-        sizes = [(t.name, math.prod(t.shape), itemsize(t.dtype)) for t in tensors]
-    except InvalidShapeError as exc:
-        raise UsageError(f"{where}: {definition.name} {shape} {dtype} is invalid: {exc}") from None
-    except Exception as exc:  # the definition's own bug, reported as such rather than as ours
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise UsageError(
-            f"{where}: {definition.name}.check({shape}, {dtype}) raised {detail}; fix the kernel definition"
-        ) from None
-    for name, elements, _ in sizes:
-        if not _SAFE_NAME.match(str(name)):
-            raise UsageError(
-                f"{where}: tensor name {str(name)[:80]!r} of {definition.name} cannot name a file; "
-                "use letters, digits, '.', '_' and '-'"
-            )
-        if elements <= 0:
-            raise UsageError(f"{where}: {definition.name} {shape} {dtype} gives tensor {name} no elements")
-    total = sum(elements * size for _, elements, size in sizes)
-    smallest = min((get_platform(p) for p in platforms), key=lambda p: p.hbm_bytes_per_chip)
-    needs = f"{where}: {definition.name} {shape} {dtype} needs {total / 2**30:.1f} GiB of inputs and outputs"
-    if total > smallest.hbm_bytes_per_chip:
-        raise UsageError(
-            f"{needs}, more than {smallest.name}'s {smallest.hbm_bytes_per_chip / 2**30:.0f} GiB of device memory; "
-            "use a smaller shape"
-        )
-    if host_memory_bytes is not None and total * HOST_MEMORY_SHARE > host_memory_bytes:
-        raise UsageError(
-            f"{needs}; with its working copies that is more than this host's {host_memory_bytes / 2**30:.0f} GiB "
-            "of memory; use a smaller shape or a host with more memory"
-        )
-
-
-def _per_platform(
-    spec: SweepSpec, ref: str, definition: KernelDefinition, params: dict[str, int], dtype: str
-) -> list[Point]:
-    return [
-        Point(
-            sweep=spec.name,
-            kernel=definition.name,
-            kernel_ref=ref,
-            params=params,
-            dtype=dtype,
-            platform=platform,
-            lnc=get_platform(platform).default_lnc,
-            seed=spec.seed,
-        )
-        for platform in dict.fromkeys(spec.platforms)
-    ]

@@ -117,6 +117,12 @@ def _kernel_spec(ref: str) -> str:
     return SPEC.replace("kernelsweep.kernels.vector_add:vector_add", ref)
 
 
+BIG_MATMUL = (  # fits the kernel's tiling (it streams any size), not the device
+    'name = "big"\nplatforms = ["trn2"]\n[[kernels]]\nkernel = "matmul"\ndtypes = ["bfloat16"]\n'
+    "grid = { M = [262144], K = [262144], N = [262144] }\n"
+)
+
+
 # (id, files to write, argv, extra environment, exit code, what the one line must say)
 FAILURES = [
     ("bad-shape", {"spec.toml": SPEC.replace("free_size = [1, 32]", "partition_size = [256]")},
@@ -155,8 +161,8 @@ FAILURES = [
      ["run", "spec.toml"], {}, 2, "capture.timeout_seconds is inf; give a finite number"),
     ("axis-negative", {"spec.toml": SPEC.replace("n = [4096]", "n = [-4096]")}, ["run", "spec.toml"], {}, 2,
      "kernels[0].grid.n has -4096, out of range"),
-    ("shape-beyond-device", {"spec.toml": MLP_SPEC.replace("s = [128], h = [1024]", "s = [1048576], h = [1048576]")},
-     ["run", "spec.toml"], {}, 2, "needs 4099.0 GiB of inputs and outputs, more than trn2's 96 GiB of device memory"),
+    ("shape-beyond-device", {"spec.toml": BIG_MATMUL}, ["run", "spec.toml"], {}, 2,
+     "needs 384.0 GiB of inputs and outputs, more than trn2's 96 GiB of device memory"),
     ("shape-beyond-host", {"spec.toml": SPEC.replace("n = [4096], free_size = [1, 32]", "n = [2147483520]")},
      ["run", "spec.toml"], {}, 2, "with its working copies that is more than this host's"),
     ("sim-env-bad", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_CORES": "two"}, 2,

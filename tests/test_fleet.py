@@ -12,8 +12,9 @@ import pytest
 from prefect_server import CRASH_AFTER_SECONDS, PrefectServer, Worker, poll, sim_host_env
 from specs import sim_spec
 
+from kernelsweep.expansion import expand
 from kernelsweep.results import reader
-from kernelsweep.spec import SweepSpec, expand
+from kernelsweep.spec import SweepSpec
 
 pytestmark = pytest.mark.slow
 

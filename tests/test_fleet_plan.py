@@ -13,10 +13,10 @@ import yaml
 from prefect import Flow
 from specs import sim_spec
 
+from kernelsweep.expansion import expand
 from kernelsweep.fleet import plan_shards
 from kernelsweep.flows.cli.fleet import NIGHTLY_VARIABLE
 from kernelsweep.flows.fleet import SHARD_DEPLOYMENT
-from kernelsweep.spec import expand
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("trn1", "trn2", "inf2")

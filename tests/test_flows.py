@@ -9,7 +9,7 @@ import pytest
 from specs import sim_spec
 
 from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore
-from kernelsweep.spec import expand
+from kernelsweep.expansion import expand
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -18,11 +18,11 @@ from s3_server import FaultProxy, apply_env, aws_test_env, create_bucket
 from specs import sim_spec
 
 from kernelsweep.errors import StoreError
+from kernelsweep.expansion import expand
 from kernelsweep.results import journal, reader
 from kernelsweep.results.journal import decode_row, encode_row, find_unfinished, run_key
 from kernelsweep.results.rows import Row, row_id
 from kernelsweep.results.writer import parquet_bytes, rows_to_table
-from kernelsweep.spec import expand
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -14,9 +14,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.summary import RowSummary
-from kernelsweep.spec import DEFAULT_MAX_POINTS, Point, SweepSpec, expand_spec, load_spec, parse_spec
+from kernelsweep.spec import Point, SweepSpec, load_spec, parse_spec
 
 # Embedded runs use Prefect's ephemeral server: keep its telemetry off and its logs out of the
 # user's terminal unless asked for (set the variables yourself to override). A loaded host can take

@@ -30,10 +30,10 @@ from threadpoolctl import threadpool_limits
 
 from kernelsweep import stages
 from kernelsweep.context import Locations, StageContext, prepare
+from kernelsweep.expansion import expand
 from kernelsweep.results.journal import run_key, start_run
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.expansion import expand
 from kernelsweep.spec import Point, SweepSpec
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2

@@ -41,8 +41,8 @@ from servers import Server, postgres, prefect_server, settle
 from toolcost import TARGET_MS, tool_costs
 from workloads import Host, bound, mlp_spec, run_child, shards, start_child
 
-from kernelsweep.sim.latency import read_latencies
 from kernelsweep.expansion import expand
+from kernelsweep.sim.latency import read_latencies
 
 SECTIONS = ("tools", "cost", "first", "throughput", "big")
 COST_TARGET_MS = 100.0

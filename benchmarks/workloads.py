@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
 from kernelsweep.expansion import expand
+from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
 from kernelsweep.spec import Point, SweepSpec, parse_spec
 
 HERE = Path(__file__).resolve().parent

@@ -42,7 +42,9 @@ from toolcost import TARGET_MS, tool_costs
 from workloads import Host, bound, mlp_spec, run_child, shards, start_child
 
 from kernelsweep.expansion import expand
+from kernelsweep.kernels import load_kernel
 from kernelsweep.sim.latency import read_latencies
+from kernelsweep.spec import SweepSpec
 
 SECTIONS = ("tools", "cost", "first", "throughput", "big")
 COST_TARGET_MS = 100.0
@@ -123,6 +125,21 @@ def _idle_rate(server: Server, seconds: float = 6.0) -> float:
     return (server.cpu_seconds() - before) / seconds
 
 
+def correctness_arithmetic_ms(spec: SweepSpec) -> float:
+    """CPU per point of building the inputs and the reference output (one BLAS thread, as the sweep
+    runs them): work that scales with the kernel's shape and that a real host does too, so it is
+    shown apart from the rest of our per-point code."""
+    from threadpoolctl import threadpool_limits
+
+    points = expand(spec)
+    started = time.process_time()
+    with threadpool_limits(limits=1, user_api="blas"):
+        for point in points:
+            definition = load_kernel(point.kernel_ref)
+            definition.reference(definition.build_inputs(point.params, point.dtype, point.seed), point.params)
+    return (time.process_time() - started) / len(points) * 1000
+
+
 def section_cost(base: Path, points: int) -> None:
     host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=0.0)
     print(
@@ -145,6 +162,8 @@ def section_cost(base: Path, points: int) -> None:
     ms = {k: v / points * 1000 for k, v in ms.items()}
     for name, value in ms.items():
         print(f"  {name:<34} {value:7.0f} ms / point")
+    arithmetic = correctness_arithmetic_ms(mlp_spec(points, base / "cost-ours", host.compile_slots))
+    print(f"    of our code, the correctness check's arithmetic {arithmetic:.0f} ms (inputs, float64 reference)")
     orchestration = ms["Prefect client"] + ms["Prefect server (SQLite)"] + ms["our code"]
     print(f"  {'client + server + ours':<34} {orchestration:7.0f} ms / point {verdict(orchestration, COST_TARGET_MS)}")
     floor_client, floor_srv = floor["self_cpu"] / points * 1000, floor_server / points * 1000

@@ -9,7 +9,8 @@ JOB's "out" file. Modes, all on the simulated toolchain through the production a
   stages      the same points through the same five stage functions on the same kind of thread pool,
               then rows and the Parquet write, without Prefect: our own code's CPU
   sequential  seed 000's method: trace + compile every point, then capture and extract them one by one
-  floor       Prefect's own floor: a chain of five no-op tasks per point on the same kind of thread pool
+  floor       Prefect's own floor: a chain of five no-op tasks per point (with the stage tasks' options)
+              on the same kind of thread pool
 
 CPU is counted around the sweep only (not the interpreter's start or imports): `self` is this
 process (Prefect's client and our code; our code alone in `stages`), `children` the tool processes.
@@ -124,7 +125,9 @@ def run_floor(spec: SweepSpec, points: list[Point], first: list[float], started:
 
     from prefect import flow, task
 
-    @task(name="noop")
+    from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS
+
+    @task(name="noop", **STAGE_TASK_OPTIONS)  # no cache key, no persisted result: as the stage tasks
     def noop(value: int) -> int:
         time.sleep(PACE_SECONDS)
         return value

@@ -9,7 +9,8 @@ Sections:
   cost        CPU per point at zero tool latency, split per process: tool processes, Prefect client,
               Prefect server (a separate `prefect server start`, read from /proc), our own code
               (the same points through the same stages without Prefect); target client + server +
-              ours <= 100 ms. Beside it, Prefect's floor (five no-op tasks per point). Database bytes
+              ours <= 100 ms. Beside it, Prefect's floor (five no-op tasks per point,
+              with the stage tasks' options). Database bytes
               per point on SQLite and on PostgreSQL (with PostgreSQL's own CPU)
   first       time to the first point of `kernelsweep run`: Prefect's ephemeral server on a fresh
               and on a used Prefect home, and a running `kernelsweep server`
@@ -167,8 +168,8 @@ def section_cost(base: Path, points: int) -> None:
     orchestration = ms["Prefect client"] + ms["Prefect server (SQLite)"] + ms["our code"]
     print(f"  {'client + server + ours':<34} {orchestration:7.0f} ms / point {verdict(orchestration, COST_TARGET_MS)}")
     floor_client, floor_srv = floor["self_cpu"] / points * 1000, floor_server / points * 1000
-    print(f"  Prefect's floor, five no-op tasks per point: client {floor_client:.0f} + server {floor_srv:.0f} "
-          f"= {floor_client + floor_srv:.0f} ms / point")  # fmt: skip
+    print(f"  Prefect's floor, five no-op stage-like tasks per point: client {floor_client:.0f} + server "
+          f"{floor_srv:.0f} = {floor_client + floor_srv:.0f} ms / point")  # fmt: skip
     print(f"  database growth (SQLite file + WAL): {db_bytes / points / 1024:.1f} KB / point")
     print(f"  first point of the zero-latency flow run after {flow['first_point']:.1f} s")
     with postgres() as pg, prefect_server(base / "pg-server", database=pg) as server:

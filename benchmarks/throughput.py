@@ -1,140 +1,65 @@
-"""Sweep throughput on the simulated toolchain: wall time against the ideal schedule.
+"""Sweep throughput and cost on the simulated toolchain, each figure next to its target.
 
-    python benchmarks/throughput.py            # 16, 64 and 256 points; ~12 minutes on 2 cores
+    python benchmarks/throughput.py                 # everything; ~30 minutes on 2 cores
+    python benchmarks/throughput.py --only cost     # one section: tools, cost, first, throughput, big
 
-Tool latencies are emulated by the simulator from its model (compile ~4-5 s, capture ~1.2 s at
-scale 1) and scaled down by --time-scale. Prints, per sweep size:
-  - wall / ideal, ideal = max(sum compile / compile slots, sum capture / cores) + pipeline fill,
-    from the compile and capture times the run itself measured (waits for slots and leases excluded);
-  - speedup over the seed 000 way (compile every point, then capture them one by one; same
-    adapters and simulator, no Prefect);
-  - an unchanged re-run against the same artifact store (every trace and compile a cache hit) / first run;
-and once: orchestration overhead per point at zero tool latency against a bare chain of six no-op
-Prefect tasks per point (same pool size, same run), and resident-memory growth per 100 points.
+Sections:
+  tools       CPU per simulated tool call (target <= 60 ms), as this environment runs them and with
+              bytecode caches (this machine may set PYTHONDONTWRITEBYTECODE)
+  cost        CPU per point at zero tool latency, split per process: tool processes, Prefect client,
+              Prefect server (a separate `prefect server start`, read from /proc), our own code
+              (the same points through the same stages without Prefect); target client + server +
+              ours <= 100 ms. Beside it, Prefect's floor (five no-op tasks per point,
+              with the stage tasks' options). Database bytes
+              per point on SQLite and on PostgreSQL (with PostgreSQL's own CPU)
+  first       time to the first point of `kernelsweep run`: Prefect's ephemeral server on a fresh
+              and on a used Prefect home, and a running `kernelsweep server`
+  throughput  wall time against the lower bound (target <= 1.15) at each --points, 4 simulated
+              cores and 2 compile slots, and the speedup over seed 000's sequential method
+              (target >= 2.5x) at --baseline-points
+  big         a 64-core, 48-slot host at --big-scale (target wall / bound <= 1.2), run as
+              --big-flow-runs shard flow runs at once
+
+The bound is computed from what the simulator was configured to sleep (its records, sim.latency),
+never from times the run measured: max(C / slots + min P, min C + P / cores) per flow run, summed
+over flow runs that run one after another. Every sweep runs in a child process against a Prefect
+server the benchmark starts (benchmarks/servers.py), so each process's CPU is its own.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextvars
-import gc
-import math
+import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-QUIET = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "CRITICAL"}
-for _k, _v in QUIET.items():
-    os.environ.setdefault(_k, _v)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from servers import Server, postgres, prefect_server, settle
+from toolcost import TARGET_MS, tool_costs
+from workloads import Host, bound, mlp_spec, run_child, shards, start_child
 
-from prefect import flow, task  # noqa: E402
+from kernelsweep.expansion import expand
+from kernelsweep.kernels import load_kernel
+from kernelsweep.sim.latency import read_latencies
+from kernelsweep.spec import SweepSpec
 
-from kernelsweep import stages  # noqa: E402
-from kernelsweep.context import Locations, prepare  # noqa: E402
-from kernelsweep.expansion import expand  # noqa: E402
-from kernelsweep.flows.sweep import run_points, sweep  # noqa: E402
-from kernelsweep.spec import Point, SweepSpec, parse_spec  # noqa: E402
-
-
-def make_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:
-    """An MLP grid of exactly `points` points: 2 dtypes x 2 sequence lengths x h x i."""
-    per_dtype_seq = points // 4
-    h_count = 2 ** math.ceil(math.log2(per_dtype_seq) / 2)
-    i_count = per_dtype_seq // h_count
-    return parse_spec(
-        {
-            "name": f"bench-{points}",
-            "platforms": ["trn2"],
-            "toolchain": "sim",
-            "results": str(root / "results"),
-            "artifacts": str(root / "artifacts"),
-            "execution": {"compile_slots": compile_slots, "max_points_per_flow_run": max(points, 1)},
-            "kernels": [
-                {
-                    "kernel": "kernelsweep.kernels.mlp:mlp",
-                    "dtypes": ["bfloat16", "float16"],
-                    "grid": {
-                        "s": [128, 256],
-                        "h": [128 * (k + 1) for k in range(h_count)],
-                        "i": [128 * (k + 1) for k in range(i_count)],
-                    },
-                }
-            ],
-        }
-    )
+SECTIONS = ("tools", "cost", "first", "throughput", "big")
+COST_TARGET_MS = 100.0
+RATIO_TARGET, SPEEDUP_TARGET, BIG_RATIO_TARGET = 1.15, 2.5, 1.2
+BENCH_HOST = Host(cores=4, compile_slots=2, time_scale=0.5)
 
 
-def configure(root: Path, scale: float, cores: int) -> Locations:
-    locations = Locations(sim_state_dir=root / "sim", lock_dir=root / "leases")
-    os.environ["KERNELSWEEP_SIM_TIME_SCALE"] = str(scale)
-    os.environ["KERNELSWEEP_SIM_CORES"] = str(cores)
-    os.environ["KERNELSWEEP_SIM_STATE"] = str(locations.sim_state_dir)  # for the real `sweep` flow
-    os.environ["KERNELSWEEP_LOCK_DIR"] = str(locations.lock_dir)
-    return locations
+def verdict(value: float, target: float, below: bool = True) -> str:
+    ok = value <= target if below else value >= target
+    return f"(target {'<=' if below else '>='} {target:g}: {'met' if ok else 'MISSED'})"
 
 
-@flow(name="bench-sweep")
-def pipelined(spec: SweepSpec, root: str) -> dict:
-    ctx, _ = prepare(spec, Locations(sim_state_dir=Path(root) / "sim", lock_dir=Path(root) / "leases"))
-    return run_points(spec, ctx, expand(spec))
-
-
-def sequential_baseline(spec: SweepSpec, locations: Locations) -> float:
-    """Seed 000's scripts: compile every point first, then capture + view them one by one."""
-    ctx, _ = prepare(spec, locations)
-    started = time.perf_counter()
-    compiled = [(p, stages.compile_stage(ctx, p, stages.trace_stage(ctx, p))) for p in expand(spec)]
-    for point, neff in compiled:
-        captured = stages.capture_stage(ctx, point, neff, stages.inputs_stage(ctx, point))
-        stages.extract_stage(ctx, point, neff, stages.inputs_stage(ctx, point), captured)
-    return time.perf_counter() - started
-
-
-def ideal_seconds(rows: list[dict], compile_slots: int, cores: int) -> float:
-    compiles = [r["compile_seconds"] for r in rows]
-    captures = [r["capture_seconds"] for r in rows]
-    fill = min(compiles) + min(captures)
-    return max(sum(compiles) / compile_slots, sum(captures) / cores) + fill
-
-
-@task
-def noop(x: int) -> int:
-    return x
-
-
-@flow(name="bench-bare-chain")
-def bare_chain(points: int, workers: int) -> None:
-    """Six no-op tasks per point on the same kind of pool: Prefect's own floor."""
-
-    def chain(i: int) -> None:
-        value = i
-        for _ in range(6):
-            value = noop(value)
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(lambda i: contextvars.copy_context().run(chain, i), range(points)))
-
-
-def plain_threads(spec: SweepSpec, locations: Locations, workers: int) -> float:
-    """The same six stages per point on the same pool, called directly: the work without Prefect."""
-    ctx, _ = prepare(spec, locations)
-
-    def chain(point: Point) -> None:
-        traced = stages.trace_stage(ctx, point)
-        neff = stages.compile_stage(ctx, point, traced)
-        inputs = stages.inputs_stage(ctx, point)
-        captured = stages.capture_stage(ctx, point, neff, inputs)
-        stages.extract_stage(ctx, point, neff, inputs, captured)
-
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(chain, expand(spec)))
-    return time.perf_counter() - started
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_"))}
 
 
 def fresh(base: Path, name: str) -> Path:
@@ -144,124 +69,272 @@ def fresh(base: Path, name: str) -> Path:
     return root
 
 
-def resident_mb() -> float:
-    """Current (not peak) resident memory after a collection: what stays behind after a sweep."""
-    gc.collect()
-    with open("/proc/self/status") as status:
-        line = next(x for x in status if x.startswith("VmRSS:"))
-    return int(line.split()[1]) / 1024
-
-
-def small_spec(points: int, root: Path, compile_slots: int) -> SweepSpec:
-    """Matmuls of one small size class (M, K <= 128, N <= 512), so memory per point stays the same.
-
-    Sharded as a user's sweep is: what a flow run holds in memory is bounded by its shard, not the sweep.
-
-    Exactly `points` points when it is a multiple of 16 up to 256, or of 256 up to 2048.
-    """
-    m_count = min(16, points)
-    n_count = min(16, math.ceil(points / m_count))
-    k_count = math.ceil(points / (m_count * n_count))
-    m_values = [8 * (k + 1) for k in range(m_count)]
-    n_values = [32 * (k + 1) for k in range(n_count)]
-    k_values = [16 * (k + 1) for k in range(k_count)]
-    return parse_spec(
-        {
-            "name": f"rss-{points}",
-            "platforms": ["trn2"],
-            "toolchain": "sim",
-            "results": str(root / "results"),
-            "artifacts": str(root / "artifacts"),
-            "execution": {"compile_slots": compile_slots},  # default shard size: a flow run holds <= 200 points
-            "kernels": [
-                {
-                    "kernel": "kernelsweep.kernels.matmul:matmul",
-                    "dtypes": ["float32"],
-                    "grid": {"M": m_values, "K": k_values, "N": n_values},
-                }
-            ],
-        }
+def warm_up(base: Path, server: Server) -> None:
+    """A few points at zero latency, so the measured run is not the server's first (it registers the flow)."""
+    root = fresh(base, "warm-up")
+    host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=0.0)
+    run_child(
+        "flow", mlp_spec(4, root, host.compile_slots), root, {**clean_env(), **host.env(root), **server.client_env()}
     )
+
+
+def load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# ---------------------------------------------------------------- tools
+def section_tools(base: Path) -> None:
+    print("\n== Simulated tool calls: CPU per call (children's CPU, one call at a time)")
+    as_is = tool_costs()
+    cached = _tool_costs_with_bytecode(base)
+    flag = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "not set"
+    print(f"PYTHONDONTWRITEBYTECODE is {flag} here; 'with bytecode' runs the same calls with a bytecode cache")
+    print(f"{'call':<38} {'as is ms':>9} {'with bytecode ms':>17}")
+    for cost, warm in zip(as_is, cached, strict=True):
+        reference = "(reference)" in cost.name
+        mark = "" if reference else f"  {verdict(cost.ms, TARGET_MS)}"
+        print(f"{cost.name:<38} {cost.ms:>9.1f} {warm:>17.1f}{mark}")
+
+
+def _tool_costs_with_bytecode(base: Path) -> list[float]:
+    """The same measurement in a child that may write bytecode, into a cache folder of its own."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+    here = Path(__file__).resolve().parent
+    answer = subprocess.run(
+        [sys.executable, str(here / "toolcost.py"), "--ms-only"], env=env, capture_output=True, text=True, check=True
+    )
+    return [float(x) for x in answer.stdout.split()]
+
+
+# ---------------------------------------------------------------- cost
+def measured_flow(server: Server, mode: str, root: Path, points: int, host: Host) -> tuple[dict, float]:
+    """A child sweep against `server`; returns its figures and the server CPU it caused (the
+    server's idle CPU over the same time taken off)."""
+    idle = _idle_rate(server)
+    env = {**clean_env(), **host.env(root), **server.client_env()}
+    before, started = server.cpu_seconds(), time.perf_counter()
+    figures = run_child(mode, mlp_spec(points, root, host.compile_slots), root, env)
+    settle(server.cpu_seconds)
+    return figures, server.cpu_seconds() - before - idle * (time.perf_counter() - started)
+
+
+def _idle_rate(server: Server, seconds: float = 6.0) -> float:
+    settle(server.cpu_seconds)
+    before = server.cpu_seconds()
+    time.sleep(seconds)
+    return (server.cpu_seconds() - before) / seconds
+
+
+def correctness_arithmetic_ms(spec: SweepSpec) -> float:
+    """CPU per point of building the inputs and the reference output (one BLAS thread, as the sweep
+    runs them): work that scales with the kernel's shape and that a real host does too, so it is
+    shown apart from the rest of our per-point code."""
+    from threadpoolctl import threadpool_limits
+
+    points = expand(spec)
+    started = time.process_time()
+    with threadpool_limits(limits=1, user_api="blas"):
+        for point in points:
+            definition = load_kernel(point.kernel_ref)
+            definition.reference(definition.build_inputs(point.params, point.dtype, point.seed), point.params)
+    return (time.process_time() - started) / len(points) * 1000
+
+
+def section_cost(base: Path, points: int) -> None:
+    host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=0.0)
+    print(
+        f"\n== CPU per point at zero tool latency ({points} MLP points, {host.cores} cores, {host.compile_slots} slots)"
+    )
+    with prefect_server(base / "sqlite-server") as server:
+        warm_up(base, server)
+        db_before = server.database_bytes()
+        flow, server_cpu = measured_flow(server, "flow", fresh(base, "cost-flow"), points, host)
+        db_bytes = server.database_bytes() - db_before
+        floor, floor_server = measured_flow(server, "floor", fresh(base, "cost-floor"), points, host)
+    ours = run_child("stages", mlp_spec(points, base / "cost-ours", host.compile_slots), base / "cost-ours",
+                     {**clean_env(), **host.env(base / "cost-ours")})  # fmt: skip
+    ms = {
+        "tool processes": flow["children_cpu"],
+        "Prefect client": flow["self_cpu"] - ours["self_cpu"],
+        "Prefect server (SQLite)": server_cpu,
+        "our code": ours["self_cpu"],
+    }
+    ms = {k: v / points * 1000 for k, v in ms.items()}
+    for name, value in ms.items():
+        print(f"  {name:<34} {value:7.0f} ms / point")
+    arithmetic = correctness_arithmetic_ms(mlp_spec(points, base / "cost-ours", host.compile_slots))
+    print(f"    of our code, the correctness check's arithmetic {arithmetic:.0f} ms (inputs, float64 reference)")
+    orchestration = ms["Prefect client"] + ms["Prefect server (SQLite)"] + ms["our code"]
+    print(f"  {'client + server + ours':<34} {orchestration:7.0f} ms / point {verdict(orchestration, COST_TARGET_MS)}")
+    floor_client, floor_srv = floor["self_cpu"] / points * 1000, floor_server / points * 1000
+    print(f"  Prefect's floor, five no-op stage-like tasks per point: client {floor_client:.0f} + server "
+          f"{floor_srv:.0f} = {floor_client + floor_srv:.0f} ms / point")  # fmt: skip
+    print(f"  database growth (SQLite file + WAL): {db_bytes / points / 1024:.1f} KB / point")
+    print(f"  first point of the zero-latency flow run after {flow['first_point']:.1f} s")
+    with postgres() as pg, prefect_server(base / "pg-server", database=pg) as server:
+        warm_up(base, server)
+        db_before = server.database_bytes()
+        _, pg_cpu = measured_flow(server, "flow", fresh(base, "pg-flow"), points, host)
+        pg_bytes = server.database_bytes() - db_before
+    print(f"  PostgreSQL: Prefect server + PostgreSQL {pg_cpu / points * 1000:.0f} ms / point, "
+          f"database growth {pg_bytes / points / 1024:.1f} KB / point (pg_database_size)")  # fmt: skip
+
+
+# ---------------------------------------------------------------- first point
+SPEC = """
+name = "first-point"
+platforms = ["trn2"]
+toolchain = "sim"
+results = "{root}/results"
+artifacts = "{root}/artifacts"
+[capture]
+num_exec = 2
+[[kernels]]
+kernel = "kernelsweep.kernels.vector_add:vector_add"
+dtypes = ["float32"]
+grid = {{ n = [2048] }}
+"""
+
+
+def first_point(root: Path, env: dict[str, str]) -> float:
+    """Seconds from starting `kernelsweep run` to its line for the first finished point."""
+    spec = root / "spec.toml"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(SPEC.format(root=root))
+    cli = [sys.executable, "-m", "kernelsweep.flows.cli", "run", str(spec)]
+    started = time.perf_counter()
+    with subprocess.Popen(cli, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, cwd=root) as process:  # fmt: skip
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "points done" in line:
+                seconds = time.perf_counter() - started
+                break
+        else:
+            raise RuntimeError(f"kernelsweep run exited {process.wait()} before its first point")
+        process.wait()
+    return seconds
+
+
+def section_first(base: Path) -> None:
+    print("\n== Time to the first point of `kernelsweep run` (one simulated point, zero tool latency)")
+    home = fresh(base, "first-home")
+    host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=0.0)
+    env = {**clean_env(), **host.env(base / "first-host"), "PREFECT_HOME": str(home)}
+    fresh_home = first_point(fresh(base, "first-1"), env)
+    used_home = first_point(fresh(base, "first-2"), env)
+    port = _free_port()
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "kernelsweep.flows.cli", "server", "start", "--port", str(port)],
+                   env=env, check=True, capture_output=True)  # fmt: skip
+    server_start = time.perf_counter() - started
+    try:
+        server_env = {**env, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
+        first_point(fresh(base, "first-3"), server_env)  # the server's first flow registers the flow
+        reused = first_point(fresh(base, "first-4"), server_env)
+    finally:
+        subprocess.run([sys.executable, "-m", "kernelsweep.flows.cli", "server", "stop"], env=env, capture_output=True)
+    print(f"  ephemeral Prefect server, fresh Prefect home  {fresh_home:6.1f} s")
+    print(f"  ephemeral Prefect server, used Prefect home   {used_home:6.1f} s")
+    print(f"  running `kernelsweep server` (PREFECT_API_URL) {reused:6.1f} s")
+    print(f"  (`kernelsweep server start` itself took {server_start:.1f} s, once for every later run)")
+
+
+def _free_port() -> int:
+    from servers import free_port
+
+    return free_port()
+
+
+# ---------------------------------------------------------------- throughput
+def section_throughput(base: Path, sizes: list[int], baseline_points: int, scale: float) -> None:
+    host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=scale)
+    print(f"\n== Throughput: {host.cores} simulated cores, {host.compile_slots} compile slots, time scale {scale}")
+    with prefect_server(base / "throughput-server") as server:
+        warm_up(base, server)
+        for n in sizes:
+            root = fresh(base, f"tp-{n}")
+            spec = mlp_spec(n, root, host.compile_slots)
+            figures = run_child("flow", spec, root, {**clean_env(), **host.env(root), **server.client_env()})
+            assert figures["failed"] == 0, f"{figures['failed']} of {n} points failed"
+            b = bound(root / "sim", shards(spec), host)
+            ratio = figures["wall"] / b.seconds
+            print(f"  {n} points: wall {figures['wall']:.1f} s, bound {b.seconds:.1f} s, wall / bound {ratio:.2f} "
+                  f"{verdict(ratio, RATIO_TARGET)}")  # fmt: skip
+            print(f"    {len(shards(spec))} flow run(s) one after another; configured per point: {b.per_point}; "
+                  f"first point after {figures['first_point']:.1f} s")  # fmt: skip
+            if n == baseline_points:
+                seq_root = fresh(base, f"seq-{n}")
+                seq = run_child("sequential", mlp_spec(n, seq_root, host.compile_slots), seq_root,
+                                {**clean_env(), **host.env(seq_root)})  # fmt: skip
+                sleeps = sum(r.slept_seconds for r in read_latencies(seq_root / "sim"))
+                speedup = seq["wall"] / figures["wall"]
+                print(f"  {n} points, seed 000's sequential method (no Prefect): {seq['wall']:.1f} s, "
+                      f"{sleeps:.1f} s of it configured sleep")  # fmt: skip
+                print(f"  speedup over it {speedup:.2f}x {verdict(speedup, SPEEDUP_TARGET, below=False)}")
+
+
+# ---------------------------------------------------------------- big host
+def section_big(base: Path, points: int, scale: float, flow_runs: int) -> None:
+    host = Host(cores=64, compile_slots=48, time_scale=scale)
+    print(f"\n== A big host: {host.cores} logical NeuronCores, {host.compile_slots} compile slots, time scale {scale}, "
+          f"{points} points in {flow_runs} flow run(s) at once")  # fmt: skip
+    root = fresh(base, "big")
+    spec = mlp_spec(points, root, max(1, host.compile_slots // flow_runs), per_flow_run=points)
+    with prefect_server(base / "big-server") as server:
+        warm_up(base, server)
+        env = {**clean_env(), **host.env(root), **server.client_env()}
+        size = -(-points // flow_runs)
+        server_before = server.cpu_seconds()
+        started = time.perf_counter()
+        children = [
+            start_child(
+                "shard", spec, root, env, {"index": i, "count": flow_runs, "start": i * size, "stop": (i + 1) * size}
+            )
+            for i in range(flow_runs)
+        ]
+        results = [child.result() for child in children]
+        wall = time.perf_counter() - started
+        server_cpu = server.cpu_seconds() - server_before
+    failed = sum(r["failed"] for r in results)
+    assert failed == 0, f"{failed} of {points} points failed"
+    b = bound(root / "sim", [expand(spec)], host)  # every point shares the host at once
+    ratio = wall / b.seconds
+    print(f"  wall {wall:.1f} s, bound {b.seconds:.1f} s, wall / bound {ratio:.2f} {verdict(ratio, BIG_RATIO_TARGET)}")
+    used = server_cpu + sum(r["self_cpu"] + r["children_cpu"] for r in results)
+    print(f"    configured per point: {b.per_point}; this machine's CPUs were {used / wall / os.cpu_count():.0%} busy "
+          f"({used:.0f} CPU-seconds: flow runs, tools and the Prefect server)")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--points", type=int, nargs="+", default=[16, 64, 256])
-    parser.add_argument("--time-scale", type=float, default=0.5, help="tool latency scale (1 = compile ~4 s)")
-    parser.add_argument("--cores", type=int, default=4)
-    parser.add_argument("--compile-slots", type=int, default=2)
-    parser.add_argument("--baseline-max-points", type=int, default=64, help="skip the slow baseline above this")
-    parser.add_argument("--overhead-points", type=int, default=64)
-    parser.add_argument("--rss-points", type=int, default=128, help="16..256 (or a multiple of 256)")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--points", type=int, nargs="+", default=[64, 256], help="throughput sweep sizes")
+    parser.add_argument("--time-scale", type=float, default=0.5, help="tool latency scale (1: compile ~4.3 s)")
+    parser.add_argument("--baseline-points", type=int, default=64, help="where the sequential method runs too")
+    parser.add_argument("--cost-points", type=int, default=64)
+    parser.add_argument("--big-points", type=int, default=96)
+    parser.add_argument("--big-scale", type=float, default=16.0, help="the big host's latency scale (to fit 2 CPUs)")
+    parser.add_argument("--big-flow-runs", type=int, default=1)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="kernelsweep-bench-"))
-    bare_chain(1, 1)  # start Prefect's ephemeral server before anything is timed
-    print(f"sim cores {args.cores}, compile slots {args.compile_slots}, time scale {args.time_scale}")
-    print(
-        f"{'points':>6} {'wall s':>8} {'ideal s':>8} {'wall/ideal':>10} {'baseline s':>10} {'speedup':>8} "
-        f"{'rerun s':>8} {'rerun/1st':>8}"
-    )
-    for n in args.points:
-        root = fresh(base, f"run-{n}")
-        locations = configure(root, args.time_scale, args.cores)
-        spec = make_spec(n, root, args.compile_slots)
-        started = time.perf_counter()
-        report = pipelined(spec, str(root))
-        wall = time.perf_counter() - started
-        import pyarrow.parquet as pq
-
-        rows = [r for p in report.paths for r in pq.read_table(p).to_pylist()]
-        assert len(rows) == n and all(r["status"] == "ok" for r in rows), "benchmark sweep had failures"
-        ideal = ideal_seconds(rows, args.compile_slots, args.cores)
-        baseline = speedup = float("nan")
-        if n <= args.baseline_max_points:
-            base_root = fresh(base, f"base-{n}")  # its own artifact store: no cache hits from the run above
-            baseline_spec = make_spec(n, base_root, args.compile_slots)
-            baseline = sequential_baseline(baseline_spec, configure(base_root, args.time_scale, args.cores))
-            speedup = baseline / wall
-        started = time.perf_counter()
-        pipelined(spec, str(root))  # unchanged sweep, same artifact store: traces and compiles are cache hits
-        rerun = time.perf_counter() - started
-        print(
-            f"{n:>6} {wall:>8.1f} {ideal:>8.1f} {wall / ideal:>10.2f} {baseline:>10.1f} {speedup:>8.2f}x "
-            f"{rerun:>8.1f} {rerun / wall:>8.2f}"
-        )
-        del locations
-
-    n = args.overhead_points
-    workers = args.compile_slots + args.cores + 2
-    root = fresh(base, "zero")
-    configure(root, 0.0, args.cores)
-    spec = make_spec(n, root, args.compile_slots)
-    started = time.perf_counter()
-    pipelined(spec, str(root))
-    with_prefect = time.perf_counter() - started
-    plain_root = fresh(base, "zero-plain")  # its own artifact store, so it compiles as much as the run above
-    without_prefect = plain_threads(
-        make_spec(n, plain_root, args.compile_slots), configure(plain_root, 0.0, args.cores), workers
-    )
-    started = time.perf_counter()
-    bare_chain(n, workers)
-    floor = time.perf_counter() - started
-    overhead_ms = (with_prefect - without_prefect) / n * 1000
-    floor_ms = floor / n * 1000
-    print(
-        f"zero latency, {n} points: pipeline {with_prefect / n * 1000:.0f} ms/point, same work without Prefect "
-        f"{without_prefect / n * 1000:.0f} ms/point -> orchestration overhead {overhead_ms:.0f} ms/point; "
-        f"bare chain of six no-op tasks {floor_ms:.0f} ms/point; ratio {overhead_ms / floor_ms:.2f}"
-    )
-    rss = []
-    for size in (args.rss_points, 4 * args.rss_points):  # the first run also warms the allocator up
-        root = fresh(base, f"rss-{size}")
-        configure(root, 0.0, args.cores)
-        sweep(small_spec(size, root, args.compile_slots))  # the real flow, sharded as users' sweeps are
-        rss.append(resident_mb())
-    growth = (rss[1] - rss[0]) / (4 * args.rss_points / 100)
-    print(
-        f"resident memory {rss[0]:.0f} MB after {args.rss_points} points, {rss[1]:.0f} MB after "
-        f"{4 * args.rss_points} more: {growth:+.2f} MB per 100 points"
-    )
-    shutil.rmtree(base, ignore_errors=True)
+    print(f"kernelsweep throughput benchmark; load average at start {load()} ({os.cpu_count()} CPUs)")
+    try:
+        if "tools" in args.only:
+            section_tools(base)
+        if "cost" in args.only:
+            section_cost(base, args.cost_points)
+        if "first" in args.only:
+            section_first(base)
+        if "throughput" in args.only:
+            section_throughput(base, args.points, args.baseline_points, args.time_scale)
+        if "big" in args.only:
+            section_big(base, args.big_points, args.big_scale, args.big_flow_runs)
+    finally:
+        print(f"\nload average at the end {load()}")
+        with contextlib.suppress(OSError):
+            shutil.rmtree(base)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from datetime import UTC, date, datetime
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
+from threadpoolctl import threadpool_limits
 
 from kernelsweep.context import StageContext, host_memory_bytes, prepare
 from kernelsweep.errors import KernelsweepError, StoreError
@@ -33,7 +34,7 @@ from kernelsweep.flows.chain import run_point
 from kernelsweep.flows.progress import publish
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
-from kernelsweep.flows.ui import point_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
+from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
 from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import Journal, open_run, run_key, start_run
 from kernelsweep.results.rows import Row, build_row
@@ -173,7 +174,12 @@ def run_points(
     todo = [p for p in points if p.point_id not in reused]
     unsaved: StoreError | None = None
     workers = min(len(todo), ctx.compile_slots + ctx.capture_slots + POOL_SLACK)
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="point") as pool:
+    # The pool already runs points in parallel: a BLAS thread pool per numpy call (inputs, the
+    # reference check) would only spin on the CPUs those points need (~100 ms CPU per MLP point).
+    with (
+        threadpool_limits(limits=1, user_api="blas"),
+        ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="point") as pool,
+    ):
         futures = {pool.submit(contextvars.copy_context().run, run_point, ctx, p): p for p in todo}
         for future in as_completed(futures):
             record = future.result()
@@ -194,8 +200,9 @@ def run_points(
                     ctx.stop.set()
                     continue
             rows.append(row)
-            point_artifact(row)
             publish(row.summary())
+    if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts
+        lineage_artifact(spec.name, rows)
     where = journal.uri if journal is not None else None
     if unsaved is not None:
         raise StoreError(
@@ -216,7 +223,7 @@ def run_points(
     }
     store = store_task.with_options(
         assets=results_asset_keys(spec.results, [r.platform for r in rows], run_date, run_id),
-        asset_deps=upstream_asset_keys(rows),
+        asset_deps=upstream_asset_keys(spec.artifacts),
     )
     try:
         paths = store(rows, spec.results, run_id, run_date, lineage)

@@ -1,9 +1,13 @@
-"""What a sweep shows in the Prefect UI: a keyed artifact per kernel-shape point, a sweep summary
-table, and asset keys for the `@materialize` store task.
+"""What a sweep shows in the Prefect UI, written once per flow run: a lineage table (every point's
+status, row id and artifacts by content address), a summary table, and the asset keys of the
+`@materialize` store task (the run's Parquet objects, made from its artifact store).
 
-Keyed artifacts are versioned by Prefect, so `lineage-<kernel>-<shape>-<platform>` shows one
-point's history across every run in the UI. The rows themselves carry the same lineage, since the
-open-source server keeps asset events but draws no asset graph.
+Once per run, not per point: an artifact or an asset dependency per point cost the Prefect server an
+API call, events and database rows for every point (docs/performance.md has the figures), which a
+fleet server pays for every point of every host. Both tables are keyed by the sweep's name, so
+Prefect versions them run after run: the sweep's history in the UI. One point's history across runs
+is in the results themselves (`kernelsweep report`, `kernelsweep lineage ROW_ID`), which is where the
+open-source server leaves lineage anyway: it keeps asset events but draws no asset graph.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_table_artifact
 
 from kernelsweep.results.rows import Row
 from kernelsweep.results.summary import RowSummary
@@ -30,30 +34,30 @@ def artifact_key(*parts: str) -> str:
     return key[:ARTIFACT_KEY_LIMIT].rstrip("-")
 
 
-def point_artifact(row: Row) -> None:
-    """The point's artifacts, versions and outcome, under a key stable across runs."""
-    failure = f" ({row.error_class}: {row.error_message})" if row.status != "ok" else ""
-    lines = [
-        f"### {row.kernel} {row.shape} {row.dtype} on {row.platform}",
-        f"status **{row.status}**{failure}",
-        f"total_time_us {row.total_time_us}; toolchain {row.toolchain}" + (" (simulated)" if row.is_simulation else ""),
-        f"compiler {row.compiler_version}; profiler {row.profiler_version}; "
-        f"flow run `{row.flow_run_id}`; row `{row.row_id}`",
-        "",
-        "| artifact | sha256 | uri |",
-        "|---|---|---|",
-    ]
+def lineage_record(row: Row) -> dict[str, str]:
+    """One point's lineage as a table row: what ran, how it ended, and each artifact's content address."""
+    record = {
+        "kernel": row.kernel,
+        "shape": row.shape,
+        "dtype": row.dtype,
+        "platform": row.platform,
+        "status": row.status,
+        "error": f"{row.error_class}: {row.error_message}" if row.status != "ok" else "",
+        "total_time_us": "" if row.total_time_us is None else f"{row.total_time_us:g}",
+        "row_id": row.row_id,
+    }
     for name in SINGLE_ARTIFACTS:
-        sha, uri = getattr(row, f"{name}_sha256"), getattr(row, f"{name}_uri")
-        if sha:
-            lines.append(f"| {name} | `{sha[:16]}` | {uri} |")
-    for group, refs in (("input", row.inputs), ("output", row.outputs)):
-        for ref in refs or []:
-            lines.append(f"| {group} {ref['name']} | `{ref['sha256'][:16]}` | {ref['uri']} |")
-    create_markdown_artifact(
-        key=artifact_key("lineage", row.kernel, row.shape, row.dtype, row.platform),
-        markdown="\n".join(lines),
-        description=f"lineage of {row.kernel} {row.shape} {row.dtype} {row.platform}",
+        record[name] = getattr(row, f"{name}_uri") or ""
+    for group, refs in (("inputs", row.inputs), ("outputs", row.outputs)):
+        record[group] = "; ".join(f"{ref['name']}={ref['uri']}" for ref in refs or [])
+    return record
+
+
+def lineage_artifact(sweep_name: str, rows: list[Row]) -> None:
+    create_table_artifact(
+        key=artifact_key("lineage", sweep_name),
+        table=[lineage_record(row) for row in rows],
+        description=f"lineage of the points of sweep {sweep_name} in this run: every artifact by content address",
     )
 
 
@@ -70,11 +74,14 @@ def asset_key(uri: str) -> str:
 
 def results_asset_keys(results_uri: str, platforms: list[str], run_date: date, flow_run_id: str) -> list[str]:
     """The Parquet objects this run will write, known before the write so the task can declare them."""
-    uris = planned_uris(results_uri, platforms, run_date, flow_run_id)
-    return [asset_key(uri if is_s3_uri(uri) else "file://" + str(Path(uri).resolve())) for uri in uris]
+    return [asset_key(_uri(uri)) for uri in planned_uris(results_uri, platforms, run_date, flow_run_id)]
 
 
-def upstream_asset_keys(rows: list[Row]) -> list[str]:
-    """Each row's NEFF and profile: the artifacts its numbers stand on."""
-    keys = {uri for row in rows for uri in (row.neff_uri, row.profile_uri) if uri}
-    return sorted(asset_key(k) for k in keys)
+def upstream_asset_keys(artifacts_uri: str) -> list[str]:
+    """The artifact store the rows' NEFFs and profiles are in: one upstream asset per run (each row
+    names its own artifacts in it), where an asset per NEFF and profile cost two events per point."""
+    return [asset_key(_uri(artifacts_uri))]
+
+
+def _uri(location: str) -> str:
+    return location if is_s3_uri(location) else "file://" + str(Path(location).resolve())

@@ -1,42 +1,57 @@
-"""Lineage in Prefect: keyed per-point artifacts with history, a summary table, asset events."""
+"""Lineage in Prefect: one lineage table per flow run carrying every point's artifacts, a summary
+table, and the results' asset event naming the artifact store they were made from."""
 
 from __future__ import annotations
 
+import json
 import time
+from datetime import UTC, datetime
 
+import pyarrow.parquet as pq
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from specs import sim_spec
+from stage_context import point, sim_context
 
-from kernelsweep.flows.ui import artifact_key, asset_key
+from kernelsweep.errors import CompileError
+from kernelsweep.flows.ui import SINGLE_ARTIFACTS, asset_key, lineage_record, upstream_asset_keys
+from kernelsweep.results.rows import PointRecord, build_row
+from kernelsweep.stages import trace_stage
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 EVENT_WAIT_SECONDS = 60
-
-
-# a shape no other test sweeps, so its lineage key holds only this test's runs
-KERNEL = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"], "grid": {"n": [3072]}}
+KERNEL = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"], "grid": {"n": [3072, 4096]}}
 
 
 def _artifacts(client, key):
     return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
 
 
-def test_point_history_summary_table_and_asset_event(tmp_path):
+def _of_run(artifacts, flow_run_id):
+    return [a for a in artifacts if str(a.flow_run_id) == flow_run_id]
+
+
+def test_each_run_has_one_lineage_table_with_every_points_artifacts_and_a_summary(tmp_path):
     from kernelsweep.flows.sweep import sweep
 
     spec = sim_spec(tmp_path, [KERNEL], name="lineage-test")
     first, second = sweep(spec), sweep(spec)
-    key = artifact_key("lineage", "vector_add", "n=3072,partition_size=128,free_size=1", "float32", "trn2")
-    assert key == "lineage-vector-add-n-3072-partition-size-128-free-size-1-float32-trn2"
+    rows = {r["row_id"]: r for r in pq.read_table(second.paths[0]).to_pylist()}
     with get_client(sync_client=True) as client:
-        history = _artifacts(client, key)
-        assert {first.flow_run_id, second.flow_run_id} <= {str(a.flow_run_id) for a in history}
-        newest = max((a for a in history if str(a.flow_run_id) == second.flow_run_id), key=lambda a: a.created)
-        assert "neff" in newest.data and first.rows[0].row_id not in newest.data  # each run its own version
-        summary = [a for a in _artifacts(client, "sweep-lineage-test") if str(a.flow_run_id) == second.flow_run_id]
+        history = _artifacts(client, "lineage-lineage-test")
+        assert len(_of_run(history, first.flow_run_id)) == 1  # one per run, not one per point
+        (table,) = _of_run(history, second.flow_run_id)
+        records = json.loads(table.data) if isinstance(table.data, str) else table.data
+        assert table.type == "table" and {r["row_id"] for r in records} == set(rows)  # this run's rows only
+        for record in records:
+            row = rows[record["row_id"]]
+            assert record["status"] == row["status"] == "ok" and record["shape"] == row["shape"]
+            assert all(record[name] == row[f"{name}_uri"] for name in SINGLE_ARTIFACTS)
+            assert record["neff"] and row["neff_sha256"] in record["neff"]  # the content address
+            assert all(ref["uri"] in record["inputs"] for ref in row["inputs"])
+        summary = _of_run(_artifacts(client, "sweep-lineage-test"), second.flow_run_id)
         assert summary and summary[0].type == "table"
 
         parquet = asset_key("file://" + second.paths[0])
@@ -53,5 +68,18 @@ def test_point_history_summary_table_and_asset_event(tmp_path):
             events = page.events
             time.sleep(0.2)
     assert events, f"no materialization event for {parquet}"
-    related = {r.id for r in events[0].related}
-    assert any(r.endswith(".neff") or "/sha256/" in r for r in related)  # upstream artifacts are asset deps
+    assert upstream_asset_keys(spec.artifacts)[0] in {r.id for r in events[0].related}  # made from the store
+
+
+def test_a_failed_points_lineage_names_its_error_and_what_was_made_before_it(tmp_path):
+    ctx, p = sim_context(tmp_path), point()
+    record = PointRecord(point=p, started_at=datetime.now(UTC), trace=trace_stage(ctx, p))
+    record.error, record.error_stage = (
+        CompileError("[NCC_EVRF009] too big", error_class="CompilerDiagnostic"),
+        "compile",
+    )
+    row = build_row(record, flow_run_id="run-1", toolchain="sim", is_simulation=True, versions=ctx.versions)
+    lineage = lineage_record(row)
+    assert lineage["status"] == row.status != "ok" and lineage["error"] == "CompilerDiagnostic: [NCC_EVRF009] too big"
+    assert lineage["ir"] == row.ir_uri and row.trace_cache_hit is False and lineage["ir"]  # made before the failure
+    assert lineage["ntff"] == lineage["profile"] == lineage["outputs"] == "" and lineage["total_time_us"] == ""

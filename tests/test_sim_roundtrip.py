@@ -231,3 +231,11 @@ def test_a_trn1_host_has_no_logical_core_config(tmp_path):
     trn1 = sim_toolchain(tmp_path / "state", env={"KERNELSWEEP_SIM_PLATFORM": "trn1"})
     inventory = list_devices(trn1, lnc=2, default_lnc=1)
     assert inventory.lnc == 1 and inventory.logical_cores == [0, 1]  # NEURON_LOGICAL_NC_CONFIG is ignored
+
+
+@pytest.mark.parametrize("visible", ["1-0", "a", "0,", "9"])
+def test_the_simulated_runtime_refuses_a_bad_visible_cores_value_as_the_runtime_does(sim, tmp_path, visible):
+    neff = _compiled(sim, MLP_POINT, tmp_path)
+    with pytest.raises(CaptureError) as info:
+        _capture(sim, neff, MLP_POINT, tmp_path, visible_cores=visible)
+    assert "Traceback" not in (info.value.stderr_tail or "")

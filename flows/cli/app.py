@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.flows.cli import compare, doctor, extract, fleet, lineage, report, run
+from kernelsweep.flows.cli import compare, doctor, extract, fleet, lineage, report, run, server
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_RUN_FAILED, EXIT_USAGE, fail
 
 DEBUG_ENV = "KERNELSWEEP_DEBUG"
@@ -67,6 +67,7 @@ for command in (
     fleet.fleet,
     report.report,
     compare.compare,
+    server.server,
 ):
     cli.add_command(command)
 

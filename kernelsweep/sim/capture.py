@@ -23,11 +23,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from kernelsweep.locks import parse_visible_cores
 from kernelsweep.neff import NeffFormatError, NeffInfo, read_neff
 from kernelsweep.sim import views
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.faults import take
+from kernelsweep.sim.latency import CAPTURE, emulate, ir_point_key
 from kernelsweep.sim.model import predict
 from kernelsweep.sim.nrt import RuntimeFailure, busy, nrt
 from kernelsweep.sim.ntff import write_ntff
@@ -72,10 +72,22 @@ def load(neff_path: str, config: SimConfig, lnc: int) -> tuple[NeffInfo, dict]:
     return neff, ir
 
 
+def _visible(value: str) -> list[int]:
+    """The runtime's reading of NEURON_RT_VISIBLE_CORES (`0`, `0-2`, `0,1`); parsed here, not with the
+    lease code's parser, so the simulated runtime checks what the sweep sends instead of echoing it."""
+    cores: list[int] = []
+    for part in value.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or not (hi or lo).isdigit() or int(hi or lo) < int(lo):
+            raise RuntimeFailure(nrt("NRT:nrt_init", f"invalid NEURON_RT_VISIBLE_CORES value {value!r}"))
+        cores.extend(range(int(lo), int(hi or lo) + 1))
+    return cores
+
+
 def visible_physical_cores(config: SimConfig, lnc: int) -> list[int]:
     logical_count = config.physical_cores // lnc
     value = os.environ.get("NEURON_RT_VISIBLE_CORES")
-    logical = parse_visible_cores(value) if value else list(range(logical_count))
+    logical = _visible(value) if value else list(range(logical_count))
     if any(c >= logical_count for c in logical):
         raise RuntimeFailure(nrt("TDRV:tdrv_get_dev_info", f"No neuron device available (cores {value} at LNC={lnc})"))
     return [p for c in logical for p in range(c * lnc, (c + 1) * lnc)]
@@ -112,7 +124,7 @@ def run(args: Any, config: SimConfig) -> str:
         if args.check_output_determinism and not execute.same(outputs, execute.run_kernel(ir, inputs)):
             raise RuntimeFailure(nrt("NRT:nrt_execute", "output determinism check failed"))
         per_exec = predict(views.workload(ir)).total
-        time.sleep((LOAD_SECONDS + args.num_exec * per_exec) * config.time_scale)
+        emulate(config.state_dir, CAPTURE, ir_point_key(ir), LOAD_SECONDS + args.num_exec * per_exec, config.time_scale)
         # each capture draws its own run-to-run noise, as repeated captures on hardware differ; `view`
         # of one NTFF is still deterministic
         neff_bytes = Path(args.neff).read_bytes()

@@ -11,13 +11,13 @@ Corrections 1); the simulated runtime saves outputs under exactly those names.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from kernelsweep.neff import write_neff
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim.config import SimConfig
+from kernelsweep.sim.latency import COMPILE, emulate, ir_point_key
 from kernelsweep.sim.model import compile_seconds
 
 INJECTED = "injected by KERNELSWEEP_SIM_FAULTS"
@@ -37,7 +37,8 @@ def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str |
 
 
 def emulate_compile_time(ir: dict, config: SimConfig) -> None:
-    time.sleep(compile_seconds(ir["flops"]) * config.time_scale)
+    """Sleep the modelled compile time (scaled), recording it in the state dir (sim.latency)."""
+    emulate(config.state_dir, COMPILE, ir_point_key(ir), compile_seconds(ir["flops"]), config.time_scale)
 
 
 def write_sim_neff(

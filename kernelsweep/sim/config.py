@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,7 +109,7 @@ class SimConfig:
     @classmethod
     def from_env(cls) -> SimConfig:
         env = os.environ
-        state = env.get("KERNELSWEEP_SIM_STATE") or os.path.join(tempfile.gettempdir(), "kernelsweep-sim")
+        state = env.get("KERNELSWEEP_SIM_STATE") or _default_state_dir()
         return cls(
             state_dir=Path(state),
             platform=env.get("KERNELSWEEP_SIM_PLATFORM") or None,
@@ -123,6 +122,12 @@ class SimConfig:
             slowdowns=parse_slowdowns(env.get(SLOWDOWN_ENV, "")),
             noise_seed=env.get("KERNELSWEEP_SIM_NOISE_SEED") or None,
         )
+
+
+def _default_state_dir() -> str:
+    import tempfile  # deferred: the adapters always set the state dir, and every tool call would pay for it
+
+    return os.path.join(tempfile.gettempdir(), "kernelsweep-sim")
 
 
 def _simulated(version: str | None) -> str | None:

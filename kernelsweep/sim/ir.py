@@ -7,7 +7,6 @@ executed.
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
@@ -25,6 +24,8 @@ def write_ir(path: Path, payload: dict) -> None:
 
 
 def read_ir(path: Path) -> dict:
+    import ast  # only the legacy compile reads IR back; every trace only writes it
+
     text = Path(path).read_text()
     tree = ast.parse(text, filename=str(path))
     for node in tree.body:

@@ -14,11 +14,9 @@ import argparse
 import os
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from kernelsweep.sim import PROFILER_VERSION
-from kernelsweep.sim.config import SimConfig, extend_import_path
 from kernelsweep.sim.nrt import RuntimeFailure
 
 EXIT_FAILED = 1
@@ -89,8 +87,17 @@ def view(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
+def capture(args: argparse.Namespace) -> int:
+    # Imported here: the runtime, its configuration and the kernels it runs are a capture's alone.
+    from kernelsweep.sim.capture import run
+    from kernelsweep.sim.config import SimConfig, extend_import_path
+
     extend_import_path()
+    print(run(args, SimConfig.from_env()))
+    return 0
+
+
+def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.version:
@@ -98,13 +105,12 @@ def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
         return 0
     try:
         if args.command == "capture":
-            from kernelsweep.sim.capture import run  # the runtime: only a capture needs it
-
-            print(run(args, SimConfig.from_env()))
-            return 0
+            return capture(args)
         if args.command == "view":
             return view(args)
     except RuntimeFailure as exc:
+        from datetime import datetime, timezone
+
         stamp = datetime.now(timezone.utc).strftime("%Y-%b-%d %H:%M:%S.%f")
         for line in str(exc).splitlines():
             print(f"{stamp} {os.getpid()}:{os.getpid()}  ERROR   {line}", file=sys.stderr)

@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform as host_platform
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
-from kernelsweep.platforms import PLATFORMS
-from kernelsweep.sim.compile import diagnose, emulate_compile_time, write_sim_neff
 from kernelsweep.sim.config import SimConfig
-from kernelsweep.sim.ir import read_ir
 
 TARGETS = ("inf2", "trn1", "trn1n", "trn2", "trn3")
 EXIT_COMPILE_FAILED = 70
@@ -52,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _fail(message: str, logfile: Path) -> int:
     """`2024-08-15T14:01:19Z ERROR 1320 [neuronx-cc]: [NCC_...] ...`, as the real compiler logs."""
+    from datetime import datetime, timezone
+
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     print(f"{stamp} ERROR {os.getpid()} [neuronx-cc]: {message}", file=sys.stderr)
     print(f"Diagnostic logs stored in {logfile.resolve()}", file=sys.stderr)
@@ -60,6 +57,11 @@ def _fail(message: str, logfile: Path) -> int:
 
 
 def compile_command(args: argparse.Namespace, config: SimConfig) -> int:
+    # Imported here: `--version`, the other command, needs none of the compiler.
+    from kernelsweep.platforms import PLATFORMS
+    from kernelsweep.sim.compile import diagnose, emulate_compile_time, write_sim_neff
+    from kernelsweep.sim.ir import read_ir
+
     logfile = Path(args.logfile)
     if args.internal_tensorizer_opt_level != "nki":
         return _fail(
@@ -83,16 +85,28 @@ def compile_command(args: argparse.Namespace, config: SimConfig) -> int:
     return 0
 
 
+def _numpy_version() -> str:
+    """Read from numpy's own version file: importing numpy, or importlib.metadata's scan of every
+    installed distribution, would cost more than the rest of the call."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or spec.origin is None:
+        return "not installed"
+    for line in (Path(spec.origin).parent / "version.py").read_text().splitlines():
+        if line.startswith("version"):
+            return line.split("=", 1)[1].strip().strip("\"'")
+    return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.version:
         version = SimConfig.from_env().compiler_version
         print(f"NeuronX Compiler version {version}")
-        print(f"\nPython version {host_platform.python_version()}")
+        print(f"\nPython version {sys.version.split()[0]}")
         print(f"HWM version {version}")
-        from importlib import metadata  # which numpy, without paying numpy's import for one line
-
-        print(f"NumPy version {metadata.version('numpy')}")
+        print(f"NumPy version {_numpy_version()}")
         return 0
     if args.command != "compile":
         _parser().print_usage(sys.stderr)

@@ -20,7 +20,6 @@ from typing import Any
 
 from kernelsweep import names
 from kernelsweep.errors import KernelsweepError, TraceError
-from kernelsweep.toolchain.failures import trace_failure
 from kernelsweep.toolchain.tracing import RESULT_FILE, Tracer, TraceRequest, TracerStatus, pack
 
 IR_ARCHIVE = "ir.tar"
@@ -93,6 +92,8 @@ def _trace(tracers: list[Tracer], job: dict[str, Any], workdir: Path) -> dict[st
         raise
     except Exception as exc:  # the tracer's own errors, classified once, here
         import traceback
+
+        from kernelsweep.toolchain.failures import trace_failure  # deferred: only a failing trace needs it
 
         raise trace_failure(exc, state.tracer_id, traceback.format_exc()) from exc
     seconds = time.perf_counter() - started

@@ -26,7 +26,6 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from kernelsweep.errors import CompileError, KernelsweepError, TraceError
-from kernelsweep.toolchain.process import run_tool
 
 if TYPE_CHECKING:
     from kernelsweep.kernels import KernelDefinition
@@ -211,6 +210,8 @@ def _run_worker(
     what: str,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    from kernelsweep.toolchain.process import run_tool  # deferred: the worker imports this module, never runs tools
+
     workdir.mkdir(parents=True, exist_ok=True)
     job = {**job, "tracers": [t.ref for t in toolchain.tracers], "sys_path": [p for p in sys.path if p]}
     (workdir / JOB_FILE).write_text(json.dumps(job))

@@ -1,0 +1,185 @@
+"""One measured sweep in a process of its own, so its CPU is its own: `python sweep_child.py MODE JOB`.
+
+The parent sets the environment (simulated host, Prefect API URL) and reads the JSON this writes to
+JOB's "out" file. Modes, all on the simulated toolchain through the production adapters:
+
+  flow        the public `sweep(spec)` flow (Prefect; the API URL the parent set)
+  shard       the public `sweep_shard` flow on the job's slice of points: one of several flow runs at
+              once on a host, as a worker running several shards at once does
+  stages      the same points through the same five stage functions on the same kind of thread pool,
+              then rows and the Parquet write, without Prefect: our own code's CPU
+  sequential  seed 000's method: trace + compile every point, then capture and extract them one by one
+  floor       Prefect's own floor: a chain of five no-op tasks per point (with the stage tasks' options)
+              on the same kind of thread pool
+
+CPU is counted around the sweep only (not the interpreter's start or imports): `self` is this
+process (Prefect's client and our code; our code alone in `stages`), `children` the tool processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from threadpoolctl import threadpool_limits
+
+from kernelsweep import stages
+from kernelsweep.context import Locations, StageContext, prepare
+from kernelsweep.expansion import expand
+from kernelsweep.results.journal import run_key, start_run
+from kernelsweep.results.rows import PointRecord, Row, build_row
+from kernelsweep.results.writer import write_results
+from kernelsweep.spec import Point, SweepSpec
+
+POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2
+RUN_ID = "00000000-0000-4000-8000-000000000000"  # stands in for a flow run id
+PACE_SECONDS = 0.05  # a floor task sleeps this long, so the pool paces tasks as a sweep does instead of racing
+
+
+def _cpu() -> tuple[float, float]:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def _locations() -> Locations:
+    env = os.environ
+    return Locations(sim_state_dir=Path(env["KERNELSWEEP_SIM_STATE"]), lock_dir=Path(env["KERNELSWEEP_LOCK_DIR"]))
+
+
+def _chain(ctx: StageContext, point: Point) -> PointRecord:
+    record = PointRecord(point=point, started_at=datetime.now(UTC))
+    try:
+        record.trace = stages.trace_stage(ctx, point)
+        record.compiled = stages.compile_stage(ctx, point, record.trace)
+        record.inputs = stages.inputs_stage(ctx, point)
+        record.captured = stages.capture_stage(ctx, point, record.compiled, record.inputs)
+        record.extracted = stages.extract_stage(ctx, point, record.compiled, record.inputs, record.captured)
+    except Exception as exc:  # a failed point is a row, as in the flow
+        record.error = exc
+    record.finished_at = datetime.now(UTC)
+    return record
+
+
+def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started: float) -> list[str]:
+    """What the flow's own code does around the stages too: a journal entry per row, then the objects."""
+    ctx, _ = prepare(spec, _locations())
+    workers = ctx.compile_slots + ctx.capture_slots + POOL_SLACK
+    journal = start_run(spec.results, run_key(spec), RUN_ID, date.today(), spec.name, datetime.now(UTC))
+
+    def chain(point: Point) -> Row:
+        record = _chain(ctx, point)
+        row = build_row(
+            record, flow_run_id=RUN_ID, toolchain=ctx.toolchain.kind, is_simulation=ctx.toolchain.is_simulation,
+            versions=ctx.versions,
+        )  # fmt: skip
+        journal.record(point, row)
+        first.append(time.perf_counter() - started)
+        return row
+
+    with (
+        threadpool_limits(limits=1, user_api="blas"),
+        ThreadPoolExecutor(max_workers=min(len(points), workers)) as pool,
+    ):
+        rows = list(pool.map(chain, points))  # one BLAS thread per call, as the flow's pool runs them
+    write_results(rows, spec.results, flow_run_id=RUN_ID, run_date=date.today(), lineage={"sweep": spec.name})
+    journal.close()
+    return [r.status for r in rows]
+
+
+def run_sequential(spec: SweepSpec, points: list[Point], first: list[float], started: float) -> list[str]:
+    ctx, _ = prepare(spec, _locations())
+    compiled = []
+    for point in points:
+        traced = stages.trace_stage(ctx, point)
+        compiled.append((point, stages.compile_stage(ctx, point, traced)))
+    statuses = []
+    for point, neff in compiled:
+        inputs = stages.inputs_stage(ctx, point)
+        captured = stages.capture_stage(ctx, point, neff, inputs)
+        stages.extract_stage(ctx, point, neff, inputs, captured)
+        first.append(time.perf_counter() - started)
+        statuses.append("ok")
+    return statuses
+
+
+def run_flow(spec: SweepSpec, points: list[Point], first: list[float], started: float, shard: dict | None) -> list[str]:
+    from kernelsweep.flows.progress import subscribe
+    from kernelsweep.flows.sweep import sweep, sweep_shard
+
+    with subscribe(lambda row: first.append(time.perf_counter() - started)):
+        if shard is None:
+            report = sweep(spec)
+        else:
+            report = sweep_shard(spec, points, shard["index"], shard["count"])
+    return [row.status for row in report.rows]
+
+
+def run_floor(spec: SweepSpec, points: list[Point], first: list[float], started: float) -> list[str]:
+    import contextvars
+
+    from prefect import flow, task
+
+    from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS
+
+    @task(name="noop", **STAGE_TASK_OPTIONS)  # no cache key, no persisted result: as the stage tasks
+    def noop(value: int) -> int:
+        time.sleep(PACE_SECONDS)
+        return value
+
+    @flow(name="bare-chains")
+    def bare_chains(count: int, workers: int) -> None:
+        def chain(i: int) -> None:
+            value = i
+            for _ in range(5):  # one per stage
+                value = noop(value)
+            first.append(time.perf_counter() - started)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(lambda i: contextvars.copy_context().run(chain, i), range(count)))
+
+    cores = int(os.environ["KERNELSWEEP_SIM_CORES"])
+    bare_chains(len(points), min(len(points), (spec.execution.compile_slots or 1) + cores + POOL_SLACK))
+    return ["ok"] * len(points)
+
+
+def main(mode: str, job_file: str) -> None:
+    job = json.loads(Path(job_file).read_text())
+    spec = SweepSpec.model_validate(job["spec"])
+    points = expand(spec)
+    shard = job.get("shard")
+    if shard is not None:
+        points = points[shard["start"] : shard["stop"]]
+    if mode in ("flow", "shard", "floor"):
+        import prefect  # noqa: F401  imported before the clock starts, as a worker's flow run process has it
+    first: list[float] = []
+    cpu_before = _cpu()
+    started = time.perf_counter()
+    if mode in ("flow", "shard"):
+        statuses = run_flow(spec, points, first, started, shard if mode == "shard" else None)
+    elif mode == "stages":
+        statuses = run_stages(spec, points, first, started)
+    elif mode == "floor":
+        statuses = run_floor(spec, points, first, started)
+    else:
+        statuses = run_sequential(spec, points, first, started)
+    wall = time.perf_counter() - started
+    cpu_after = _cpu()
+    result = {
+        "wall": wall,
+        "first_point": min(first) if first else None,
+        "self_cpu": cpu_after[0] - cpu_before[0],
+        "children_cpu": cpu_after[1] - cpu_before[1],
+        "points": len(statuses),
+        "failed": sum(s != "ok" for s in statuses),
+    }
+    Path(job["out"]).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

@@ -187,6 +187,7 @@ def test_ctrl_c_stops_the_sweep_and_a_second_one_kills_the_running_tools():
         target=lambda: results.append(run_tool([sys.executable, "-c", "import time; time.sleep(120)"],
                                                timeout_seconds=300)))  # fmt: skip
     stopping.reset()
+    before = signal.getsignal(signal.SIGINT)  # the default, or SIG_IGN in a shell's background job
     try:
         with _notices("kernelsweep.flows") as said, embedded._signals_stop_the_sweep():
             tool.start()
@@ -206,4 +207,4 @@ def test_ctrl_c_stops_the_sweep_and_a_second_one_kills_the_running_tools():
         embedded.stopped_by.signal = None
     assert not tool.is_alive() and results[0].returncode == -signal.SIGKILL
     assert said[0].startswith("SIGINT: stopping; no new point starts") and "killing 1 running tool" in said[1]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    assert signal.getsignal(signal.SIGINT) is before  # handlers restored

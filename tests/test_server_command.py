@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from prefect_server import free_port
 
 from kernelsweep.flows.cli.server import STATE_FILE
 
@@ -34,12 +34,6 @@ kernel = "kernelsweep.kernels.vector_add:vector_add"
 dtypes = ["float32"]
 grid = { n = [2048] }
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _cli(*args: str, env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -70,7 +64,7 @@ def test_a_started_server_is_reused_by_runs_and_stopped_cleanly(tmp_path):
     home = tmp_path / "prefect-home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_"))}
     env["PREFECT_HOME"] = str(home)
-    port = _free_port()
+    port = free_port()
     started = _cli("server", "start", "--port", str(port), env=env, cwd=tmp_path)
     try:
         assert started.returncode == 0, started.stderr
@@ -132,7 +126,7 @@ def test_the_servers_retention_deletes_sweeps_older_than_a_week_and_keeps_recent
     home = tmp_path / "prefect-home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_"))}
     env |= {"PREFECT_HOME": str(home), "PREFECT_SERVER_SERVICES_DB_VACUUM_LOOP_SECONDS": "1"}  # not hourly
-    port = _free_port()
+    port = free_port()
     api_url = f"http://127.0.0.1:{port}/api"
     started = _cli("server", "start", "--port", str(port), env=env, cwd=tmp_path)
     try:

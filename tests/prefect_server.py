@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from kernelsweep.flows.cli.server import api_healthy
+
 PYTHON_BIN = Path(sys.executable).parent
 T = TypeVar("T")
 
@@ -61,11 +63,7 @@ class PrefectServer:
         return f"http://127.0.0.1:{self.port}"
 
     def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.api_url}/health", timeout=5) as answer:
-                return answer.status == 200
-        except OSError:
-            return False
+        return api_healthy(self.api_url)
 
     def api(self, path: str, body: dict | None = None) -> object:
         """The server's REST API: POST `body` (GET without one); the decoded JSON answer."""

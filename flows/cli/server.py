@@ -59,11 +59,7 @@ class LocalServer:
         return f"http://{self.host}:{self.port}"
 
     def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.api_url}/health", timeout=5) as answer:
-                return answer.status == 200
-        except OSError:
-            return False
+        return api_healthy(self.api_url)
 
     def alive(self) -> bool:
         """The recorded process still runs and is a Prefect server (a reused pid is not ours)."""
@@ -72,6 +68,15 @@ class LocalServer:
         except OSError:
             return False
         return b"prefect" in cmdline and b"server" in cmdline
+
+
+def api_healthy(api_url: str) -> bool:
+    """A Prefect API answers its health check (a server still starting, or gone, does not)."""
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=5) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
 
 
 def prefect_home() -> Path:

@@ -20,8 +20,8 @@ from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import CaptureSettings, SweepSpec
 from kernelsweep.toolchain.devices import list_devices
-from kernelsweep.toolchain.nki_tracers import TRACERS
 from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools, missing_for_neuron, neuron_available
+from kernelsweep.toolchain.tracing.tracers import TRACERS
 from kernelsweep.toolchain.versions import ToolVersions, collect
 
 COMPILE_MEMORY_BYTES = 4 * 2**30  # a large NEFF compile can hold several GB

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep import doctor
+from kernelsweep.doctor import host_checks as doctor
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.toolchain import versions
-from kernelsweep.toolchain.nki_tracers import TRACERS
 from kernelsweep.toolchain.resolve import Toolchain
+from kernelsweep.toolchain.tracing.tracers import TRACERS
 
 TOOLS = Path(__file__).parent / "fixtures" / "tools"
 
@@ -189,7 +189,7 @@ def test_collect_on_the_simulator_says_simulated(tmp_path):
 @pytest.fixture
 def quick_ui_probe(monkeypatch):
     """The Parquet view without --ingest-only never returns on the simulator: wait 5 s, not 30."""
-    from kernelsweep import smoke
+    from kernelsweep.doctor import smoke
 
     monkeypatch.setattr(smoke, "PARQUET_PROBE_SECONDS", 5.0)
 
@@ -223,9 +223,9 @@ def test_smoke_runs_end_to_end_on_the_simulated_toolchain(tmp_path, monkeypatch,
 
 
 def test_a_failing_step_skips_what_needs_it_and_fails_the_check(tmp_path, monkeypatch):
+    from kernelsweep.doctor.smoke import run_smoke, smoke_point
+    from kernelsweep.doctor.smoke_render import exit_code
     from kernelsweep.sim.toolchain import sim_toolchain
-    from kernelsweep.smoke import run_smoke, smoke_point
-    from kernelsweep.smoke_report import exit_code
 
     sim = sim_toolchain(tmp_path / "sim", env={"KERNELSWEEP_SIM_FAULTS": "compile-error=vector_add"})
     steps = {s.title: s for s in run_smoke(sim, smoke_point("trn2"), tmp_path / "work")}
@@ -246,7 +246,7 @@ def test_smoke_on_the_stand_in_host_runs_every_tool_as_documented(
 
     from documented_forms import documented_as
 
-    from kernelsweep.smoke import run_smoke, smoke_point
+    from kernelsweep.doctor.smoke import run_smoke, smoke_point
 
     calls = tmp_path / "calls.jsonl"
     for name, value in {

@@ -1,5 +1,5 @@
 """Built-in kernel definitions: cost models against seed 000's numbers, and their NKI kernels run on
-numbers by the simulated NKI language (kernelsweep.sim.nki_values) at the edges of their shape rules.
+numbers by the simulated NKI language (kernelsweep.sim.nki.values) at the edges of their shape rules.
 
 The NKI kernels cannot run here for real. The simulated language executes their own source with
 numpy behind every tile: an element no instruction wrote reads as an error (or stays NaN in the
@@ -20,8 +20,8 @@ import pytest
 from kernelsweep.correctness import check_outputs
 from kernelsweep.kernels import BUILTIN, InvalidShapeError, load_kernel
 from kernelsweep.platforms import get_platform
-from kernelsweep.sim.nki_generations import get_generation
-from kernelsweep.sim.nki_trace import trace_kernel
+from kernelsweep.sim.nki.generations import get_generation
+from kernelsweep.sim.nki.trace import trace_kernel
 
 SEED_000_MLP = {"b": 1, "s": 128, "h": 1024, "i": 512}
 # Edge shapes: below one tile, one tile, ragged edges (h=640 was the old mlp's unwritten columns),

@@ -69,3 +69,29 @@ def test_the_wheel_installs_exactly_one_top_level_package(tmp_path):
         members = set(archive.namelist())
     assert {t for t in tops if not t.endswith(".dist-info")} == {"kernelsweep"}
     assert {"kernelsweep/flows/sweep.py", "kernelsweep/tasks/capture.py", "kernelsweep/flows/cli/app.py"} <= members
+
+
+def test_the_nki_emulator_stands_below_the_simulated_tools():
+    """sim/nki/ models the language; the stand-in tools (sim/*.py) use it, never the reverse."""
+    below = ("__init__", "config")
+    tools = tuple(f"kernelsweep.sim.{p.stem}" for p in (CORE / "sim").glob("*.py") if p.stem not in below)
+    assert offending(CORE / "sim" / "nki", ("kernelsweep.toolchain", *tools)) == {}
+
+
+def test_only_the_cli_reaches_the_doctor():
+    """The doctor looks at everything below it; nothing in the core depends on what it concludes."""
+    core = {p for p in CORE.rglob("*.py") if "doctor" not in p.relative_to(CORE).parts}
+    assert [str(p.relative_to(REPO)) for p in sorted(core) if "kernelsweep.doctor" in str(imported_modules(p))] == []
+
+
+def test_every_package_folder_is_installed():
+    """A new subpackage missing from pyproject.toml's list works in this checkout and is absent from the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    mapped = {"kernelsweep.flows": REPO / "flows", "kernelsweep.tasks": REPO / "tasks"}
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in CORE.rglob("__init__.py")}
+    for name, folder in mapped.items():
+        for init in folder.rglob("__init__.py"):
+            found.add(".".join((name, *init.parent.relative_to(folder).parts)))
+    assert found == listed

@@ -12,9 +12,9 @@ import pytest
 from kernelsweep.errors import TraceError
 from kernelsweep.kernels import BUILTIN, load_kernel
 from kernelsweep.kernels.vector_add import VectorAdd
-from kernelsweep.sim.nki_generations import GENERATIONS, get_generation
-from kernelsweep.sim.nki_tensor import NkiError
-from kernelsweep.sim.nki_trace import trace_kernel
+from kernelsweep.sim.nki.generations import GENERATIONS, get_generation
+from kernelsweep.sim.nki.tensor import NkiError
+from kernelsweep.sim.nki.trace import trace_kernel
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import tracing

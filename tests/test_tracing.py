@@ -21,9 +21,10 @@ from kernelsweep.kernels.vector_add import VectorAdd
 from kernelsweep.neff import read_neff
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import Point
-from kernelsweep.toolchain import compiler, nki_tracers, tracing
+from kernelsweep.toolchain import compiler, tracing
 from kernelsweep.toolchain.profiler import outputs_by_kernel_name
 from kernelsweep.toolchain.resolve import Toolchain
+from kernelsweep.toolchain.tracing import tracers as nki_tracers
 from kernelsweep.toolchain.versions import SDK_PACKAGES, package_version
 
 STAND_INS = Path(__file__).parent / "fixtures" / "tools" / "python"

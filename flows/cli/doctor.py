@@ -29,8 +29,8 @@ def doctor(smoke: bool, kind: str, platform: str | None, report: Path | None) ->
     """
     if smoke:
         sys.exit(_smoke(kind, platform, report))
-    from kernelsweep.doctor import Host
-    from kernelsweep.doctor import report as diagnosis
+    from kernelsweep.doctor.host_checks import Host
+    from kernelsweep.doctor.host_checks import report as diagnosis
     from kernelsweep.flows.settings import tool_paths_from_env
 
     text, code = diagnosis(Host(extra_paths=tool_paths_from_env()))
@@ -40,10 +40,10 @@ def doctor(smoke: bool, kind: str, platform: str | None, report: Path | None) ->
 
 def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
     from kernelsweep.context import resolve_toolchain
-    from kernelsweep.doctor import smoke_platform
+    from kernelsweep.doctor.host_checks import smoke_platform
+    from kernelsweep.doctor.smoke import STEPS, run_smoke, smoke_point
+    from kernelsweep.doctor.smoke_render import exit_code, header, render_step, summary, write_report
     from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.smoke import STEPS, run_smoke, smoke_point
-    from kernelsweep.smoke_report import exit_code, header, render_step, summary, write_report
 
     locations = locations_from_env()
     toolchain, notice = resolve_toolchain(kind, locations.sim_state_dir, extra_paths=locations.tool_paths)

@@ -41,7 +41,7 @@ from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
 
 IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
 NKI_ENV = "KERNELSWEEP_SIM_NKI"
-CURRENT_NKI = "0.6"  # the newest generation sim.nki_generations knows
+CURRENT_NKI = "0.6"  # the newest generation sim.nki.generations knows
 SLOWDOWN_ENV = "KERNELSWEEP_SIM_COMPILER_SLOWDOWN"
 
 

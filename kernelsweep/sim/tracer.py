@@ -1,7 +1,7 @@
 """The simulated toolchain's tracers: the NKI generation named by KERNELSWEEP_SIM_NKI, run in the
 production trace worker like any real tracer.
 
-Both read the kernel's real source and run it on the simulated NKI language (sim.nki_trace), so a
+Both read the kernel's real source and run it on the simulated NKI language (sim.nki.trace), so a
 construct or a tile the emulated generation refuses fails here, at trace time, in NKI's words where
 they are known (seed 004's partition error). What they write is marked simulated:
 
@@ -32,9 +32,9 @@ from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
 from kernelsweep.sim.compile import diagnose, emulate_compile_time, write_sim_neff
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.ir import write_ir
-from kernelsweep.sim.nki_generations import Generation, get_generation
-from kernelsweep.sim.nki_tensor import NkiError
-from kernelsweep.sim.nki_trace import KernelSignatureError, trace_kernel
+from kernelsweep.sim.nki.generations import Generation, get_generation
+from kernelsweep.sim.nki.tensor import NkiError
+from kernelsweep.sim.nki.trace import KernelSignatureError, trace_kernel
 from kernelsweep.toolchain.tracing import TensorSpec, TraceProducts, Tracer, TraceRequest
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """`neuronx-cc`: compile a legacy-traced kernel (penguin.py) to a NEFF, and report the compiler version.
 
 Only the legacy route (SDK <= 2.26, `neuronxcc.nki` kernels) runs the compiler as a command; current
-NKI compiles inside the tracing call (kernelsweep.toolchain.nki_tracers).
+NKI compiles inside the tracing call (kernelsweep.toolchain.tracing.tracers).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 They import `nki` (SDK 2.27+, NKI 0.2-0.6), which exists only with the Neuron SDK, so nothing else
 in kernelsweep imports this package; the simulated tracer reads and runs them against its own model
-of the language (kernelsweep.sim.nki_lang). They use only the stable `nki.isa` surface every `nki`
+of the language (kernelsweep.sim.nki.lang). They use only the stable `nki.isa` surface every `nki`
 generation accepts: `nisa.dma_copy` for loads and stores, `nisa.nc_matmul(dst=psum, ...)`
 accumulating over the contraction, `nisa.tensor_copy` out of PSUM, plain `range`, a Python list of
 tiles where a block dimension used to be, and outputs in `nl.shared_hbm`.

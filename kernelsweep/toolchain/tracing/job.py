@@ -5,13 +5,13 @@ NKI's tracing APIs are semi-internal and changed twice in 2026 (reference Correc
 toolchain carries several `Tracer`s, one per API generation, and the first whose API loads AND
 whose signatures fit (probed with `inspect.signature`, never by import success alone) is used. Like
 AWS's own harness, tracing and compiling never run in the sweep's process: each point is traced in
-a spawned worker process (kernelsweep.toolchain.trace_worker) with a timeout, so one compiler crash
+a spawned worker process (kernelsweep.toolchain.tracing.worker) with a timeout, so one compiler crash
 or hang costs one point, process-global tracer state is never shared between points, and importing
 the SDK never touches the runtime the sweep's captures use. The caller bounds the workers with the
 compile slots.
 
 Tracers are handed to the worker by import reference (`Tracer.ref`); the real ones live in
-kernelsweep.toolchain.nki_tracers, the simulator's in kernelsweep.sim.tracer.
+kernelsweep.toolchain.tracing.tracers, the simulator's in kernelsweep.sim.tracer.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from kernelsweep.spec import Point
     from kernelsweep.toolchain.resolve import Toolchain
 
-WORKER = "kernelsweep.toolchain.trace_worker"
+WORKER = "kernelsweep.toolchain.tracing.worker"
 JOB_FILE, RESULT_FILE = "trace-job.json", "trace-result.json"
 PROBE_TIMEOUT_SECONDS = 120.0
 # Removed from the worker's environment: the compile workers of awslabs/nki-autotune drop it too, so

@@ -15,7 +15,7 @@ Facts from the reference's Corrections section 3 and the NKI migration guides (S
   0.6     SDK 2.32      PSUM nl.copy fixed
 
 Part of the checks read the kernel's source (`check_source`, as a parsing front end sees it, dead
-branches included); the rest happen while the kernel runs on the model (kernelsweep.sim.nki_lang).
+branches included); the rest happen while the kernel runs on the model (kernelsweep.sim.nki.lang).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep.sim.config import CURRENT_NKI
-from kernelsweep.sim.nki_tensor import NkiError
+from kernelsweep.sim.nki.tensor import NkiError
 
 WRAPPERS = frozenset({"load", "store", "copy", "matmul", "transpose", "zeros", "ones", "full"})
 

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep.kernels import KernelSourceNotFound, nki_kernel_source
-from kernelsweep.sim import nki_lang, nki_modules
-from kernelsweep.sim.nki_generations import Generation, check_source
-from kernelsweep.sim.nki_tensor import NkiError, NkiTensor, Storage
+from kernelsweep.sim.nki import lang as nki_lang
+from kernelsweep.sim.nki import modules as nki_modules
+from kernelsweep.sim.nki.generations import Generation, check_source
+from kernelsweep.sim.nki.tensor import NkiError, NkiTensor, Storage
 
 TensorSpec = tuple[str, tuple[int, ...], str]  # (name, shape, dtype)
 
@@ -107,7 +108,7 @@ def _trace(
         name: Storage(shape, dtype, "shared_hbm", name, values is not None) for name, shape, dtype in inputs
     }
     if values is not None:
-        from kernelsweep.sim import nki_values
+        from kernelsweep.sim.nki import values as nki_values
 
         for name, storage in input_storages.items():
             nki_values.fill(NkiTensor(storage, storage.shape), values[name])
@@ -126,7 +127,7 @@ def _trace(
         unmodelled |= trace.unmodelled
     found = {}
     if values is not None:
-        from kernelsweep.sim import nki_values
+        from kernelsweep.sim.nki import values as nki_values
 
         found = {spec[0]: nki_values.result(t) for spec, t in zip(outputs, returned, strict=True)}
     return KernelTrace(generation.name, path, sha, tuple(programs), tuple(sorted(unmodelled)), tuple(warnings), found)

@@ -1,4 +1,4 @@
-"""What every real NKI tracing adapter (kernelsweep.toolchain.nki_tracers) does the same way: probe an
+"""What every real NKI tracing adapter (kernelsweep.toolchain.tracing.tracers) does the same way: probe an
 API's signature, build the kernel's inputs exactly as the inputs stage does, name the outputs, and
 find what the API wrote. Runs inside the trace worker only.
 """

@@ -4,8 +4,8 @@ Every modelled call checks what the real tracer or compiler checks (reference Co
 nki.isa docs): the partition dimension of an on-chip tile is at most 128; nc_matmul reads SBUF and
 writes a float32 PSUM tile of one bank (512 fp32 per partition), its stationary free size is at
 most 128 and its moving free size at most 512; DMA never touches PSUM; tensor_tensor reads at most
-one PSUM operand; generation rules come from kernelsweep.sim.nki_generations. Each call adds to the
-running program's work counts; with values on (kernelsweep.sim.nki_values) it also computes.
+one PSUM operand; generation rules come from kernelsweep.sim.nki.generations. Each call adds to the
+running program's work counts; with values on (kernelsweep.sim.nki.values) it also computes.
 
 ISA calls the model does not know are accepted and counted but not checked (`Trace.unmodelled`),
 so a user kernel is never refused for using an instruction the simulator lacks; computing values
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelsweep.dtypes import ITEMSIZE
-from kernelsweep.sim.nki_generations import Generation
-from kernelsweep.sim.nki_tensor import HBM, NkiError, NkiTensor, Storage
+from kernelsweep.sim.nki.generations import Generation
+from kernelsweep.sim.nki.tensor import HBM, NkiError, NkiTensor, Storage
 
 PMAX = 128
 STATIONARY_FMAX = 128
@@ -151,7 +151,7 @@ def _elementwise(what: str, dst: NkiTensor, sources: list[NkiTensor], op: str, s
         _same_layout(what, dst, s)
     _count(vector_elems=dst.size)
     if current().values:
-        from kernelsweep.sim import nki_values as v
+        from kernelsweep.sim.nki import values as v
 
         args = [v.read(s, what).reshape(dst.shape) for s in sources]
         v.write(dst, v.apply(op, *([args[0] * scale] + args[1:])))
@@ -168,7 +168,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, **options: Any) -> None:
     shared = dst.size if dst.buffer == "shared_hbm" else 0
     _count(dma=1, hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write, shared_writes=shared)
     if current().values:
-        from kernelsweep.sim import nki_values as v
+        from kernelsweep.sim.nki import values as v
 
         v.write(dst, v.read(src, "dma_copy"))
 
@@ -203,7 +203,7 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, **option
 
 
 def _matmul_values(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumulate: bool | None) -> None:
-    from kernelsweep.sim import nki_values as v
+    from kernelsweep.sim.nki import values as v
 
     product = v.as_matrix(v.read(stationary, "nc_matmul")).T @ v.as_matrix(v.read(moving, "nc_matmul"))
     started = v.accumulated(dst)
@@ -228,7 +228,7 @@ def nc_transpose(dst: NkiTensor, data: NkiTensor, **options: Any) -> None:
         raise NkiError(f"nc_transpose: dst {dst.shape} {dst.dtype} is not data {data.shape} {data.dtype} transposed")
     _count(vector_elems=data.size)
     if current().values:
-        from kernelsweep.sim import nki_values as v
+        from kernelsweep.sim.nki import values as v
 
         v.write(dst, v.as_matrix(v.read(data, "nc_transpose")).T)
 
@@ -259,7 +259,7 @@ def memset(dst: NkiTensor, value: float, **options: Any) -> None:
     require_tile("memset dst", dst, ("sbuf", "psum", *HBM))
     _count(vector_elems=dst.size)
     if current().values:
-        from kernelsweep.sim import nki_values as v
+        from kernelsweep.sim.nki import values as v
 
         v.write(dst, [value] * dst.size)
 

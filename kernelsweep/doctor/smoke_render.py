@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kernelsweep.smoke_checks import FAIL, Step
+from kernelsweep.doctor.smoke_steps import FAIL, Step
 from kernelsweep.spec import Point
 from kernelsweep.toolchain.process import ToolResult
 from kernelsweep.toolchain.resolve import Toolchain

@@ -1,4 +1,4 @@
-"""The trace worker: `python -P -m kernelsweep.toolchain.trace_worker JOB.json`, one process per point.
+"""The trace worker: `python -P -m kernelsweep.toolchain.tracing.worker JOB.json`, one process per point.
 
 It runs with the sweep's import path (the job carries it, so user kernels and the tracers resolve
 exactly as in the sweep), imports the toolchain's tracers by reference, probes each (`Tracer.load`),

@@ -26,7 +26,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from kernelsweep import names
-from kernelsweep.toolchain.nki_calls import (
+from kernelsweep.toolchain.tracing import TraceProducts, Tracer, TraceRequest
+from kernelsweep.toolchain.tracing.calls import (
     CONTEXT_MODULES,
     LEGACY_TRACE_KERNEL_MODULES,
     TensorStub,
@@ -43,7 +44,6 @@ from kernelsweep.toolchain.nki_calls import (
     require,
     signatures,
 )
-from kernelsweep.toolchain.tracing import TraceProducts, Tracer, TraceRequest
 
 # --- nki.compiler.driver ------------------------------------------------------------------------
 

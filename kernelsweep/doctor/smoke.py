@@ -20,11 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kernelsweep.errors import KernelsweepError
-from kernelsweep.kernels import load_kernel
-from kernelsweep.kernels.probes import plus_equals_probe
-from kernelsweep.platforms import get_platform
-from kernelsweep.smoke_checks import (
+from kernelsweep.doctor.smoke_steps import (
     FAIL,
     INFO,
     OK,
@@ -39,12 +35,16 @@ from kernelsweep.smoke_checks import (
     ntff_listing,
     versions_step,
 )
+from kernelsweep.errors import KernelsweepError
+from kernelsweep.kernels import load_kernel
+from kernelsweep.kernels.probes import plus_equals_probe
+from kernelsweep.platforms import get_platform
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import profiler, tracing
 from kernelsweep.toolchain.failures import capture_failure
-from kernelsweep.toolchain.nki_tracers import TENSORIZER_IR
 from kernelsweep.toolchain.process import recording, run_tool
 from kernelsweep.toolchain.resolve import Toolchain
+from kernelsweep.toolchain.tracing.tracers import TENSORIZER_IR
 
 PARQUET_PROBE_SECONDS = 30.0
 STEP_TIMEOUT_SECONDS = 900.0

@@ -1,5 +1,5 @@
 """The smoke check's shared state and its steps that need no NEFF: devices, versions, tracers, and the
-outputs check (kernelsweep.smoke runs them in order; kernelsweep.smoke_report renders them)."""
+outputs check (kernelsweep.doctor.smoke runs them in order; kernelsweep.doctor.smoke_render renders them)."""
 
 from __future__ import annotations
 

@@ -34,12 +34,24 @@ class Storage:
         if values:
             import numpy as np
 
-            from kernelsweep.sim.nki_values import np_dtype
-
             size = math.prod(shape)
             self.data = np.full(size, np.nan, dtype=np_dtype(dtype)) if _is_float(dtype) else np.zeros(size)
             self.written = np.zeros(size, dtype=bool)
             self.accumulated = np.zeros(size, dtype=bool)
+
+
+_EXTRA_DTYPES = ("int32", "uint8", "int8", "uint32")
+
+
+def np_dtype(name: str) -> Any:
+    """numpy's dtype for an NKI element type; numpy is imported only by a trace that computes values."""
+    if name in _EXTRA_DTYPES:
+        import numpy as np
+
+        return np.dtype(name)
+    from kernelsweep.dtypes import numpy_dtype
+
+    return numpy_dtype(name)
 
 
 def _is_float(dtype: str) -> bool:

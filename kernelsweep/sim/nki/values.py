@@ -13,17 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelsweep.sim.nki_tensor import NkiError, NkiTensor
-
-_EXTRA_DTYPES = {"int32": np.int32, "uint8": np.uint8, "int8": np.int8, "uint32": np.uint32}
-
-
-def np_dtype(name: str) -> np.dtype:
-    if name in _EXTRA_DTYPES:
-        return np.dtype(_EXTRA_DTYPES[name])
-    from kernelsweep.dtypes import numpy_dtype
-
-    return numpy_dtype(name)
+from kernelsweep.sim.nki.tensor import NkiError, NkiTensor
 
 
 def _view(tensor: NkiTensor, flat: Any) -> Any:

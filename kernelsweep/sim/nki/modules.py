@@ -1,6 +1,6 @@
 """The modules a kernel imports from the simulated NKI: `nki.language` and `nki.isa` as one generation
 has them, with the 0.3+ (and legacy) `nl.load` / `nl.store` / `nl.copy` ... wrappers built from the
-modelled instructions (kernelsweep.sim.nki_lang). A name the generation removed raises the
+modelled instructions (kernelsweep.sim.nki.lang). A name the generation removed raises the
 AttributeError a real import would; a name the model does not know is accepted but unchecked.
 """
 
@@ -10,8 +10,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from kernelsweep.sim.nki_generations import WRAPPERS, Generation
-from kernelsweep.sim.nki_lang import (
+from kernelsweep.sim.nki.generations import WRAPPERS, Generation
+from kernelsweep.sim.nki.lang import (
     DTYPES,
     ELEMENTWISE,
     ISA,
@@ -33,7 +33,7 @@ from kernelsweep.sim.nki_lang import (
     tensor_copy,
     unmodelled,
 )
-from kernelsweep.sim.nki_tensor import HBM, DynSlice, NkiError, NkiTensor
+from kernelsweep.sim.nki.tensor import HBM, DynSlice, NkiError, NkiTensor
 
 
 def _wrappers(generation: Generation) -> dict[str, Callable[..., Any]]:

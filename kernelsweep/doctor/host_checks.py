@@ -3,7 +3,7 @@
 Every sweep on a new host starts with "why is it using the simulator?" or "which SDK made these
 numbers?"; this answers both in one screen, from the same lookups the sweep itself uses
 (toolchain.resolve, versions, tracing), so the report cannot disagree with what a run does.
-`doctor --smoke` (kernelsweep.smoke) goes further and runs one point through every tool.
+`doctor --smoke` (kernelsweep.doctor.smoke) goes further and runs one point through every tool.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from kernelsweep.host import family_of
 from kernelsweep.toolchain import tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import DeviceInventory, list_devices
-from kernelsweep.toolchain.nki_tracers import TRACERS
 from kernelsweep.toolchain.profiler import profiler_version
 from kernelsweep.toolchain.resolve import (
     NEURON_BIN_DIR,
@@ -28,6 +27,7 @@ from kernelsweep.toolchain.resolve import (
     neuron_devices,
     tool_search_path,
 )
+from kernelsweep.toolchain.tracing.tracers import TRACERS
 
 NEURON_PIP = "python -m pip install --extra-index-url=https://pip.repos.neuron.amazonaws.com"
 NEURON_REPO = "the Neuron apt/yum repository (apt.repos.neuron.amazonaws.com / yum.repos.neuron.amazonaws.com)"

@@ -130,6 +130,7 @@ def _submit(spec: SweepSpec, shard: Shard, shards: int) -> UUID:
         tags=["fleet", shard.family],
         idempotency_key=f"{flow_run.id}-shard-{shard.index}",
     )
+    assert isinstance(run, FlowRun)  # called from a sync flow: Prefect runs it to completion, not a coroutine
     return run.id
 
 

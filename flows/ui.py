@@ -18,6 +18,7 @@ from datetime import date
 from pathlib import Path
 
 from prefect.artifacts import create_table_artifact
+from prefect.assets import Asset
 
 from kernelsweep.results.rows import Row
 from kernelsweep.results.summary import RowSummary
@@ -77,7 +78,7 @@ def results_asset_keys(results_uri: str, platforms: list[str], run_date: date, f
     return [asset_key(_uri(uri)) for uri in planned_uris(results_uri, platforms, run_date, flow_run_id)]
 
 
-def upstream_asset_keys(artifacts_uri: str) -> list[str]:
+def upstream_asset_keys(artifacts_uri: str) -> list[Asset | str]:
     """The artifact store the rows' NEFFs and profiles are in: one upstream asset per run (each row
     names its own artifacts in it), where an asset per NEFF and profile cost two events per point."""
     return [asset_key(_uri(artifacts_uri))]

@@ -133,9 +133,9 @@ def _pools_in(path: Path) -> list[str]:
     if not deployments:
         raise UsageError(f"{path}: no deployments; give the fleet's prefect.yaml")
     names = [(d.get("work_pool") or {}).get("name") for d in deployments]
-    if not all(names):
+    if not all(isinstance(name, str) and name for name in names):
         raise UsageError(f"{path}: every deployment needs work_pool.name")
-    return sorted(set(names))
+    return sorted({str(name) for name in names})
 
 
 def _deploy(path: Path) -> None:

@@ -48,7 +48,7 @@ class Host:
     """Where to look; the defaults are this machine (tests point them at stand-ins)."""
 
     path: str | None = None  # PATH to search; None: the process's PATH
-    extra_paths: Sequence[str] = ()
+    extra_paths: Sequence[str | Path] = ()
     dev_dir: Path = Path("/dev")
     dmi_product_name: Path = versions.DMI_PRODUCT_NAME
     timeout_seconds: float = 20
@@ -74,7 +74,8 @@ def diagnose(host: Host | None = None) -> list[Check]:
 
 
 def _where(host: Host) -> str:
-    return "on PATH" + (f", {', '.join(host.extra_paths)}" if host.extra_paths else "") + f" or in {NEURON_BIN_DIR}"
+    extra = "".join(f", {path}" for path in host.extra_paths)
+    return f"on PATH{extra} or in {NEURON_BIN_DIR}"
 
 
 def _compiler(toolchain: Toolchain, host: Host) -> Check:

@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 from kernelsweep import stages
 from kernelsweep.context import Locations, StageContext, prepare
 from kernelsweep.expansion import expand
-from kernelsweep.results.journal import run_key, start_run
+from kernelsweep.results.journal import begin, plan_resume, run_key
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.results.writer import write_results
 from kernelsweep.spec import Point, SweepSpec
@@ -70,7 +70,8 @@ def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started
     """What the flow's own code does around the stages too: a journal entry per row, then the objects."""
     ctx, _ = prepare(spec, _locations())
     workers = ctx.compile_slots + ctx.capture_slots + POOL_SLACK
-    journal = start_run(spec.results, run_key(spec), RUN_ID, date.today(), spec.name, datetime.now(UTC))
+    fresh = plan_resume(spec.results, run_key(spec), [])
+    journal = begin(spec.results, fresh, RUN_ID, date.today(), spec.name, datetime.now(UTC))
 
     def chain(point: Point) -> Row:
         record = _chain(ctx, point)

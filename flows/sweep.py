@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import math
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, date, datetime
 
@@ -36,7 +37,7 @@ from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
 from kernelsweep.probe import probe_location
-from kernelsweep.results.journal import Journal, open_run, run_key, start_run
+from kernelsweep.results.journal import Journal, begin, plan_resume, run_key
 from kernelsweep.results.rows import Row, build_row
 from kernelsweep.results.summary import SweepReport
 from kernelsweep.spec import Point, SweepSpec
@@ -73,15 +74,13 @@ def sweep(
     expansion = expand_spec(spec, max_points=max_points, host_memory_bytes=host_memory_bytes())
     for notice in expansion.notices:
         get_run_logger().warning(notice)
-    points, key = expansion.points, run_key(spec)
+    points = expansion.points
     _probe_locations(spec)  # before the journal: an unwritable location is a usage error, found in a second
-    if resume_run_id:
-        journal = open_run(spec.results, key, resume_run_id)
-    else:
-        journal = start_run(spec.results, key, str(flow_run.id), _run_date(), spec.name, datetime.now(UTC))
+    plan = plan_resume(spec.results, run_key(spec), points, run_id=resume_run_id, remeasure=remeasure)
+    journal = begin(spec.results, plan, str(flow_run.id), _run_date(), spec.name, datetime.now(UTC))
     shards = math.ceil(len(points) / spec.execution.max_points_per_flow_run)
     if shards <= 1:
-        report = run_on_this_host(spec, points, journal=journal, run_id=journal.run_id, remeasure=remeasure)
+        report = run_on_this_host(spec, points, journal=journal, run_id=journal.run_id, reused=plan.reused)
     else:
         size = math.ceil(len(points) / shards)  # even slices, each within the limit
         slices = [points[shard * size : (shard + 1) * size] for shard in range(shards)]
@@ -119,9 +118,10 @@ def sweep_shard(
     """
     if journal_run_id is None:
         return run_on_this_host(spec, points)
-    journal = open_run(spec.results, run_key(spec), journal_run_id)
+    plan = plan_resume(spec.results, run_key(spec), points, run_id=journal_run_id, remeasure=remeasure)
+    journal = begin(spec.results, plan, journal_run_id, _run_date(), spec.name, datetime.now(UTC))
     run_id = journal.shard_run_id(shard, str(flow_run.id))
-    return run_on_this_host(spec, points, journal=journal, run_id=run_id, remeasure=remeasure)
+    return run_on_this_host(spec, points, journal=journal, run_id=run_id, reused=plan.reused)
 
 
 def run_on_this_host(
@@ -130,10 +130,11 @@ def run_on_this_host(
     *,
     journal: Journal | None = None,
     run_id: str | None = None,
-    remeasure: bool = False,
+    reused: Mapping[str, Row] | None = None,
 ) -> SweepReport:
     """`run_id` is the id the rows and objects carry (default: this flow run's); `journal` None keeps
     no journal (a one-point run), and its locations are probed here (a journal's were, by its sweep).
+    `reused` holds the rows of points an interrupted run finished (kernelsweep.results.journal.plan_resume).
     """
     if journal is None:
         _probe_locations(spec)
@@ -146,7 +147,9 @@ def run_on_this_host(
         run_id = run_id or str(flow_run.id)
         run_date = journal.run_date if journal else _run_date()
         if mine:
-            report = run_points(spec, ctx, mine, run_id=run_id, run_date=run_date, journal=journal, remeasure=remeasure)
+            ids = {p.point_id for p in mine}
+            kept = {point_id: row for point_id, row in (reused or {}).items() if point_id in ids}
+            report = run_points(spec, ctx, mine, run_id=run_id, run_date=run_date, journal=journal, reused=kept)
         else:
             report = SweepReport(flow_run_id=run_id)
     return dataclasses.replace(report, left_for_other_hosts=dict(left))
@@ -157,21 +160,40 @@ def run_points(
     ctx: StageContext,
     points: list[Point],
     *,
-    run_id: str | None = None,
-    run_date: date | None = None,
+    run_id: str,
+    run_date: date,
     journal: Journal | None = None,
-    remeasure: bool = False,
+    reused: Mapping[str, Row] | None = None,
 ) -> SweepReport:
-    """Run the chains (journaling each row first), then store one object per platform for this run.
-
-    `run_id` / `run_date` default to this flow run's id and scheduled date.
-    """
-    run_id, run_date = run_id or str(flow_run.id), run_date or _run_date()
-    reused = journal.completed(points) if journal is not None and not remeasure else {}
+    """Measure the points not in `reused` (journaling each row first), then store one object per platform."""
+    reused = reused or {}
     if reused:
         get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
-    rows: list[Row] = list(reused.values())
-    todo = [p for p in points if p.point_id not in reused]
+    measured, unsaved = _measure(ctx, [p for p in points if p.point_id not in reused], run_id, journal)
+    rows = [*reused.values(), *measured]
+    if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts
+        lineage_artifact(spec.name, rows)
+    where = journal.uri if journal is not None else None
+    if unsaved is not None:
+        raise StoreError(
+            f"{unsaved.message}; {len(rows)} finished points are saved in {where}: once the location works "
+            "again, the same `kernelsweep run` reuses them and finishes the rest",
+            error_class=unsaved.error_class,
+        )
+    if len(rows) < len(points):
+        raise SweepInterrupted(len(rows), len(points), where)
+    paths = _store(spec, ctx, rows, run_id, run_date, where)
+    summaries = [row.summary() for row in rows]
+    summary_artifact(spec.name, summaries)
+    return SweepReport(flow_run_id=run_id, paths=paths, rows=summaries)
+
+
+def _measure(
+    ctx: StageContext, todo: list[Point], run_id: str, journal: Journal | None
+) -> tuple[list[Row], StoreError | None]:
+    """Each point's task chain on a bounded pool; every row journaled the moment it exists. A journal
+    that cannot be written stops the run (measuring more would be wasted) and is returned, not raised."""
+    rows: list[Row] = []
     unsaved: StoreError | None = None
     workers = min(len(todo), ctx.compile_slots + ctx.capture_slots + POOL_SLACK)
     # The pool already runs points in parallel: a BLAS thread pool per numpy call (inputs, the
@@ -195,30 +217,27 @@ def run_points(
             if journal is not None:
                 try:
                     journal.record(futures[future], row)
-                except StoreError as exc:  # the results location is gone: measuring more would be wasted
+                except StoreError as exc:
                     unsaved = unsaved or exc
                     ctx.stop.set()
                     continue
             rows.append(row)
             publish(row.summary())
-    if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts
-        lineage_artifact(spec.name, rows)
-    where = journal.uri if journal is not None else None
-    if unsaved is not None:
-        raise StoreError(
-            f"{unsaved.message}; {len(rows)} finished points are saved in {where}: once the location works "
-            "again, the same `kernelsweep run` reuses them and finishes the rest",
-            error_class=unsaved.error_class,
-        )
-    if len(rows) < len(points):
-        raise SweepInterrupted(len(rows), len(points), where)
+    return rows, unsaved
+
+
+def _store(
+    spec: SweepSpec, ctx: StageContext, rows: list[Row], run_id: str, run_date: date, journal_uri: str | None
+) -> list[str]:
+    """One object per platform through the store task (an asset materialization each); a failure says
+    where the rows are kept."""
     lineage = {
         "sweep": spec.name,
         "flow_run_id": run_id,
         "toolchain": ctx.toolchain.kind,
         "is_simulation": ctx.toolchain.is_simulation,
         "versions": ctx.versions.as_dict(),
-        "points": len(points),
+        "points": len(rows),
         "failed": sum(r.status != "ok" for r in rows),
     }
     store = store_task.with_options(
@@ -226,16 +245,13 @@ def run_points(
         asset_deps=upstream_asset_keys(spec.artifacts),
     )
     try:
-        paths = store(rows, spec.results, run_id, run_date, lineage)
+        return store(rows, spec.results, run_id, run_date, lineage)
     except StoreError as exc:
-        kept = f"its {len(rows)} rows are saved in {where}" if where else "its rows are lost (no journal)"
+        kept = f"its {len(rows)} rows are saved in {journal_uri}" if journal_uri else "its rows are lost (no journal)"
         raise StoreError(
             f"{exc.message}; {kept}: the same `kernelsweep run` writes them once the location works",
             error_class=exc.error_class,
         ) from exc
-    summaries = [row.summary() for row in rows]
-    summary_artifact(spec.name, summaries)
-    return SweepReport(flow_run_id=run_id, paths=paths, rows=summaries)
 
 
 def _probe_locations(spec: SweepSpec) -> None:

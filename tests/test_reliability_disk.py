@@ -36,7 +36,8 @@ CHILD = textwrap.dedent(
               "grid": {"n": [128 * k for k in range(1, 41)], "free_size": [1]}}
     points = expand(sim_spec(disk, [kernel]))
     now = datetime.now(UTC)
-    run = journal.start_run(str(results), "disk-0", str(uuid.uuid4()), date(2026, 11, 26), "disk", now)
+    fresh = journal.plan_resume(str(results), "disk-0", [])
+    run = journal.begin(str(results), fresh, str(uuid.uuid4()), date(2026, 11, 26), "disk", now)
     filler = disk / "filler"
     filler.write_bytes(b"x" * (200 << 10))
     rows, error = [], None

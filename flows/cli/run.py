@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
@@ -16,8 +17,11 @@ from rich.table import Table
 
 from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
-from kernelsweep.results.summary import RowSummary
+from kernelsweep.results.summary import RowSummary, SweepReport
 from kernelsweep.spec import Point, SweepSpec, load_spec, parse_spec
+
+if TYPE_CHECKING:
+    from kernelsweep.results.journal import RunHeader
 
 # Embedded runs use Prefect's ephemeral server: keep its telemetry off and its logs out of the
 # user's terminal unless asked for (set the variables yourself to override). A loaded host can take
@@ -90,31 +94,13 @@ def run(
     A run of the same spec that was interrupted (Ctrl-C, SIGTERM, a crash, its results location
     failing) is resumed: its finished points are reused under its run id, the rest are measured.
     """
-    from kernelsweep.context import resolve_toolchain
-    from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.probe import probe_location
-    from kernelsweep.results.journal import find_unfinished, open_run, run_key
+    from kernelsweep.results.journal import plan_resume, run_key
 
     spec, points = load(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
-    # Everything that can fail before the first point fails here, before Prefect even starts: the
-    # host folders, the toolchain as the flow will resolve it (`--toolchain neuron` without the SDK),
-    # then the locations.
-    locations = locations_from_env()
-    _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
-    probe_location(spec.results, "results", "--results")
-    probe_location(spec.artifacts, "artifact store", "--artifacts")
-    unfinished = find_unfinished(spec.results, run_key(spec))
-    reused = 0
-    if unfinished is not None:
-        journal = open_run(spec.results, unfinished.run_key, unfinished.run_id)
-        reused = 0 if remeasure else len(journal.completed(points))
-        plan = "measuring every point again (--remeasure)" if remeasure else f"reusing {reused} finished point(s)"
-        console.print(
-            f"resuming run {unfinished.run_id} of {unfinished.run_date} (interrupted): {plan}, "
-            f"running the other {len(points) - reused}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    notice = _preflight(spec)
+    plan = plan_resume(spec.results, run_key(spec), points, find=True, remeasure=remeasure)
+    if plan.resumed is not None:
+        _announce_resume(plan.resumed, len(plan.reused), len(points), remeasure)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from kernelsweep.flows import embedded  # imports Prefect: after its environment is set
@@ -122,17 +108,47 @@ def run(
 
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)
-    with _progress_bar(len(points) - reused) as advance, _notices_on_stderr():
+    with _progress_bar(len(points) - len(plan.reused)) as advance, _notices_on_stderr():
         try:
             report = embedded.run_sweep(
                 spec,
                 on_row=advance,
-                resume_run_id=unfinished.run_id if unfinished else None,
+                resume_run_id=plan.resumed.run_id if plan.resumed else None,
                 remeasure=remeasure,
                 max_points=max_points,
             )
         except SweepInterrupted as exc:
             fail(f"interrupted: {exc.message}", EXIT_SIGNAL_BASE + (embedded.stopped_by.signal or signal.SIGINT))
+    _print_outcome(report, len(plan.reused))
+
+
+def _preflight(spec: SweepSpec) -> str | None:
+    """Everything that can fail before the first point fails here, before Prefect even starts: the
+    host folders, the toolchain as the flow will resolve it (`--toolchain neuron` without the SDK),
+    then the locations. Returns the toolchain's notice (the simulator is used), if any."""
+    from kernelsweep.context import resolve_toolchain
+    from kernelsweep.flows.settings import locations_from_env
+    from kernelsweep.probe import probe_location
+
+    locations = locations_from_env()
+    _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
+    probe_location(spec.results, "results", "--results")
+    probe_location(spec.artifacts, "artifact store", "--artifacts")
+    return notice
+
+
+def _announce_resume(resumed: RunHeader, reused: int, total: int, remeasure: bool) -> None:
+    what = "measuring every point again (--remeasure)" if remeasure else f"reusing {reused} finished point(s)"
+    console.print(
+        f"resuming run {resumed.run_id} of {resumed.run_date} (interrupted): {what}, "
+        f"running the other {total - reused}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _print_outcome(report: SweepReport, reused: int) -> None:
+    """The table, where the rows went, and exit 1 when some points failed (their rows are written)."""
     if report.rows:
         out.print(summary_table(report.rows))
     if report.left_for_other_hosts:

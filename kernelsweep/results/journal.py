@@ -165,23 +165,68 @@ class Journal:
         self.files.delete(self.files.list(f"{self.base}/"))
 
 
-def start_run(results_uri: str, key: str, run_id: str, run_date: date, sweep: str, started_at: datetime) -> Journal:
-    header = RunHeader(run_key=key, run_id=run_id, run_date=run_date, sweep=sweep, started_at=started_at.isoformat())
+@dataclass(frozen=True)
+class ResumePlan:
+    """What a run of a spec does about earlier work, decided in one place (`plan_resume`) for the CLI's
+    message, the sweep flow and each of its shards: finish `resumed` (an interrupted run of the very
+    same spec) reusing `reused`, or start afresh when `resumed` is None."""
+
+    run_key: str
+    resumed: RunHeader | None
+    reused: dict[str, Row]  # point_id -> its journaled row, reused as it is
+
+    def todo(self, points: Iterable[Point]) -> list[Point]:
+        return [p for p in points if p.point_id not in self.reused]
+
+
+def plan_resume(
+    results_uri: str,
+    key: str,
+    points: Iterable[Point],
+    *,
+    run_id: str | None = None,
+    find: bool = False,
+    remeasure: bool = False,
+) -> ResumePlan:
+    """The plan for `points`: finish run `run_id` (UsageError when it has no journal), or with `find`
+    the newest unfinished run of this spec if there is one; its points that finished ok are reused
+    unless `remeasure`. Neither given: a fresh start."""
+    header = None
+    if run_id is not None:
+        header = _open_header(open_files(results_uri), key, run_id)
+    elif find:
+        header = find_unfinished(results_uri, key)
+    if header is None or remeasure:
+        return ResumePlan(key, header, {})
+    return ResumePlan(key, header, Journal(open_files(results_uri), header).completed(points))
+
+
+def begin(results_uri: str, plan: ResumePlan, run_id: str, run_date: date, sweep: str, started_at: datetime) -> Journal:
+    """The journal the run writes to: the resumed run's own, or a new one under `run_id` and `run_date`."""
     files = open_files(results_uri)
-    files.put(f"{key}/{run_id}/{HEADER}", header.to_json())
+    if plan.resumed is not None:
+        return Journal(files, plan.resumed)
+    header = RunHeader(
+        run_key=plan.run_key, run_id=run_id, run_date=run_date, sweep=sweep, started_at=started_at.isoformat()
+    )
+    files.put(f"{plan.run_key}/{run_id}/{HEADER}", header.to_json())
     return Journal(files, header)
 
 
 def open_run(results_uri: str, key: str, run_id: str) -> Journal:
     """The journal of an interrupted run; UsageError when there is none (finished, or another spec's)."""
     files = open_files(results_uri)
+    return Journal(files, _open_header(files, key, run_id))
+
+
+def _open_header(files: JournalFiles, key: str, run_id: str) -> RunHeader:
     data = files.get(f"{key}/{run_id}/{HEADER}")
     if data is None:
         raise UsageError(
             f"no unfinished run {run_id} of this spec in {files.uri(key)}; it finished already, or the spec "
             "changed since it ran (only a run of the very same spec can be resumed)"
         )
-    return Journal(files, RunHeader.from_json(data))
+    return RunHeader.from_json(data)
 
 
 def find_unfinished(results_uri: str, key: str) -> RunHeader | None:

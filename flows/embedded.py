@@ -38,7 +38,7 @@ from kernelsweep.expansion import DEFAULT_MAX_POINTS
 from kernelsweep.flows import stopping
 from kernelsweep.flows.progress import Listener, subscribe
 from kernelsweep.flows.sweep import sweep
-from kernelsweep.results.summary import SweepReport
+from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.spec import SweepSpec
 from kernelsweep.toolchain.process import kill_running_tools
 
@@ -63,7 +63,7 @@ def run_sweep(
     resume_run_id: str | None = None,
     remeasure: bool = False,
     max_points: int = DEFAULT_MAX_POINTS,
-) -> SweepReport:
+) -> SweepOutcome:
     for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     stopping.reset()
@@ -98,7 +98,7 @@ def _signals_stop_the_sweep() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _in_worker_thread(work: Callable[[], SweepReport]) -> SweepReport:
+def _in_worker_thread(work: Callable[[], SweepOutcome]) -> SweepOutcome:
     outcome: dict[str, Any] = {}
     context = contextvars.copy_context()
 

@@ -23,6 +23,7 @@ from uuid import UUID
 
 from prefect import flow, get_client, get_run_logger
 from prefect.artifacts import create_markdown_artifact
+from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, WorkerFilter, WorkerFilterStatus
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.deployments import run_deployment
@@ -33,12 +34,11 @@ from prefect.states import Cancelled, Completed, Failed, State
 
 from kernelsweep.errors import StoreError, UsageError
 from kernelsweep.expansion import expand
-from kernelsweep.fleet import Shard, ShardData, plan_shards, shard_data
+from kernelsweep.fleet import Shard, ShardData, plan_shards, shard_data, shard_deployment
 from kernelsweep.flows.ui import artifact_key
 from kernelsweep.s3 import is_s3_uri
 from kernelsweep.spec import SweepSpec
 
-SHARD_DEPLOYMENT = "sweep-shard/{family}"
 POLL_SECONDS = 2.0
 _UNSTARTED = {StateType.SCHEDULED, StateType.PENDING}
 
@@ -106,8 +106,8 @@ def _per_family(shards: list[Shard]) -> str:
     return ", ".join(f"{family}: {n}" for family, n in counts.items())
 
 
-def _pool_of(client, family: str) -> str:
-    name = SHARD_DEPLOYMENT.format(family=family)
+def _pool_of(client: SyncPrefectClient, family: str) -> str:
+    name = shard_deployment(family)
     try:
         deployment = client.read_deployment_by_name(name)
     except ObjectNotFound:
@@ -119,7 +119,7 @@ def _pool_of(client, family: str) -> str:
 
 def _submit(spec: SweepSpec, shard: Shard, shards: int) -> UUID:
     run = run_deployment(
-        SHARD_DEPLOYMENT.format(family=shard.family),
+        shard_deployment(shard.family),
         parameters={
             "spec": spec.model_dump(mode="json"),
             "points": [p.model_dump(mode="json") for p in shard.points],
@@ -135,7 +135,7 @@ def _submit(spec: SweepSpec, shard: Shard, shards: int) -> UUID:
 
 
 def _wait(
-    client, spec: SweepSpec, shards: list[Shard], runs: dict[int, UUID], pools: dict[str, str]
+    client: SyncPrefectClient, spec: SweepSpec, shards: list[Shard], runs: dict[int, UUID], pools: dict[str, str]
 ) -> dict[int, tuple[str, str]]:
     """Poll until every shard is final; returns shard index -> (state type, message)."""
     final: dict[int, tuple[str, str]] = {}
@@ -151,7 +151,7 @@ def _wait(
             elif run.state is None or run.state.type in _UNSTARTED:
                 unstarted.setdefault(shards[index].family, []).append(run)
         for family, waiting in unstarted.items():
-            if _workers_online(client, pools[family]):
+            if workers_online(client, pools[family]):
                 offline_since.pop(family, None)
                 continue
             since = offline_since.setdefault(family, time.monotonic())
@@ -170,9 +170,11 @@ def _wait(
     return final
 
 
-def _workers_online(client, pool: str) -> bool:
+def workers_online(client: SyncPrefectClient, pool: str) -> list[str]:
+    """The names of the pool's workers Prefect counts as online (a recent heartbeat), for the fleet
+    flow's wait and for `kernelsweep fleet status` alike."""
     online = WorkerFilter(status=WorkerFilterStatus(any_=["ONLINE"]))
-    return bool(client.read_workers_for_work_pool(pool, worker_filter=online, limit=1))
+    return sorted(w.name for w in client.read_workers_for_work_pool(pool, worker_filter=online))
 
 
 def _run_link(flow_run_id: str) -> str:

@@ -7,12 +7,12 @@ from prefect import flow
 from kernelsweep.errors import UsageError
 from kernelsweep.expansion import expand
 from kernelsweep.flows.sweep import run_on_this_host
-from kernelsweep.results.summary import SweepReport
+from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.spec import SweepSpec
 
 
 @flow(name="kernel_run", flow_run_name="kernel-run-{spec.name}-{point_id}")
-def kernel_run(spec: SweepSpec, point_id: str) -> SweepReport:
+def kernel_run(spec: SweepSpec, point_id: str) -> SweepOutcome:
     """Run one point of a sweep spec.
 
     Args:

@@ -21,7 +21,7 @@ from kernelsweep.report.html import bundle
 from kernelsweep.report.load import Selection
 from kernelsweep.report.publish import browser_link, report_location, write_bundle
 from kernelsweep.report.stats import DEFAULT_ALPHA
-from kernelsweep.report.summary import build_report
+from kernelsweep.report.summary import Report, build_report
 
 KEYS = {
     "summary": "report-summary",
@@ -33,7 +33,7 @@ KEYS = {
 
 @flow(name="report", flow_run_name="report")
 def report(
-    results: str = "results",
+    results_uri: str = "results",
     after_flow_run: str | None = None,
     kernels: list[str] | None = None,
     platforms: list[PlatformName] | None = None,
@@ -45,7 +45,7 @@ def report(
     """Summarise a results dataset, track regressions, and store the HTML report next to it.
 
     Args:
-        results: Results folder or s3://bucket/prefix, as the sweeps wrote it.
+        results_uri: Results folder or s3://bucket/prefix, as the sweeps wrote it.
         after_flow_run: The sweep or fleet run this report follows (`prefect.flow-run.<id>`, as its
             deployment trigger passes it): the report covers the results that run wrote.
         kernels: Only these kernels (all when empty).
@@ -66,18 +66,10 @@ def report(
         days=days,
     )
     if after_flow_run:
-        results = _results_of(after_flow_run) or results
-    built = build_report(results, selection, alpha)
-    page = write_bundle(bundle(built), report_location(results, str(flow_run.id)))
-    scope = f"{results} ({selection.describe()})"
-    create_table_artifact(key=KEYS["summary"], table=built.summary_rows(), description=f"latest per point: {scope}")
-    create_table_artifact(
-        key=KEYS["regressions"], table=built.regression_rows(), description=f"steps slower, with causes: {scope}"
-    )
-    create_table_artifact(key=KEYS["failures"], table=built.failure_rows(), description=f"failed points: {scope}")
-    create_link_artifact(
-        key=KEYS["html"], link=browser_link(page), link_text="kernelsweep report (HTML)", description=page
-    )
+        results_uri = _results_of(after_flow_run) or results_uri
+    built = build_report(results_uri, selection, alpha)
+    page = write_bundle(bundle(built), report_location(results_uri, str(flow_run.id)))
+    _publish(built, page, f"{results_uri} ({selection.describe()})")
     get_run_logger().info(
         "%d points, %d failed, %d regression step(s); report at %s",
         len(built.latest),
@@ -86,6 +78,18 @@ def report(
         page,
     )
     return page
+
+
+def _publish(built: Report, page: str, scope: str) -> None:
+    """The report's artifacts, under fixed keys so the UI keeps each one's history."""
+    create_table_artifact(key=KEYS["summary"], table=built.summary_rows(), description=f"latest per point: {scope}")
+    create_table_artifact(
+        key=KEYS["regressions"], table=built.regression_rows(), description=f"steps slower, with causes: {scope}"
+    )
+    create_table_artifact(key=KEYS["failures"], table=built.failure_rows(), description=f"failed points: {scope}")
+    create_link_artifact(
+        key=KEYS["html"], link=browser_link(page), link_text="kernelsweep report (HTML)", description=page
+    )
 
 
 def _results_of(resource_id: str) -> str | None:

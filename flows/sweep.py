@@ -38,8 +38,8 @@ from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
 from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import Journal, begin, plan_resume, run_key
+from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.results.rows import Row, build_row
-from kernelsweep.results.summary import SweepReport
 from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.tasks import store_task
 
@@ -61,7 +61,7 @@ class SweepInterrupted(KernelsweepError):
 @flow(name="sweep", flow_run_name="sweep-{spec.name}")
 def sweep(
     spec: SweepSpec, resume_run_id: str | None = None, remeasure: bool = False, max_points: int = DEFAULT_MAX_POINTS
-) -> SweepReport:
+) -> SweepOutcome:
     """Run every point of a sweep spec on this host and write its results.
 
     Args:
@@ -84,14 +84,14 @@ def sweep(
     else:
         size = math.ceil(len(points) / shards)  # even slices, each within the limit
         slices = [points[shard * size : (shard + 1) * size] for shard in range(shards)]
-        reports: list[SweepReport] = []
+        reports: list[SweepOutcome] = []
         for shard, part in enumerate(slices):
             try:
                 reports.append(sweep_shard(spec, part, shard, shards, journal.run_id, remeasure))
             except SweepInterrupted as exc:
                 done = sum(len(r.rows) for r in reports) + exc.done
                 raise SweepInterrupted(done, len(points), journal.uri) from None
-        report = SweepReport.merge(journal.run_id, reports)
+        report = SweepOutcome.merge(journal.run_id, reports)
     journal.close()
     return report
 
@@ -104,7 +104,7 @@ def sweep_shard(
     shards: int,
     journal_run_id: str | None = None,
     remeasure: bool = False,
-) -> SweepReport:
+) -> SweepOutcome:
     """Run one slice of a sweep's points (shard 0 .. shards-1).
 
     Args:
@@ -131,7 +131,7 @@ def run_on_this_host(
     journal: Journal | None = None,
     run_id: str | None = None,
     reused: Mapping[str, Row] | None = None,
-) -> SweepReport:
+) -> SweepOutcome:
     """`run_id` is the id the rows and objects carry (default: this flow run's); `journal` None keeps
     no journal (a one-point run), and its locations are probed here (a journal's were, by its sweep).
     `reused` holds the rows of points an interrupted run finished (kernelsweep.results.journal.plan_resume).
@@ -151,7 +151,7 @@ def run_on_this_host(
             kept = {point_id: row for point_id, row in (reused or {}).items() if point_id in ids}
             report = run_points(spec, ctx, mine, run_id=run_id, run_date=run_date, journal=journal, reused=kept)
         else:
-            report = SweepReport(flow_run_id=run_id)
+            report = SweepOutcome(flow_run_id=run_id)
     return dataclasses.replace(report, left_for_other_hosts=dict(left))
 
 
@@ -164,7 +164,7 @@ def run_points(
     run_date: date,
     journal: Journal | None = None,
     reused: Mapping[str, Row] | None = None,
-) -> SweepReport:
+) -> SweepOutcome:
     """Measure the points not in `reused` (journaling each row first), then store one object per platform."""
     reused = reused or {}
     if reused:
@@ -185,7 +185,7 @@ def run_points(
     paths = _store(spec, ctx, rows, run_id, run_date, where)
     summaries = [row.summary() for row in rows]
     summary_artifact(spec.name, summaries)
-    return SweepReport(flow_run_id=run_id, paths=paths, rows=summaries)
+    return SweepOutcome(flow_run_id=run_id, paths=paths, rows=summaries)
 
 
 def _measure(

@@ -20,8 +20,9 @@ from pathlib import Path
 from prefect.artifacts import create_table_artifact
 from prefect.assets import Asset
 
+from kernelsweep.names import slug
+from kernelsweep.results.outcome import RowSummary
 from kernelsweep.results.rows import Row
-from kernelsweep.results.summary import RowSummary
 from kernelsweep.results.writer import planned_uris
 from kernelsweep.s3 import is_s3_uri
 
@@ -31,7 +32,7 @@ SINGLE_ARTIFACTS = ("kernel_source", "ir", "neff", "ntff", "profile")
 
 
 def artifact_key(*parts: str) -> str:
-    key = re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
+    key = slug("-".join(parts))
     return key[:ARTIFACT_KEY_LIMIT].rstrip("-")
 
 

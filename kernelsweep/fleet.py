@@ -18,6 +18,18 @@ from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.results import reader
 from kernelsweep.spec import Point
 
+POOL_PREFIX = "kernelsweep-"  # every pool the fleet uses; deployments/prefect.yaml names them so
+
+
+def pool_name(family: str) -> str:
+    """The work pool of one instance family (or of the control hosts: `pool_name("control")`)."""
+    return f"{POOL_PREFIX}{family}"
+
+
+def shard_deployment(family: str) -> str:
+    """The deployment a fleet run submits a family's shards to (flow `sweep-shard`, one per family)."""
+    return f"sweep-shard/{family}"
+
 
 @dataclass(frozen=True)
 class Shard:
@@ -49,11 +61,11 @@ class ShardData:
     objects: list[str] = field(default_factory=list)
 
 
-def shard_data(results: str, flow_run_ids: Iterable[str], since: date) -> dict[str, ShardData]:
-    """Per flow run id, from the objects under `results` dated `since` or later (shards run after
+def shard_data(results_uri: str, flow_run_ids: Iterable[str], since: date) -> dict[str, ShardData]:
+    """Per flow run id, from the objects under `results_uri` dated `since` or later (shards run after
     their fleet run started, so older partitions are never listed)."""
     ids = set(flow_run_ids)
-    data = reader.dataset(results, filters=[("run_date", ">=", since)])
+    data = reader.dataset(results_uri, filters=[("run_date", ">=", since)])
     objects: dict[str, list[str]] = {}
     for fragment in data.get_fragments():
         run_id = fragment.path.rsplit("/", 1)[-1].split(".", 1)[0]

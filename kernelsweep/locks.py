@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 _BACKOFF_START_S = 0.005
 _BACKOFF_CAP_S = 0.5
-_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 _NOTE_PID = re.compile(rb"pid=([0-9]+)")
 PROC_LOCKS = Path("/proc/locks")
 COMMAND_CHARS = 240
@@ -61,22 +60,6 @@ os.register_at_fork(after_in_child=_close_inherited_fds)
 def _close(fd: int) -> None:
     _LIVE_FDS.discard(fd)
     os.close(fd)  # closing the only fd of the open file description drops the flock
-
-
-def parse_visible_cores(value: str) -> list[int]:
-    """Parse ``NEURON_RT_VISIBLE_CORES`` syntax (``0``, ``0-2``, ``0,1``, ``0-1,4``), ascending."""
-    cores: list[int] = []
-    for part in value.split(","):
-        m = _RANGE.fullmatch(part.strip())
-        if m is None:
-            raise ValueError(f"bad NeuronCore list {value!r}: {part!r} is not N or N-M")
-        lo, hi = int(m[1]), int(m[2] if m[2] is not None else m[1])
-        if hi < lo:
-            raise ValueError(f"bad NeuronCore list {value!r}: range {part.strip()!r} is descending")
-        cores.extend(range(lo, hi + 1))
-    if len(set(cores)) != len(cores):
-        raise ValueError(f"bad NeuronCore list {value!r}: a core is listed twice")
-    return sorted(cores)
 
 
 @dataclass(frozen=True)

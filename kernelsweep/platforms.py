@@ -34,7 +34,6 @@ class Platform:
     hbm_bandwidth_gbps_per_core: float  # GB/s, per physical core
     hbm_bytes_per_chip: int
     compiler_target: str
-    partition_limit: int = 128
 
     def peak_flops(self, dtype: str, lnc: int) -> float:
         """Peak FLOP/s of one logical core for this dtype."""

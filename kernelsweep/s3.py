@@ -101,11 +101,16 @@ def translate(exc: Exception, action: str) -> StoreError:
     return StoreError(f"{action}: {type(exc).__name__}", retryable=isinstance(exc, _TRANSIENT))
 
 
+def configured_endpoint() -> str | None:
+    """The S3 endpoint configured for boto3 through the environment (a test or private S3 server), if any."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
 def pyarrow_filesystem(location: S3Location, endpoint_url: str | None = None):
     """A pyarrow S3FileSystem reaching the endpoint and region boto3 would, with the same retry budget."""
     from pyarrow import fs
 
-    endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint_url = endpoint_url or configured_endpoint()
     retries = fs.AwsStandardS3RetryStrategy(max_attempts=RETRY_MAX_ATTEMPTS)
     if not endpoint_url:
         return fs.S3FileSystem(region=fs.resolve_s3_region(location.bucket), retry_strategy=retries)

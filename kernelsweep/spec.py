@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from kernelsweep import names
 from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import BUILTIN
@@ -224,7 +225,7 @@ class Point(_Strict):
     @property
     def point_id(self) -> str:
         raw = f"{self.kernel}-{self.shape}-{self.dtype}-{self.platform}"
-        return re.sub(r"[^a-z0-9]+", "-", raw.lower()).strip("-")
+        return names.slug(raw)
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from kernelsweep import names
 from kernelsweep.artifacts import ArtifactRef, ArtifactStore, open_store_for
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.results import reader
-from kernelsweep.results.summary import RowSummary
+from kernelsweep.results.outcome import RowSummary
 
 # (column prefix, file name in dest): the names the stages give these files.
 SINGLE_ARTIFACTS = (

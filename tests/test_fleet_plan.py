@@ -14,9 +14,8 @@ from prefect import Flow
 from specs import sim_spec
 
 from kernelsweep.expansion import expand
-from kernelsweep.fleet import plan_shards
+from kernelsweep.fleet import plan_shards, shard_deployment
 from kernelsweep.flows.cli.fleet import NIGHTLY_VARIABLE
-from kernelsweep.flows.fleet import SHARD_DEPLOYMENT
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("trn1", "trn2", "inf2")
@@ -45,7 +44,7 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
         assert nightly["cron"] and nightly["timezone"] == "UTC"
     assert deployments["fleet", "fleet"]["work_pool"]["name"] == "kernelsweep-control"
     shard_flow = importlib.import_module("kernelsweep.flows.sweep").sweep_shard
-    assert SHARD_DEPLOYMENT.format(family="trn2") == f"{shard_flow.name}/trn2"  # what the fleet flow submits to
+    assert shard_deployment("trn2") == f"{shard_flow.name}/trn2"  # what the fleet flow submits to
     for deployment in config["deployments"]:
         module, name = deployment["entrypoint"].split(":")
         assert isinstance(getattr(importlib.import_module(module), name), Flow)

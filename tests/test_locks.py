@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelsweep.errors import CaptureError, DeviceBusyError, UsageError
-from kernelsweep.locks import CoreLease, CoreLeaser, parse_visible_cores
+from kernelsweep.locks import CoreLease, CoreLeaser
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -358,48 +358,6 @@ def test_forked_child_does_not_keep_the_lease(tmp_path):
         os.waitpid(pid, 0)
         for fd in (ready_r, ready_w, go_r, go_w):
             os.close(fd)
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("0", [0]),
-        ("0-2", [0, 1, 2]),
-        ("0,1", [0, 1]),
-        ("0-1,4", [0, 1, 4]),
-        ("4,0-1", [0, 1, 4]),
-        (" 3 ", [3]),
-        ("5-5", [5]),
-        ("12-13", [12, 13]),
-    ],
-)
-def test_parse_visible_cores(value, expected):
-    assert parse_visible_cores(value) == expected
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        "",
-        " ",
-        "a",
-        "0,",
-        ",0",
-        "0,,1",
-        "2-1",
-        "-1",
-        "1-",
-        "0-1-2",
-        "1.5",
-        "0;1",
-        "0,0",
-        "0-2,1",
-        "\u0661",
-    ],
-)
-def test_parse_visible_cores_rejects_junk(value):
-    with pytest.raises(ValueError):
-        parse_visible_cores(value)
 
 
 @pytest.mark.parametrize(("cores", "lnc"), [([], 1), ([0, 0], 1), ([-1], 1), ([0], 0)])

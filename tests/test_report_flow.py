@@ -30,7 +30,7 @@ def _sweep_then_report(spec) -> tuple[str, str, str]:
     from kernelsweep.flows.sweep import sweep
 
     swept = sweep(spec)
-    state = report(results=spec.results, return_state=True)
+    state = report(results_uri=spec.results, return_state=True)
     return swept.flow_run_id, str(state.state_details.flow_run_id), state.result()
 
 

@@ -4,6 +4,7 @@ what was made before the failure and no numbers, and derived figures follow from
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from datetime import UTC, datetime
 
 import pytest
@@ -13,9 +14,11 @@ from kernelsweep.errors import CompileError, DeviceBusyError, StoreError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.metrics import METRIC_FIELDS
 from kernelsweep.platforms import get_platform
+from kernelsweep.report.load import COLUMNS as REPORT_COLUMNS
+from kernelsweep.results.outcome import SUMMARY_COLUMNS
+from kernelsweep.results.row_parts import PARTS
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.results.schema import BASE_SCHEMA, PARAM_PREFIX, schema_for
-from kernelsweep.results.summary import SUMMARY_COLUMNS
 from kernelsweep.results.writer import rows_to_table
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
 from kernelsweep.toolchain.versions import ToolVersions
@@ -58,6 +61,26 @@ def test_the_row_type_and_the_schema_have_the_same_columns():
     assert row_fields.isdisjoint(metric_names)
     assert row_fields | metric_names == set(BASE_SCHEMA.names)
     assert set(SUMMARY_COLUMNS) <= set(BASE_SCHEMA.names)
+
+
+@pytest.mark.parametrize("part", PARTS, ids=lambda part: part.__name__)
+def test_each_row_part_is_a_slice_of_the_row(part):
+    """A part's field must be a Row column of the same type (or the type the nullable column holds when
+    set): a misspelt or retyped one fails here, not at a sweep's first row."""
+    row_types = {f.name: f.type for f in dataclasses.fields(Row)}
+    for f in dataclasses.fields(part):
+        assert row_types.get(f.name) in (f.type, f"{f.type} | None"), f.name
+
+
+def test_the_parts_and_the_identity_columns_cover_the_row_once():
+    named = [f.name for part in PARTS for f in dataclasses.fields(part)]
+    assert len(named) == len(set(named))
+    identity = set(inspect.signature(build_row).parameters) | {"row_id", "schema_version", "host", "started_at"}
+    assert set(named).isdisjoint(identity)
+
+
+def test_the_report_reads_only_columns_the_schema_has():
+    assert set(REPORT_COLUMNS) - {"run_date"} <= set(BASE_SCHEMA.names)
 
 
 def test_an_ok_row_fills_every_column_with_the_stage_results(full_record):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -11,10 +12,10 @@ import click
 
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli import compare, doctor, extract, fleet, lineage, report, run, server
-from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_RUN_FAILED, EXIT_USAGE, fail
+from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_RUN_FAILED, EXIT_SIGNAL_BASE, EXIT_USAGE, fail
 
 DEBUG_ENV = "KERNELSWEEP_DEBUG"
-INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
+INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT  # 130, the shell's code for a process ended by Ctrl-C
 
 
 class _Boundary(click.Group):

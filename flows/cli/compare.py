@@ -14,7 +14,7 @@ from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, fail, out
 from kernelsweep.flows.cli.report import selection_from, selection_options
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison
-from kernelsweep.report.load import Result, load
+from kernelsweep.report.load import ReportRow, load
 
 # 0, 1 and 3 come from Comparison.exit_code; 2 is usage; a comparison that could not be made at all
 # (the results unreadable) is 4, never 3, which means "measured, but inconclusive".
@@ -95,7 +95,7 @@ def render(c: Comparison) -> None:
     out.print(f"exit {c.exit_code}: {_MEANING[c.exit_code]}", highlight=False)
 
 
-def _latency(rows: list[Result], level_us: float | None) -> str:
+def _latency(rows: list[ReportRow], level_us: float | None) -> str:
     if level_us is None:
         return "failed" if not rows[0].ok else "-"
     runs = f" ({len(rows)} runs)" if len(rows) > 1 else ""

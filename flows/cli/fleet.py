@@ -22,20 +22,24 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 import yaml
 from rich.table import Table
 
 from kernelsweep.errors import KernelsweepError, UsageError
+from kernelsweep.fleet import POOL_PREFIX
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.flows.cli.run import QUIET_PREFECT, load
+
+if TYPE_CHECKING:  # Prefect is imported only by the commands that talk to a server
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.filters import DeploymentFilter
 
 NIGHTLY_VARIABLE = "kernelsweep_nightly_spec"  # prefect.yaml: "{{ prefect.variables.kernelsweep_nightly_spec }}"
 VARIABLE_LIMIT = 5000  # characters of JSON a Prefect variable holds
 DEPLOY_TIMEOUT_SECONDS = 600
-FAMILY_POOL_PREFIX = "kernelsweep-"
 CRASH_AUTOMATION = "kernelsweep: crash flow runs whose host went silent"
 ENDED = ("Completed", "Failed", "Cancelled", "Crashed")
 
@@ -86,7 +90,7 @@ def up(file_path: str, spec_path: str, crash_after: int) -> None:
     status.callback()  # type: ignore[misc]
 
 
-def _crash_detection(client: Any, seconds: int) -> None:
+def _crash_detection(client: SyncPrefectClient, seconds: int) -> None:
     """Prefect's zombie-run recipe: after a run starts or beats, expect a beat (or its end) in time."""
     from datetime import timedelta
 
@@ -156,9 +160,50 @@ def _deploy(path: Path) -> None:
 @fleet.command()
 def status() -> None:
     """Pools, workers online per family, the next scheduled runs and the last fleet run."""
+    with _client() as client:
+        out.print(_pools_table(client))
+        out.print(_upcoming_table(client))
+        out.print(_last_fleet_run(client), highlight=False, soft_wrap=True)
+
+
+def _pools_table(client: SyncPrefectClient) -> Table:
+    from kernelsweep.flows.fleet import workers_online
+
+    table = Table(title="work pools")
+    for column in ("pool", "type", "status", "workers online"):
+        table.add_column(column)
+    pools = [p for p in client.read_work_pools() if p.name.startswith(POOL_PREFIX)]
+    for pool in sorted(pools, key=lambda p: p.name):
+        online = workers_online(client, pool.name)
+        state = pool.status.value.lower() if pool.status else "-"
+        table.add_row(pool.name, pool.type, state, f"{len(online)}" + (f" ({', '.join(online)})" if online else ""))
+    return table
+
+
+def _upcoming_table(client: SyncPrefectClient) -> Table:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    ours = _our_deployments()
+    found = client.read_deployments(deployment_filter=ours)
+    flows = {flow_id: client.read_flow(flow_id).name for flow_id in {d.flow_id for d in found}}
+    deployments = {d.id: f"{flows[d.flow_id]}/{d.name}" for d in found}
+    scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
+    upcoming = client.read_flow_runs(
+        flow_run_filter=scheduled, deployment_filter=ours, sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=10
+    )
+    table = Table(title="next scheduled runs")
+    for column in ("deployment", "expected start", "flow run"):
+        table.add_column(column)
+    for run in upcoming:
+        start = run.expected_start_time.isoformat(timespec="minutes") if run.expected_start_time else "-"
+        table.add_row(deployments.get(run.deployment_id, "-") if run.deployment_id else "-", start, run.name)
+    return table
+
+
+def _last_fleet_run(client: SyncPrefectClient) -> str:
     from prefect.client.schemas.filters import (
-        DeploymentFilter,
-        DeploymentFilterTags,
         FlowFilter,
         FlowFilterName,
         FlowRunFilter,
@@ -168,56 +213,30 @@ def status() -> None:
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
-    with _client() as client:
-        pools = [p for p in client.read_work_pools() if p.name.startswith(FAMILY_POOL_PREFIX)]
-        table = Table(title="work pools")
-        for column in ("pool", "type", "status", "workers online"):
-            table.add_column(column)
-        for pool in sorted(pools, key=lambda p: p.name):
-            workers = client.read_workers_for_work_pool(pool.name)
-            online = sorted(w.name for w in workers if str(w.status.value if w.status else "") == "ONLINE")
-            state = pool.status.value.lower() if pool.status else "-"
-            table.add_row(pool.name, pool.type, state, f"{len(online)}" + (f" ({', '.join(online)})" if online else ""))
-        out.print(table)
+    started = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(not_any_=[StateType.SCHEDULED])))
+    last = client.read_flow_runs(
+        flow_filter=FlowFilter(name=FlowFilterName(any_=["fleet"])),
+        flow_run_filter=started,
+        sort=FlowRunSort.START_TIME_DESC,
+        limit=1,
+    )
+    if not last:
+        return "last fleet run: none yet"
+    run = last[0]
+    state = run.state.name if run.state else "-"
+    message = f": {run.state.message}" if run.state and run.state.message else ""
+    when = run.start_time.isoformat(timespec="minutes") if run.start_time else "not started"
+    return f"last fleet run: {run.name} ({run.id}) {state} at {when}{message}"
 
-        ours = DeploymentFilter(tags=DeploymentFilterTags(all_=["kernelsweep"]))
-        found = client.read_deployments(deployment_filter=ours)
-        flows = {flow_id: client.read_flow(flow_id).name for flow_id in {d.flow_id for d in found}}
-        deployments = {d.id: f"{flows[d.flow_id]}/{d.name}" for d in found}
-        scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
-        upcoming = client.read_flow_runs(
-            flow_run_filter=scheduled, deployment_filter=ours, sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=10
-        )
-        table = Table(title="next scheduled runs")
-        for column in ("deployment", "expected start", "flow run"):
-            table.add_column(column)
-        for run in upcoming:
-            start = run.expected_start_time.isoformat(timespec="minutes") if run.expected_start_time else "-"
-            table.add_row(deployments.get(run.deployment_id, "-") if run.deployment_id else "-", start, run.name)
-        out.print(table)
 
-        last = client.read_flow_runs(
-            flow_filter=FlowFilter(name=FlowFilterName(any_=["fleet"])),
-            flow_run_filter=FlowRunFilter(
-                state=FlowRunFilterState(type=FlowRunFilterStateType(not_any_=[StateType.SCHEDULED]))
-            ),
-            sort=FlowRunSort.START_TIME_DESC,
-            limit=1,
-        )
-        if last:
-            run = last[0]
-            state = run.state.name if run.state else "-"
-            message = f": {run.state.message}" if run.state and run.state.message else ""
-            when = run.start_time.isoformat(timespec="minutes") if run.start_time else "not started"
-            out.print(
-                f"last fleet run: {run.name} ({run.id}) {state} at {when}{message}", highlight=False, soft_wrap=True
-            )
-        else:
-            out.print("last fleet run: none yet")
+def _our_deployments() -> DeploymentFilter:
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterTags
+
+    return DeploymentFilter(tags=DeploymentFilterTags(all_=["kernelsweep"]))
 
 
 @contextmanager
-def _client() -> Iterator[Any]:
+def _client() -> Iterator[SyncPrefectClient]:
     """A client of the server in PREFECT_API_URL (never an ephemeral one), checked to answer."""
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)

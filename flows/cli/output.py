@@ -8,7 +8,6 @@ from typing import NoReturn
 from rich.console import Console
 from rich.markup import escape
 
-EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 EXIT_RUN_FAILED = 3

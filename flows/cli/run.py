@@ -17,7 +17,7 @@ from rich.table import Table
 
 from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
-from kernelsweep.results.summary import RowSummary, SweepReport
+from kernelsweep.results.outcome import RowSummary, SweepOutcome
 from kernelsweep.spec import Point, SweepSpec, load_spec, parse_spec
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def _announce_resume(resumed: RunHeader, reused: int, total: int, remeasure: boo
     )
 
 
-def _print_outcome(report: SweepReport, reused: int) -> None:
+def _print_outcome(report: SweepOutcome, reused: int) -> None:
     """The table, where the rows went, and exit 1 when some points failed (their rows are written)."""
     if report.rows:
         out.print(summary_table(report.rows))

@@ -22,7 +22,7 @@ from kernelsweep.toolchain import compiler, profiler, tracing
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import list_devices
 from kernelsweep.toolchain.process import ToolResult, run_tool
-from kernelsweep.toolchain.profiler import parse_profiler_version
+from kernelsweep.toolchain.profiler import ntff_execution, parse_profiler_version
 from kernelsweep.toolchain.resolve import Toolchain
 
 OK, WARN, FAIL, INFO, SKIP = "ok", "warn", "fail", "info", "skip"
@@ -180,8 +180,4 @@ def correctness(state: Smoke, step: Step) -> None:
 
 def ntff_listing(folder: Path) -> list[str]:
     """The NTFFs in a capture folder, in execution order."""
-
-    def execution(name: str) -> int:
-        return 1 if name == names.NTFF else int(name.removeprefix("profile_exec_").removesuffix(".ntff"))
-
-    return sorted((p.name for p in folder.glob("*.ntff")), key=execution)
+    return sorted((p.name for p in folder.glob("*.ntff")), key=ntff_execution)

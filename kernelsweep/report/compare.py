@@ -12,13 +12,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Literal
 
 from kernelsweep.errors import UsageError
-from kernelsweep.report.load import Result, latest
+from kernelsweep.report.load import ReportRow, latest
 from kernelsweep.report.stats import DEFAULT_ALPHA, Sample, Shift, level, pool, shift, verdicts
 
-Tool = Literal["compiler", "runtime", "profiler", "nki"]
 TOOL_COLUMNS: dict[str, str] = {
     "compiler": "compiler_version",
     "runtime": "runtime_version",
@@ -36,8 +34,8 @@ Key = tuple[str, ...]
 @dataclass(frozen=True)
 class PointComparison:
     key: Key
-    a: list[Result]  # this point's rows on side A, newest first (one unless runs are pooled)
-    b: list[Result]
+    a: list[ReportRow]  # this point's rows on side A, newest first (one unless runs are pooled)
+    b: list[ReportRow]
     outcome: str  # faster | slower | same | inconclusive | newly failed | fixed | failed in both
     why: str
     shift: Shift | None = None
@@ -77,21 +75,21 @@ class Comparison:
         return EXIT_NONE_REGRESSED
 
 
-def compare_kernels(results: list[Result], a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
+def compare_kernels(results: list[ReportRow], a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
     """The latest row of each kernel at each (shape, dtype, platform) both were measured at."""
     kernels = sorted({r.kernel for r in results})
     for name in (a, b):
         if name not in kernels:
             raise UsageError(f"kernel {name!r} has no rows here; kernels in these results: {', '.join(kernels)}")
     newest = latest(results)
-    side_a: dict[Key, list[Result]] = {r.series[1:]: [r] for r in newest if r.kernel == a}
-    side_b: dict[Key, list[Result]] = {r.series[1:]: [r] for r in newest if r.kernel == b}
+    side_a: dict[Key, list[ReportRow]] = {r.series[1:]: [r] for r in newest if r.kernel == a}
+    side_b: dict[Key, list[ReportRow]] = {r.series[1:]: [r] for r in newest if r.kernel == b}
     if not side_a.keys() & side_b.keys():
         raise UsageError(f"kernels {a} and {b} share no (shape, dtype, platform); compare kernels with the same axes")
     return _compare(f"kernel {b} against kernel {a}", a, b, ("shape", "dtype", "platform"), side_a, side_b, alpha)
 
 
-def compare_runs(results: list[Result], a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
+def compare_runs(results: list[ReportRow], a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
     """Two flow runs (ids, unique id prefixes, or `latest` / `previous`), point by point."""
     runs = _runs_newest_first(results)
     run_a, run_b = _resolve_run(runs, a), _resolve_run(runs, b)
@@ -102,7 +100,7 @@ def compare_runs(results: list[Result], a: str, b: str, alpha: float = DEFAULT_A
     return _compare(f"run {run_b} against run {run_a}", run_a, run_b, _SERIES, side_a, side_b, alpha)
 
 
-def compare_versions(results: list[Result], tool: str, a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
+def compare_versions(results: list[ReportRow], tool: str, a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
     """Rows made with tool version A against rows made with version B; a version matches itself and
     its longer forms (`2.21` matches `2.21.33363.0+...`). A side pools the point's latest runs."""
     column = TOOL_COLUMNS.get(tool)
@@ -129,8 +127,8 @@ def _compare(
     a_label: str,
     b_label: str,
     key_names: tuple[str, ...],
-    side_a: dict[Key, list[Result]],
-    side_b: dict[Key, list[Result]],
+    side_a: dict[Key, list[ReportRow]],
+    side_b: dict[Key, list[ReportRow]],
     alpha: float,
 ) -> Comparison:
     shared = sorted(side_a.keys() & side_b.keys())
@@ -163,18 +161,18 @@ def _compare(
     )
 
 
-def _pooled(rows: list[Result]) -> list[Sample]:
+def _pooled(rows: list[ReportRow]) -> list[Sample]:
     return pool(r.sample() for r in rows if r.ok)
 
 
-def _sides(results: list[Result], keep: Callable[[Result], bool]) -> dict[Key, list[Result]]:
-    sides: dict[Key, list[Result]] = {}
+def _sides(results: list[ReportRow], keep: Callable[[ReportRow], bool]) -> dict[Key, list[ReportRow]]:
+    sides: dict[Key, list[ReportRow]] = {}
     for r in sorted((r for r in results if keep(r)), key=lambda r: r.order, reverse=True):
         sides.setdefault(r.series, []).append(r)
     return sides
 
 
-def _failure(row: Result) -> str:
+def _failure(row: ReportRow) -> str:
     return f"{row.error_stage or '?'}: {row.error_class or 'failed'}: {row.error_message or ''}".rstrip(": ")
 
 
@@ -184,7 +182,7 @@ def _version_matches(version: str | None, wanted: str) -> bool:
     return version == wanted or (version.startswith(wanted) and version[len(wanted)] in ".+-")
 
 
-def _runs_newest_first(results: list[Result]) -> list[str]:
+def _runs_newest_first(results: list[ReportRow]) -> list[str]:
     started: dict[str, tuple[date, datetime]] = {}
     for r in results:
         if r.flow_run_id and (r.flow_run_id not in started or r.order < started[r.flow_run_id]):

@@ -30,7 +30,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
-class Result:
+class ReportRow:
     """The columns of one row a report uses (docs/schema.md has them all)."""
 
     row_id: str
@@ -104,7 +104,7 @@ class Result:
         )
 
 
-COLUMNS = [f.name for f in fields(Result)]
+COLUMNS = [f.name for f in fields(ReportRow)]
 
 
 @dataclass(frozen=True)
@@ -161,13 +161,13 @@ class Selection:
         return [("kernel", self.kernels), ("platform", self.platforms), ("dtype", self.dtypes), ("sweep", self.sweeps)]
 
 
-def load(uri: str, selection: Selection | None = None) -> list[Result]:
+def load(uri: str, selection: Selection | None = None) -> list[ReportRow]:
     """Every selected row, one per row id, oldest first; no rows at all is a usage error."""
     selection = selection or Selection()
     table = reader.read(uri, filters=selection.expression(), columns=COLUMNS)
-    newest: dict[str, Result] = {}
+    newest: dict[str, ReportRow] = {}
     for record in table.to_pylist():
-        result = Result(**_typed(record))
+        result = ReportRow(**_typed(record))
         kept = newest.get(result.row_id)
         if kept is None or result.order > kept.order:
             newest[result.row_id] = result
@@ -176,18 +176,18 @@ def load(uri: str, selection: Selection | None = None) -> list[Result]:
     return sorted(newest.values(), key=lambda r: (r.order, r.series))
 
 
-def latest(results: list[Result]) -> list[Result]:
+def latest(results: list[ReportRow]) -> list[ReportRow]:
     """The newest row of each series, in series order."""
-    newest: dict[SeriesKey, Result] = {}
+    newest: dict[SeriesKey, ReportRow] = {}
     for result in results:
         if result.series not in newest or result.order >= newest[result.series].order:
             newest[result.series] = result
     return [newest[key] for key in sorted(newest)]
 
 
-def by_series(results: list[Result]) -> dict[SeriesKey, list[Result]]:
+def by_series(results: list[ReportRow]) -> dict[SeriesKey, list[ReportRow]]:
     """Each series' rows, oldest first."""
-    grouped: dict[SeriesKey, list[Result]] = {}
+    grouped: dict[SeriesKey, list[ReportRow]] = {}
     for result in sorted(results, key=lambda r: r.order):
         grouped.setdefault(result.series, []).append(result)
     return grouped

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelsweep.platforms import PLATFORMS
-from kernelsweep.report.load import Result
+from kernelsweep.report.load import ReportRow
 
 
 @dataclass(frozen=True)
 class Normalised:
-    result: Result
+    result: ReportRow
     intensity: float | None  # cost-model FLOPs per HBM byte
     ridge: float | None  # the intensity where this platform's roofs meet (peak FLOP/s / HBM byte/s)
     compute_percent: float | None  # of the dense peak for the dtype at the point's LNC (= MFU)
@@ -32,7 +32,7 @@ class Normalised:
         return self.intensity / self.ridge
 
 
-def normalise(result: Result) -> Normalised:
+def normalise(result: ReportRow) -> Normalised:
     platform = PLATFORMS.get(result.platform)
     lnc = result.lnc or (platform.default_lnc if platform else 1)
     flops, hbm = result.cost_flops, result.cost_hbm_bytes
@@ -67,7 +67,7 @@ class CrossRow:
         return min(timed, key=lambda p: timed[p]) if timed else None
 
 
-def cross_platform(latest: list[Result]) -> tuple[list[str], list[CrossRow]]:
+def cross_platform(latest: list[ReportRow]) -> tuple[list[str], list[CrossRow]]:
     """(platforms present, one row per kernel x shape x dtype) from the latest rows."""
     platforms = sorted({r.platform for r in latest})
     rows: dict[tuple[str, str, str], dict[str, Normalised]] = {}

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from kernelsweep.platforms import PLATFORMS
-from kernelsweep.report.load import Result
+from kernelsweep.report.load import ReportRow
 from kernelsweep.report.normalise import normalise
 from kernelsweep.report.regress import History, Step
 
@@ -43,11 +43,11 @@ def _mark(platform: str) -> dict:
     return {"edgecolors": _colour(platform), "facecolors": _colour(platform), **PLATFORM_MARKS.get(platform, {})}
 
 
-def _simulated(results: Iterable[Result]) -> str:
+def _simulated(results: Iterable[ReportRow]) -> str:
     return " (simulated)" if any(r.is_simulation for r in results) else ""
 
 
-def latency_by_shape(latest: list[Result]) -> dict[str, bytes]:
+def latency_by_shape(latest: list[ReportRow]) -> dict[str, bytes]:
     """One chart per kernel: median latency per shape (ordered by FLOPs), min-max bars, a line per
     platform and dtype."""
     charts = {}
@@ -82,7 +82,7 @@ def latency_by_shape(latest: list[Result]) -> dict[str, bytes]:
     return charts
 
 
-def _error_bars(rows: list[Result]) -> tuple[list[float], list[list[float]]]:
+def _error_bars(rows: list[ReportRow]) -> tuple[list[float], list[list[float]]]:
     """Medians, and their distances down to the fastest and up to the slowest repeat."""
     median = [r.latency_us or 0.0 for r in rows]
     low = [m - (r.latency_min_us if r.latency_min_us is not None else m) for m, r in zip(median, rows, strict=True)]
@@ -90,11 +90,11 @@ def _error_bars(rows: list[Result]) -> tuple[list[float], list[list[float]]]:
     return median, [low, high]
 
 
-def _flops(rows: list[Result], shape: str) -> int:
+def _flops(rows: list[ReportRow], shape: str) -> int:
     return max((r.cost_flops or 0) for r in rows if r.shape == shape)
 
 
-def roofline(latest: list[Result]) -> bytes:
+def roofline(latest: list[ReportRow]) -> bytes:
     """Achieved TFLOPS against arithmetic intensity under each platform's compute and HBM roofs
     (per dtype and LNC present), one marker per point: colour is the platform, shape the kernel."""
     points = [(i, t, r) for r in latest if r.ok and (i := normalise(r).intensity) and (t := r.achieved_tflops)]
@@ -131,7 +131,7 @@ def roofline(latest: list[Result]) -> bytes:
     return _png(figure)
 
 
-def peak_share(latest: list[Result]) -> bytes:
+def peak_share(latest: list[ReportRow]) -> bytes:
     """Every platform on one roof: intensity over each platform's own ridge point against % of its
     own compute peak; the roof is min(100%, 100% x relative intensity) for all of them."""
     figure = Figure(figsize=(8, 5))
@@ -204,7 +204,7 @@ def series_chart(history: History, step: Step) -> bytes:
     return _png(figure)
 
 
-def _when(rows: list[Result], i: int) -> str:
+def _when(rows: list[ReportRow], i: int) -> str:
     """The run's date, or its start time where several runs share a date."""
     row = rows[i]
     if sum(r.run_date == row.run_date for r in rows) > 1 and row.started_at:

@@ -7,7 +7,6 @@ ever lists a report file. Each report goes to its own folder (`reports/<id>/`), 
 from __future__ import annotations
 
 import mimetypes
-import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -58,7 +57,7 @@ def browser_link(location: str) -> str:
     if not s3.is_s3_uri(location):
         return Path(location).resolve().as_uri()
     where = s3.parse_s3_uri(location)
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = s3.configured_endpoint()
     if endpoint:
         return f"{endpoint.rstrip('/')}/{where.bucket}/{quote(where.prefix)}"
     return f"https://console.aws.amazon.com/s3/object/{where.bucket}?prefix={quote(where.prefix)}"

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 
-from kernelsweep.report.load import LINEAGE, Result, SeriesKey, by_series
+from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey, by_series
 from kernelsweep.report.stats import DEFAULT_ALPHA, Shift, Verdict, pool, shift, verdicts
 
 WINDOW_RUNS = 7  # runs on each side of a candidate step: a week of nightly sweeps
@@ -26,8 +26,8 @@ NO_RECORDED_CHANGE = "no recorded change (noise, or the machine)"
 @dataclass(frozen=True)
 class Step:
     series: SeriesKey
-    before: Result  # the last run before the step
-    after: Result  # the first run after it
+    before: ReportRow  # the last run before the step
+    after: ReportRow  # the first run after it
     direction: Verdict  # slower or faster
     shift: Shift  # the window after against the window before
     why: str
@@ -43,7 +43,7 @@ class Step:
 @dataclass(frozen=True)
 class History:
     series: SeriesKey
-    rows: list[Result]  # the series' successful rows, oldest first
+    rows: list[ReportRow]  # the series' successful rows, oldest first
     steps: list[Step]
 
 
@@ -55,7 +55,7 @@ class _Candidate:
     shift: Shift
 
 
-def track(results: list[Result], alpha: float = DEFAULT_ALPHA, window: int = WINDOW_RUNS) -> list[History]:
+def track(results: list[ReportRow], alpha: float = DEFAULT_ALPHA, window: int = WINDOW_RUNS) -> list[History]:
     """Every series with its steps, in series order."""
     series = {key: [r for r in rows if r.ok] for key, rows in by_series(results).items()}
     candidates = [
@@ -80,7 +80,7 @@ def regressions(histories: list[History]) -> list[Step]:
     return sorted(steps, key=lambda s: (s.after.order, s.series), reverse=True)
 
 
-def lineage_changes(before: Result, after: Result) -> dict[str, tuple[str | None, str | None]]:
+def lineage_changes(before: ReportRow, after: ReportRow) -> dict[str, tuple[str | None, str | None]]:
     return {
         label: (getattr(before, column), getattr(after, column))
         for column, label in LINEAGE.items()
@@ -88,13 +88,13 @@ def lineage_changes(before: Result, after: Result) -> dict[str, tuple[str | None
     }
 
 
-def _shift(rows: list[Result], t: int, window: int) -> Shift:
+def _shift(rows: list[ReportRow], t: int, window: int) -> Shift:
     """The window from run t on against the window before it, each pooled nearest run first."""
     before = pool(r.sample() for r in reversed(rows[max(0, t - window) : t]))
     return shift(before, pool(r.sample() for r in rows[t : t + window]))
 
 
-def _steps(rows: list[Result], flagged: list[tuple[_Candidate, Verdict, str]], window: int) -> list[Step]:
+def _steps(rows: list[ReportRow], flagged: list[tuple[_Candidate, Verdict, str]], window: int) -> list[Step]:
     """The most significant of flagged candidates that lie within a window of each other in one direction."""
     kept: list[tuple[_Candidate, Verdict, str]] = []
     for candidate, direction, why in sorted(flagged, key=lambda f: (f[0].shift.p_value, -abs(f[0].shift.change))):

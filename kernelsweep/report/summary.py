@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from kernelsweep.report.load import Result, Selection, latest, load
+from kernelsweep.report.load import ReportRow, Selection, latest, load
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
 from kernelsweep.report.regress import History, Step, regressions, track
 from kernelsweep.report.stats import DEFAULT_ALPHA
@@ -19,14 +19,14 @@ class Report:
     results_uri: str
     selection: Selection
     generated_at: datetime
-    latest: list[Result]  # newest row per kernel x shape x dtype x platform
+    latest: list[ReportRow]  # newest row per kernel x shape x dtype x platform
     histories: list[History]
     regressions: list[Step]  # steps that made a series slower, newest first
     platforms: list[str]
     cross: list[CrossRow]
 
     @property
-    def failed(self) -> list[Result]:
+    def failed(self) -> list[ReportRow]:
         return [r for r in self.latest if not r.ok]
 
     @property
@@ -138,7 +138,7 @@ def build_report(results_uri: str, selection: Selection | None = None, alpha: fl
     )
 
 
-def _spread(r: Result) -> float | None:
+def _spread(r: ReportRow) -> float | None:
     """The repeats' range relative to their median."""
     low, high, median = r.latency_min_us, r.latency_max_us, r.latency_us
     if not r.ok or low is None or high is None or not median:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from datetime import date, datetime
 from typing import Any
 
 from kernelsweep.errors import UsageError
+from kernelsweep.names import slug
 from kernelsweep.results.journal_files import JournalFiles, open_files
 from kernelsweep.results.rows import Row
 from kernelsweep.spec import Point, SweepSpec
@@ -37,7 +37,6 @@ FORMAT_VERSION = 1
 READ_THREADS = 16
 _POINT_NAMESPACE = uuid.UUID("0c6f3d52-2b8e-4f51-9d4e-5a1f7e0b9c13")
 _TIMES = ("started_at", "finished_at")
-_UNSAFE = re.compile(r"[^a-z0-9-]+")
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,7 @@ def run_key(spec: SweepSpec, scope: str = "sweep") -> str:
     """
     content = spec.model_dump(mode="json", exclude={"execution": {"compile_slots"}})
     digest = hashlib.sha256(json.dumps([scope, content], sort_keys=True).encode()).hexdigest()[:16]
-    name = _UNSAFE.sub("-", spec.name.lower()).strip("-")[:64] or "sweep"
+    name = slug(spec.name)[:64].rstrip("-") or "sweep"
     return f"{name}-{digest}"
 
 

@@ -12,17 +12,14 @@ from __future__ import annotations
 import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
-from kernelsweep.artifacts import ArtifactRef
-from kernelsweep.errors import KernelsweepError
-from kernelsweep.kernels import load_kernel
 from kernelsweep.metrics import METRIC_FIELDS
-from kernelsweep.platforms import get_platform
+from kernelsweep.results.outcome import SUMMARY_COLUMNS, RowSummary
+from kernelsweep.results.row_parts import Costed, Lineage, Measured, Status, columns
 from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION
-from kernelsweep.results.summary import SUMMARY_COLUMNS, RowSummary
 from kernelsweep.spec import Point
 from kernelsweep.stages import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
 from kernelsweep.toolchain.versions import ToolVersions
@@ -154,22 +151,20 @@ def row_id(flow_run_id: str, point: Point) -> str:
     return str(uuid.uuid5(_ROW_NAMESPACE, f"{flow_run_id}/{point.point_id}"))
 
 
-def error_summary(error: BaseException) -> tuple[str, str]:
-    """(error_class, one-line message) for a failed row."""
-    if isinstance(error, KernelsweepError):
-        return error.error_class, error.message
-    return type(error).__name__, " ".join(str(error).split()) or type(error).__name__
-
-
 def build_row(
     record: PointRecord, *, flow_run_id: str, toolchain: str, is_simulation: bool, versions: ToolVersions
 ) -> Row:
     """Where a value could come from two places, the precedence is explicit: versions are the host's
-    unless the profile names what actually ran (`ToolVersions.updated_from`)."""
-    point = record.point
-    extracted = record.extracted
+    unless the profile names what actually ran (`ToolVersions.updated_from`), and the tracer is the
+    one that traced this point (a cache hit's may be an earlier run's) else the host's."""
+    point, extracted = record.point, record.extracted
     if extracted is not None:
         versions = versions.updated_from(extracted.metrics.info)
+    costed = Costed.of(point)
+    lineage = Lineage.of(record.trace, record.compiled, record.inputs, record.captured, extracted)
+    lineage = replace(
+        lineage, tracer=lineage.tracer or versions.tracer, nki_version=lineage.nki_version or versions.nki
+    )
     return Row(
         row_id=row_id(flow_run_id, point),
         sweep=point.sweep,
@@ -193,91 +188,8 @@ def build_row(
         task_run_ids=dict(record.task_run_ids),
         started_at=record.started_at,
         finished_at=record.finished_at,
-        **_status(record),
-        **({"tracer": versions.tracer, "nki_version": versions.nki} | _lineage(record)),
-        **_figures(point, extracted),
+        **columns(Status.of(record.error, record.error_stage)),
+        **columns(costed),
+        **columns(lineage),
+        **(columns(Measured.of(point, costed, extracted)) if extracted is not None else {}),
     )
-
-
-def _status(record: PointRecord) -> dict[str, Any]:
-    if record.error is None:
-        return {"status": "ok"}
-    error_class, message = error_summary(record.error)
-    return {"status": "failed", "error_stage": record.error_stage, "error_class": error_class, "error_message": message}
-
-
-def _figures(point: Point, extracted: ExtractResult | None) -> dict[str, Any]:
-    """The cost model and roofline (known before anything runs), then what the profile measured."""
-    cost = load_kernel(point.kernel_ref).cost(point.params, point.dtype)
-    platform = get_platform(point.platform)
-    roofline = platform.roofline(cost.flops, cost.hbm_bytes, point.dtype, point.lnc)
-    figures: dict[str, Any] = {
-        "cost_flops": cost.flops,
-        "cost_hbm_bytes": cost.hbm_bytes,
-        "roofline_us": roofline.seconds * 1e6,
-        "roofline_bound": roofline.bound,
-    }
-    if extracted is None:
-        return figures
-    metrics, latency, checked = extracted.metrics, extracted.latency, extracted.correctness
-    figures |= {
-        "metrics": dict(metrics.values),
-        "extra_metrics": {k: float(v) for k, v in metrics.extra.items() if v is not None},
-        "profile_format": metrics.source_format,
-        "profile_percent_unit": metrics.percent_unit,
-        "profile_schema_version": _text(metrics.info.get("profile_schema_version")),
-    }
-    total_s = float(metrics.values.get("total_time_us") or 0) * 1e-6
-    if total_s > 0:  # a zero time is a broken profile: no rate is better than an infinite one
-        figures |= {
-            "achieved_tflops": cost.flops / total_s / 1e12,
-            "mfu_percent": 100 * cost.flops / total_s / platform.peak_flops(point.dtype, point.lnc),
-            "roofline_percent": 100 * roofline.seconds / total_s,
-        }
-    return figures | {
-        "repeats": latency.repeats,
-        "latency_median_us": latency.median_us,
-        "latency_min_us": latency.min_us,
-        "latency_max_us": latency.max_us,
-        "latency_p90_us": latency.p90_us,
-        "latency_p99_us": latency.p99_us,
-        "max_abs_error": checked.max_abs_error,
-        "max_rel_error": checked.max_rel_error,
-        "atol": checked.atol,
-        "rtol": checked.rtol,
-        "correct": checked.passed,
-    }
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _refs(name: str, ref: ArtifactRef | None) -> dict[str, str]:
-    return {f"{name}_uri": ref.uri, f"{name}_sha256": ref.sha256} if ref else {}
-
-
-def _ref_list(refs: dict[str, ArtifactRef]) -> list[dict[str, Any]]:
-    return [{"name": n, **asdict(r)} for n, r in refs.items()]
-
-
-def _lineage(record: PointRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if record.trace:
-        out |= _refs("kernel_source", record.trace.kernel_source) | _refs("ir", record.trace.ir)
-        out |= {"tracer": record.trace.tracer, "trace_seconds": record.trace.seconds}
-        if record.trace.nki_version:  # what traced this point, which a cache hit may have done earlier
-            out["nki_version"] = record.trace.nki_version
-        out["trace_cache_hit"] = record.trace.cache_hit
-    if record.compiled:
-        out |= _refs("neff", record.compiled.neff)
-        out |= {"compile_seconds": record.compiled.seconds, "compile_cache_hit": record.compiled.cache_hit}
-    if record.inputs:
-        out["inputs"] = _ref_list(record.inputs.inputs)
-    if record.captured:
-        out |= _refs("ntff", record.extracted.ntff if record.extracted else record.captured.ntffs[0])
-        out |= {"outputs": _ref_list(record.captured.outputs), "visible_cores": record.captured.visible_cores}
-        out["capture_seconds"] = record.captured.seconds
-    if record.extracted:
-        out |= _refs("profile", record.extracted.profile)
-    return out

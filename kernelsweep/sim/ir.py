@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-IR_NAME = "penguin.py"
 _HEADER = "# SIMULATED penguin IR written by the kernelsweep simulated toolchain; not a real trace.\n"
 
 

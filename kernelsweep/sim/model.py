@@ -61,6 +61,7 @@ CALIBRATION: dict[str, Calibration] = {
     "inf2": replace(_TRN2),
 }
 
+# Where each platform's constants come from; printed by benchmarks/calibrate.py beside its fit.
 CALIBRATION_SOURCE: dict[str, str] = {
     "trn2": "fitted: seed 000 (trn2 MLP) + seed 004 (trn2 vector add)",
     "trn1": "carried over from trn2, scaled by trn1's peaks and clocks; consistent with seed 002",

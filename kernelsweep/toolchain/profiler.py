@@ -53,6 +53,11 @@ def expected_ntff_names(num_exec: int, profile_nth_exec: int | None) -> list[str
     return [SESSION_NAME if i == 1 else f"profile_exec_{i}.ntff" for i in range(nth, num_exec + 1, nth)]
 
 
+def ntff_execution(name: str) -> int:
+    """Which execution an NTFF of `expected_ntff_names` holds (its inverse)."""
+    return 1 if name == SESSION_NAME else int(name.removeprefix("profile_exec_").removesuffix(".ntff"))
+
+
 def capture_argv(
     toolchain: Toolchain,
     neff: str,

@@ -1,7 +1,7 @@
 """What a sweep reports back: a few columns per row and the objects it wrote.
 
 The CLI's table, the Prefect table artifact and `kernelsweep lineage` all show `SUMMARY_COLUMNS`;
-the full rows live in the Parquet objects. A flow returns a `SweepReport`, which stays small however
+the full rows live in the Parquet objects. A flow returns a `SweepOutcome`, which stays small however
 many points the sweep has.
 """
 
@@ -48,7 +48,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RowSummary))
 
 
 @dataclass(frozen=True)
-class SweepReport:
+class SweepOutcome:
     """A flow run's outcome: its id, the Parquet objects it wrote, and one summary per point."""
 
     flow_run_id: str
@@ -61,7 +61,7 @@ class SweepReport:
         return sum(not row.ok for row in self.rows)
 
     @classmethod
-    def merge(cls, flow_run_id: str, reports: Iterable[SweepReport]) -> SweepReport:
+    def merge(cls, flow_run_id: str, reports: Iterable[SweepOutcome]) -> SweepOutcome:
         """A parent run's report over its shard runs' reports."""
         reports = list(reports)
         left: Counter[str] = Counter()

@@ -36,7 +36,7 @@ from kernelsweep.errors import StoreError, UsageError
 from kernelsweep.expansion import expand
 from kernelsweep.fleet import Shard, ShardData, plan_shards, shard_data, shard_deployment
 from kernelsweep.flows.ui import artifact_key
-from kernelsweep.s3 import is_s3_uri
+from kernelsweep.s3 import S3Location
 from kernelsweep.spec import SweepSpec
 
 POLL_SECONDS = 2.0
@@ -72,7 +72,9 @@ def fleet(spec: SweepSpec) -> State:
         log.info("fleet %s: %d shards submitted (%s)", spec.name, len(shards), _per_family(shards))
         final = _wait(client, spec, shards, runs, pools)
     try:
-        data: dict[str, ShardData] | None = shard_data(spec.results, [str(r) for r in runs.values()], started.date())
+        data: dict[str, ShardData] | None = shard_data(
+            spec.results_location, [str(r) for r in runs.values()], started.date()
+        )
     except (StoreError, UsageError) as exc:
         log.warning("the shards' results could not be read back for the summary: %s", exc)
         data = None
@@ -184,7 +186,7 @@ def _run_link(flow_run_id: str) -> str:
 
 def _publish(spec: SweepSpec, outcomes: list[ShardOutcome]) -> None:
     """One markdown table per fleet run: per family and shard, the points and the objects written."""
-    prefix = "s3://" if is_s3_uri(spec.results) else ""
+    prefix = "s3://" if isinstance(spec.results_location, S3Location) else ""
     lines = [
         f"### fleet {spec.name}: {sum(o.completed for o in outcomes)} of {len(outcomes)} shards completed",
         "",

@@ -76,8 +76,8 @@ def sweep(
         get_run_logger().warning(notice)
     points = expansion.points
     _probe_locations(spec)  # before the journal: an unwritable location is a usage error, found in a second
-    plan = plan_resume(spec.results, run_key(spec), points, run_id=resume_run_id, remeasure=remeasure)
-    journal = begin(spec.results, plan, str(flow_run.id), _run_date(), spec.name, datetime.now(UTC))
+    plan = plan_resume(spec.results_location, run_key(spec), points, run_id=resume_run_id, remeasure=remeasure)
+    journal = begin(spec.results_location, plan, str(flow_run.id), _run_date(), spec.name, datetime.now(UTC))
     shards = math.ceil(len(points) / spec.execution.max_points_per_flow_run)
     if shards <= 1:
         report = run_on_this_host(spec, points, journal=journal, run_id=journal.run_id, reused=plan.reused)
@@ -118,8 +118,8 @@ def sweep_shard(
     """
     if journal_run_id is None:
         return run_on_this_host(spec, points)
-    plan = plan_resume(spec.results, run_key(spec), points, run_id=journal_run_id, remeasure=remeasure)
-    journal = begin(spec.results, plan, journal_run_id, _run_date(), spec.name, datetime.now(UTC))
+    plan = plan_resume(spec.results_location, run_key(spec), points, run_id=journal_run_id, remeasure=remeasure)
+    journal = begin(spec.results_location, plan, journal_run_id, _run_date(), spec.name, datetime.now(UTC))
     run_id = journal.shard_run_id(shard, str(flow_run.id))
     return run_on_this_host(spec, points, journal=journal, run_id=run_id, reused=plan.reused)
 
@@ -241,11 +241,11 @@ def _store(
         "failed": sum(r.status != "ok" for r in rows),
     }
     store = store_task.with_options(
-        assets=results_asset_keys(spec.results, [r.platform for r in rows], run_date, run_id),
-        asset_deps=upstream_asset_keys(spec.artifacts),
+        assets=results_asset_keys(spec.results_location, [r.platform for r in rows], run_date, run_id),
+        asset_deps=upstream_asset_keys(spec.artifacts_location),
     )
     try:
-        return store(rows, spec.results, run_id, run_date, lineage)
+        return store(rows, spec.results_location, run_id, run_date, lineage)
     except StoreError as exc:
         kept = f"its {len(rows)} rows are saved in {journal_uri}" if journal_uri else "its rows are lost (no journal)"
         raise StoreError(
@@ -256,8 +256,8 @@ def _store(
 
 def _probe_locations(spec: SweepSpec) -> None:
     """A run started from a deployment fails before any point, exactly as the CLI would."""
-    probe_location(spec.results, "results", "the spec's `results`")
-    probe_location(spec.artifacts, "artifact store", "the spec's `artifacts`")
+    probe_location(spec.results_location, "results", "the spec's `results`")
+    probe_location(spec.artifacts_location, "artifact store", "the spec's `artifacts`")
 
 
 def _run_date() -> date:

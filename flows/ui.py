@@ -15,16 +15,15 @@ from __future__ import annotations
 import re
 from dataclasses import asdict
 from datetime import date
-from pathlib import Path
 
 from prefect.artifacts import create_table_artifact
 from prefect.assets import Asset
 
+from kernelsweep.locations import Location, absolute_uri
 from kernelsweep.names import slug
 from kernelsweep.results.outcome import RowSummary
 from kernelsweep.results.rows import Row
 from kernelsweep.results.writer import planned_uris
-from kernelsweep.s3 import is_s3_uri
 
 ARTIFACT_KEY_LIMIT = 200  # Prefect artifact keys: [a-z0-9-]; keep them readable in the UI
 _RESTRICTED_ASSET_CHARS = re.compile(r"[\s#?&%\"'<>\[\]{}|\\^`]")
@@ -74,16 +73,12 @@ def asset_key(uri: str) -> str:
     return _RESTRICTED_ASSET_CHARS.sub("-", uri)[:512]
 
 
-def results_asset_keys(results_uri: str, platforms: list[str], run_date: date, flow_run_id: str) -> list[str]:
+def results_asset_keys(results: Location, platforms: list[str], run_date: date, flow_run_id: str) -> list[str]:
     """The Parquet objects this run will write, known before the write so the task can declare them."""
-    return [asset_key(_uri(uri)) for uri in planned_uris(results_uri, platforms, run_date, flow_run_id)]
+    return [asset_key(absolute_uri(uri)) for uri in planned_uris(results, platforms, run_date, flow_run_id)]
 
 
-def upstream_asset_keys(artifacts_uri: str) -> list[Asset | str]:
+def upstream_asset_keys(artifacts: Location) -> list[Asset | str]:
     """The artifact store the rows' NEFFs and profiles are in: one upstream asset per run (each row
     names its own artifacts in it), where an asset per NEFF and profile cost two events per point."""
-    return [asset_key(_uri(artifacts_uri))]
-
-
-def _uri(location: str) -> str:
-    return location if is_s3_uri(location) else "file://" + str(Path(location).resolve())
+    return [asset_key(absolute_uri(artifacts))]

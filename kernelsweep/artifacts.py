@@ -30,7 +30,8 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kernelsweep import s3
-from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.errors import StoreError
+from kernelsweep.locations import Location, parse_location
 
 CHUNK_BYTES = 1 << 20
 MIB = 1 << 20
@@ -261,13 +262,12 @@ class S3ArtifactStore:
             raise s3.translate(exc, f"reading index {name}") from exc
 
 
-def open_artifact_store(location: str) -> ArtifactStore:
-    """A folder path or `s3://bucket/prefix`."""
-    if s3.is_s3_uri(location):
-        return S3ArtifactStore(s3.parse_s3_uri(location))
-    if "://" in location:
-        raise UsageError(f"artifact store {location!r}: use a folder path or s3://bucket/prefix")
-    return LocalArtifactStore(location)
+def open_artifact_store(location: Location | str) -> ArtifactStore:
+    """A folder or an S3 bucket and prefix."""
+    where = parse_location(location, "artifact store location")
+    if isinstance(where, s3.S3Location):
+        return S3ArtifactStore(where)
+    return LocalArtifactStore(where.path)
 
 
 def open_store_for(ref: ArtifactRef) -> ArtifactStore:

@@ -124,7 +124,7 @@ def prepare(
     leasers, notices, instance = _leasers(toolchain, spec, versions.instance_type, lock_dir, locations, stop)
     ctx = StageContext(
         toolchain=toolchain,
-        store=open_artifact_store(spec.artifacts),
+        store=open_artifact_store(spec.artifacts_location),
         capture=spec.capture,
         leasers=leasers,
         compile_slots=spec.execution.compile_slots or default_compile_slots(),

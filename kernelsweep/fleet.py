@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
+from kernelsweep.locations import Location
 from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.results import reader
 from kernelsweep.spec import Point
@@ -61,7 +62,7 @@ class ShardData:
     objects: list[str] = field(default_factory=list)
 
 
-def shard_data(results_uri: str, flow_run_ids: Iterable[str], since: date) -> dict[str, ShardData]:
+def shard_data(results_uri: Location | str, flow_run_ids: Iterable[str], since: date) -> dict[str, ShardData]:
     """Per flow run id, from the objects under `results_uri` dated `since` or later (shards run after
     their fleet run started, so older partitions are never listed)."""
     ids = set(flow_run_ids)

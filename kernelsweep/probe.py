@@ -21,18 +21,18 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from kernelsweep import s3
 from kernelsweep.errors import UsageError
+from kernelsweep.locations import Location, parse_location
 
 MARKER_PREFIX = "_kernelsweep-probe"  # leading "_": dataset readers never list it
 
 
-def probe_location(location: str, what: str, flag: str) -> None:
+def probe_location(location: Location | str, what: str, flag: str) -> None:
     """`what` names the location for the user ("results", "artifact store"), `flag` the option to change it."""
-    if s3.is_s3_uri(location):
-        _probe_s3(location, what, flag)
-    elif "://" in location:
-        raise UsageError(f"{what} location {location!r}: use a folder path or s3://bucket/prefix ({flag})")
+    where = parse_location(location, f"{what} location", flag)
+    if isinstance(where, s3.S3Location):
+        _probe_s3(where, what, flag)
     else:
-        _probe_folder(Path(location), what, flag)
+        _probe_folder(where.path, what, flag)
 
 
 def _marker_name() -> str:
@@ -67,8 +67,8 @@ def _probe_folder(root: Path, what: str, flag: str) -> None:
                 pass
 
 
-def _probe_s3(uri: str, what: str, flag: str) -> None:
-    where = s3.parse_s3_uri(uri)
+def _probe_s3(where: s3.S3Location, what: str, flag: str) -> None:
+    uri = str(where)
     if boto3.session.Session().get_credentials() is None:
         raise UsageError(
             f"{what} {uri}: no AWS credentials found; configure the default chain (instance profile, "

@@ -54,6 +54,12 @@ class S3Location:
     def uri(self, key: str) -> str:
         return f"{SCHEME}{self.bucket}/{key}"
 
+    def __str__(self) -> str:
+        return self.uri(self.prefix)
+
+    def child(self, relative: str) -> S3Location:
+        return S3Location(self.bucket, self.key(relative))
+
 
 def is_s3_uri(location: str) -> bool:
     return location.startswith(SCHEME)

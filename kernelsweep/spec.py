@@ -34,6 +34,7 @@ from kernelsweep import names
 from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import BUILTIN
+from kernelsweep.locations import Location, parse_location
 from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
 
 ToolchainKind = Literal["auto", "neuron", "sim"]
@@ -187,6 +188,14 @@ class SweepSpec(_Strict):
     artifacts: str = Field("artifacts", description="Artifact store: a folder or s3://bucket/prefix.")
     seed: int = Field(0, ge=0, description="Seed for generated inputs.")
 
+    @property
+    def results_location(self) -> Location:
+        return parse_location(self.results, "results location")
+
+    @property
+    def artifacts_location(self) -> Location:
+        return parse_location(self.artifacts, "artifact store location")
+
     @model_validator(mode="wrap")
     @classmethod
     def _one_line(cls, data: object, handler: ModelWrapValidatorHandler[SweepSpec]) -> SweepSpec:
@@ -291,6 +300,12 @@ def _value_problem(spec: SweepSpec) -> str | None:
     for key in ("results", "artifacts"):
         if not _LOCATION_CHARS.match(getattr(spec, key)):
             return f"{key} must be a folder path or s3:// URI of 1 to 1024 printable characters"
+    try:
+        parse_location(spec.results, "results location")
+        parse_location(spec.artifacts, "artifact store location")
+    except UsageError as exc:
+        return exc.message
+
     return None
 
 

@@ -1,4 +1,5 @@
-"""One Prefect task per stage. Thin: names, retries, run ids; the work lives in kernelsweep.stages."""
+"""One Prefect task per stage, installed as `kernelsweep.tasks`. Thin: names, retries, run ids; the work lives in
+kernelsweep.stages."""
 
 from kernelsweep.tasks.capture import capture_task
 from kernelsweep.tasks.compile import compile_task

@@ -98,7 +98,7 @@ def run(
 
     spec, points = load(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
     notice = _preflight(spec)
-    plan = plan_resume(spec.results, run_key(spec), points, find=True, remeasure=remeasure)
+    plan = plan_resume(spec.results_location, run_key(spec), points, find=True, remeasure=remeasure)
     if plan.resumed is not None:
         _announce_resume(plan.resumed, len(plan.reused), len(points), remeasure)
     for key, value in QUIET_PREFECT.items():
@@ -132,8 +132,8 @@ def _preflight(spec: SweepSpec) -> str | None:
 
     locations = locations_from_env()
     _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
-    probe_location(spec.results, "results", "--results")
-    probe_location(spec.artifacts, "artifact store", "--artifacts")
+    probe_location(spec.results_location, "results", "--results")
+    probe_location(spec.artifacts_location, "artifact store", "--artifacts")
     return notice
 
 

@@ -7,32 +7,26 @@ ever lists a report file. Each report goes to its own folder (`reports/<id>/`), 
 from __future__ import annotations
 
 import mimetypes
-from pathlib import Path
 from urllib.parse import quote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kernelsweep import s3
-from kernelsweep.errors import UsageError
+from kernelsweep.locations import Location, parse_location
 from kernelsweep.report.html import INDEX
 
 REPORTS_FOLDER = "reports"
 
 
-def report_location(results_uri: str, report_id: str) -> str:
-    """Where a report made from `results_uri` is stored: `<results>/reports/<report_id>`."""
-    if s3.is_s3_uri(results_uri):
-        where = s3.parse_s3_uri(results_uri)
-        return where.uri(where.key(f"{REPORTS_FOLDER}/{report_id}"))
-    if "://" in results_uri:
-        raise UsageError(f"results location {results_uri!r}: use a folder path or s3://bucket/prefix")
-    return str(Path(results_uri) / REPORTS_FOLDER / report_id)
+def report_location(results: Location | str, report_id: str) -> Location:
+    """Where a report made from `results` is stored: `<results>/reports/<report_id>`."""
+    return parse_location(results, "results location").child(f"{REPORTS_FOLDER}/{report_id}")
 
 
-def write_bundle(files: dict[str, bytes], destination: str, client: s3.S3Client | None = None) -> str:
+def write_bundle(files: dict[str, bytes], destination: Location | str, client: s3.S3Client | None = None) -> str:
     """Every file under `destination` (a folder or s3:// prefix); returns the location of index.html."""
-    if s3.is_s3_uri(destination):
-        where = s3.parse_s3_uri(destination)
+    where = parse_location(destination, "report location")
+    if isinstance(where, s3.S3Location):
         client = client or s3.make_client()
         for name, data in sorted(files.items()):
             key = where.key(name)
@@ -42,7 +36,7 @@ def write_bundle(files: dict[str, bytes], destination: str, client: s3.S3Client 
             except (ClientError, BotoCoreError) as exc:
                 raise s3.translate(exc, f"writing {where.uri(key)}") from exc
         return where.uri(where.key(INDEX))
-    folder = Path(destination)
+    folder = where.path
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         partial = folder / f".{name}.partial"  # a crash never leaves a half-written page under its name
@@ -51,12 +45,12 @@ def write_bundle(files: dict[str, bytes], destination: str, client: s3.S3Client 
     return str(folder / INDEX)
 
 
-def browser_link(location: str) -> str:
+def browser_link(location: Location | str) -> str:
     """A link a person can open: file:// for a folder; for S3, the object on the configured endpoint
     (a test or private S3 server), else in the AWS console (which asks for the reader's own login)."""
-    if not s3.is_s3_uri(location):
-        return Path(location).resolve().as_uri()
-    where = s3.parse_s3_uri(location)
+    where = parse_location(location, "report location")
+    if not isinstance(where, s3.S3Location):
+        return where.path.resolve().as_uri()
     endpoint = s3.configured_endpoint()
     if endpoint:
         return f"{endpoint.rstrip('/')}/{where.bucket}/{quote(where.prefix)}"

@@ -27,6 +27,7 @@ from datetime import date, datetime
 from typing import Any
 
 from kernelsweep.errors import UsageError
+from kernelsweep.locations import Location
 from kernelsweep.names import slug
 from kernelsweep.results.journal_files import JournalFiles, open_files
 from kernelsweep.results.rows import Row
@@ -179,7 +180,7 @@ class ResumePlan:
 
 
 def plan_resume(
-    results_uri: str,
+    results: Location | str,
     key: str,
     points: Iterable[Point],
     *,
@@ -192,17 +193,19 @@ def plan_resume(
     unless `remeasure`. Neither given: a fresh start."""
     header = None
     if run_id is not None:
-        header = _open_header(open_files(results_uri), key, run_id)
+        header = _open_header(open_files(results), key, run_id)
     elif find:
-        header = find_unfinished(results_uri, key)
+        header = find_unfinished(results, key)
     if header is None or remeasure:
         return ResumePlan(key, header, {})
-    return ResumePlan(key, header, Journal(open_files(results_uri), header).completed(points))
+    return ResumePlan(key, header, Journal(open_files(results), header).completed(points))
 
 
-def begin(results_uri: str, plan: ResumePlan, run_id: str, run_date: date, sweep: str, started_at: datetime) -> Journal:
+def begin(
+    results: Location | str, plan: ResumePlan, run_id: str, run_date: date, sweep: str, started_at: datetime
+) -> Journal:
     """The journal the run writes to: the resumed run's own, or a new one under `run_id` and `run_date`."""
-    files = open_files(results_uri)
+    files = open_files(results)
     if plan.resumed is not None:
         return Journal(files, plan.resumed)
     header = RunHeader(
@@ -212,9 +215,9 @@ def begin(results_uri: str, plan: ResumePlan, run_id: str, run_date: date, sweep
     return Journal(files, header)
 
 
-def open_run(results_uri: str, key: str, run_id: str) -> Journal:
+def open_run(results: Location | str, key: str, run_id: str) -> Journal:
     """The journal of an interrupted run; UsageError when there is none (finished, or another spec's)."""
-    files = open_files(results_uri)
+    files = open_files(results)
     return Journal(files, _open_header(files, key, run_id))
 
 
@@ -228,9 +231,9 @@ def _open_header(files: JournalFiles, key: str, run_id: str) -> RunHeader:
     return RunHeader.from_json(data)
 
 
-def find_unfinished(results_uri: str, key: str) -> RunHeader | None:
+def find_unfinished(results: Location | str, key: str) -> RunHeader | None:
     """The newest run of this spec that started but never wrote its objects, if any."""
-    files = open_files(results_uri)
+    files = open_files(results)
     headers = []
     for name in files.list(f"{key}/"):
         if name.endswith(f"/{HEADER}") and name.count("/") == 2:

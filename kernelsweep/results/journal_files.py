@@ -16,7 +16,8 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kernelsweep import s3
-from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.errors import StoreError
+from kernelsweep.locations import Location, parse_location
 
 JOURNAL_FOLDER = "_journal"
 
@@ -141,11 +142,9 @@ class _S3Files:
             self._call("deleting", "", "delete_objects", Delete={"Objects": keys[start : start + 1000]})
 
 
-def open_files(results_uri: str, client: s3.S3Client | None = None) -> JournalFiles:
+def open_files(results: Location | str, client: s3.S3Client | None = None) -> JournalFiles:
     """`<results>/_journal`, in a folder or under the results' S3 prefix."""
-    if s3.is_s3_uri(results_uri):
-        where = s3.parse_s3_uri(results_uri)
-        return _S3Files(s3.S3Location(where.bucket, where.key(JOURNAL_FOLDER)), client or s3.make_client())
-    if "://" in results_uri:
-        raise UsageError(f"results location {results_uri!r}: use a folder path or s3://bucket/prefix")
-    return _LocalFiles(Path(results_uri) / JOURNAL_FOLDER)
+    where = parse_location(results, "results location").child(JOURNAL_FOLDER)
+    if isinstance(where, s3.S3Location):
+        return _S3Files(where, client or s3.make_client())
+    return _LocalFiles(where.path)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TypeAlias
 
 import pyarrow as pa
@@ -21,6 +20,7 @@ from pyarrow import fs
 
 from kernelsweep import s3
 from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.locations import Location, parse_location
 from kernelsweep.results.schema import BASE_SCHEMA, PARAM_PREFIX
 from kernelsweep.results.writer import LAYOUT_VERSION
 
@@ -31,7 +31,7 @@ _ATTEMPT = re.compile(r"\.attempt-(\d+)\.parquet$")
 Filters: TypeAlias = ds.Expression | list | None
 
 
-def dataset(uri: str, *, filters: Filters = None) -> ds.Dataset:
+def dataset(uri: Location | str, *, filters: Filters = None) -> ds.Dataset:
     """The files under `uri` (pruned by any partition terms in `filters`) as one dataset.
 
     Hand it to DuckDB (`duckdb.sql("select ... from d")`) or scan it yourself; `read` is the
@@ -56,7 +56,7 @@ def dataset(uri: str, *, filters: Filters = None) -> ds.Dataset:
     return ds.FileSystemDataset(fragments, _with_partitions(unified), ds.ParquetFileFormat(), filesystem)
 
 
-def read(uri: str, *, filters: Filters = None, columns: list[str] | None = None) -> pa.Table:
+def read(uri: Location | str, *, filters: Filters = None, columns: list[str] | None = None) -> pa.Table:
     """Rows under `uri` as one table; `filters` is a pyarrow expression or pyarrow's DNF tuples,
     e.g. `[("platform", "=", "trn2"), ("run_date", ">=", date(2026, 1, 1))]`."""
     data = dataset(uri, filters=filters)
@@ -66,7 +66,7 @@ def read(uri: str, *, filters: Filters = None, columns: list[str] | None = None)
         raise StoreError(f"reading results at {uri}: {exc}", retryable=True) from exc
 
 
-def find_row(uri: str, row_id: str, *, filters: Filters = None) -> dict | None:
+def find_row(uri: Location | str, row_id: str, *, filters: Filters = None) -> dict | None:
     """One row by id (narrow the scan with partition `filters` when known).
 
     A run re-executed with different results keeps each attempt's object under the same row ids;
@@ -117,17 +117,14 @@ def _expression(filters: Filters) -> ds.Expression | None:
         raise UsageError(f"filters {filters!r}: use a pyarrow expression or [(column, op, value), ...]") from exc
 
 
-def _filesystem(uri: str) -> tuple[fs.FileSystem, str]:
-    if s3.is_s3_uri(uri):
-        location = s3.parse_s3_uri(uri)
+def _filesystem(results: Location | str) -> tuple[fs.FileSystem, str]:
+    where = parse_location(results, "results location")
+    if isinstance(where, s3.S3Location):
         try:
-            filesystem = s3.pyarrow_filesystem(location)  # resolves the bucket's region: a network call
+            filesystem = s3.pyarrow_filesystem(where)  # resolves the bucket's region: a network call
         except OSError as exc:
-            raise StoreError(f"cannot reach results at {uri}: {' '.join(str(exc).split())}") from exc
-        return filesystem, f"{location.bucket}/{location.key(LAYOUT_VERSION)}"
-    if "://" in uri:
-        raise UsageError(f"results location {uri!r}: use a folder path or s3://bucket/prefix")
-    root = Path(uri)
-    if not root.is_dir():
-        raise UsageError(f"results folder {uri!r} does not exist; pass the folder the sweep wrote to")
-    return fs.LocalFileSystem(), str(root.resolve() / LAYOUT_VERSION)
+            raise StoreError(f"cannot reach results at {where}: {' '.join(str(exc).split())}") from exc
+        return filesystem, f"{where.bucket}/{where.key(LAYOUT_VERSION)}"
+    if not where.path.is_dir():
+        raise UsageError(f"results folder {str(where)!r} does not exist; pass the folder the sweep wrote to")
+    return fs.LocalFileSystem(), str(where.path.resolve() / LAYOUT_VERSION)

@@ -30,7 +30,8 @@ import pyarrow.parquet as pq
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kernelsweep import s3
-from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.errors import StoreError
+from kernelsweep.locations import Location, parse_location
 from kernelsweep.results.schema import SCHEMA_VERSION, schema_for
 
 if TYPE_CHECKING:  # rows build on the stages; reading results must not import them
@@ -189,28 +190,24 @@ def write_object(target: ResultTarget, platform: str, run_date: date, flow_run_i
     raise StoreError(f"flow run {flow_run_id} has {MAX_ATTEMPTS} different result objects for {platform}; giving up")
 
 
-def open_target(results_uri: str, client: s3.S3Client | None = None) -> ResultTarget:
-    """A folder path, or `s3://bucket/prefix` (with `client`, or a new client from the default chain)."""
-    if s3.is_s3_uri(results_uri):
-        return S3Target(s3.parse_s3_uri(results_uri), client or s3.make_client())
-    if "://" in results_uri:
-        raise UsageError(f"results location {results_uri!r}: use a folder path or s3://bucket/prefix")
-    return LocalTarget(Path(results_uri))
+def open_target(results: Location | str, client: s3.S3Client | None = None, *, connect: bool = True) -> ResultTarget:
+    """A folder, or an S3 bucket and prefix (with `client`, or a new client from the default chain;
+    none with `connect=False`, for a target that only names its objects)."""
+    where = parse_location(results, "results location")
+    if isinstance(where, s3.S3Location):
+        return S3Target(where, client or (s3.make_client() if connect else None))
+    return LocalTarget(where.path)
 
 
-def planned_uris(results_uri: str, platforms: Iterable[str], run_date: date, flow_run_id: str) -> list[str]:
+def planned_uris(results: Location | str, platforms: Iterable[str], run_date: date, flow_run_id: str) -> list[str]:
     """Where a run's first-attempt objects go, known before the write (for asset declarations)."""
-    target: ResultTarget
-    if s3.is_s3_uri(results_uri):
-        target = S3Target(s3.parse_s3_uri(results_uri), client=None)  # naming needs no connection
-    else:
-        target = open_target(results_uri)
+    target = open_target(results, connect=False)  # naming needs no connection
     return [target.uri(object_key(p, run_date, flow_run_id)) for p in sorted(set(platforms))]
 
 
 def write_results(
     rows: Iterable[Row],
-    results_uri: str,
+    results_uri: Location | str,
     *,
     flow_run_id: str,
     run_date: date,

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from kernelsweep.errors import CompileError
+
 HEADER_SIZE = 1024
 PACKAGING_TGZ_SHA256 = 1
 _U64 = struct.Struct("<Q")
@@ -31,8 +33,8 @@ OFF_REQUESTED_TPB, OFF_TPB_PER_NODE = 524, 528
 HASH_BYTES, UUID_BYTES, NAME_BYTES, BUILD_BYTES = 64, 32, 256, 128
 
 
-class NeffFormatError(ValueError):
-    pass
+class NeffFormatError(CompileError, ValueError):
+    """A file that is not a NEFF the compiler could have written: the compile's product is unusable."""
 
 
 @dataclass(frozen=True)

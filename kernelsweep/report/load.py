@@ -185,14 +185,6 @@ def latest(results: list[ReportRow]) -> list[ReportRow]:
     return [newest[key] for key in sorted(newest)]
 
 
-def by_series(results: list[ReportRow]) -> dict[SeriesKey, list[ReportRow]]:
-    """Each series' rows, oldest first."""
-    grouped: dict[SeriesKey, list[ReportRow]] = {}
-    for result in sorted(results, key=lambda r: r.order):
-        grouped.setdefault(result.series, []).append(result)
-    return grouped
-
-
 def _typed(record: dict[str, Any]) -> dict[str, Any]:
     record["is_simulation"] = bool(record["is_simulation"])
     return record

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 
-from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey, by_series
+from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey
 from kernelsweep.report.stats import DEFAULT_ALPHA, Shift, Verdict, pool, shift, verdicts
 
 WINDOW_RUNS = 7  # runs on each side of a candidate step: a week of nightly sweeps
@@ -105,3 +105,11 @@ def _steps(rows: list[ReportRow], flagged: list[tuple[_Candidate, Verdict, str]]
         before, after = rows[candidate.index - 1], rows[candidate.index]
         steps.append(Step(after.series, before, after, direction, candidate.shift, why, lineage_changes(before, after)))
     return steps
+
+
+def by_series(results: list[ReportRow]) -> dict[SeriesKey, list[ReportRow]]:
+    """Each series' rows, oldest first."""
+    grouped: dict[SeriesKey, list[ReportRow]] = {}
+    for result in sorted(results, key=lambda r: r.order):
+        grouped.setdefault(result.series, []).append(result)
+    return grouped

@@ -15,7 +15,7 @@ import pytest
 
 from kernelsweep.doctor import host_checks as doctor
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.toolchain import versions
+from kernelsweep.toolchain import packages, versions
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.tracing.tracers import TRACERS
 
@@ -145,9 +145,9 @@ def test_version_strings_parse_from_their_documented_shapes():
 
 def test_the_nki_version_falls_back_to_the_nki_inside_neuronx_cc(python_packages):
     python_packages("legacy")
-    assert versions.nki_version() == "neuronxcc.nki 2.14.227.0+2d4f85be"
+    assert packages.nki_version() == "neuronxcc.nki 2.14.227.0+2d4f85be"
     python_packages("driver_0606")
-    assert versions.nki_version() == "0.6.0+standin"
+    assert packages.nki_version() == "0.6.0+standin"
 
 
 def test_instance_type_comes_from_dmi_and_only_looks_like_one(tmp_path):
@@ -175,7 +175,7 @@ def test_collect_on_the_stand_in_host(neuron_host):
 def test_collect_on_the_simulator_says_simulated(tmp_path):
     found = versions.collect(sim_toolchain(tmp_path))
     assert found.compiler.endswith("+kernelsweep.sim") and found.profiler.endswith("+kernelsweep.sim")
-    assert found.runtime.endswith("+kernelsweep.sim") and found.nki == "0.6.0+kernelsweep.sim"
+    assert found.runtime.endswith("+kernelsweep.sim") and found.nki == "0.7.0+kernelsweep.sim"
     assert (found.tracer, found.profiler_tool, found.instance_type) == (
         "sim-nki-frontend",
         "neuron-explorer",
@@ -305,6 +305,6 @@ def test_the_neuron_extra_cannot_install_a_pypi_placeholder():
         "optional-dependencies"
     ]
     wanted = {Requirement(r).name: Requirement(r).specifier for r in extra["neuron"]}
-    assert set(wanted) == set(versions.SDK_PACKAGES)  # nki is a wheel of its own, not part of neuronx-cc
-    for name, placeholders in versions.PLACEHOLDER_VERSIONS.items():
+    assert set(wanted) == set(packages.SDK_PACKAGES)  # nki is a wheel of its own, not part of neuronx-cc
+    for name, placeholders in packages.PLACEHOLDER_VERSIONS.items():
         assert not any(wanted[name].contains(v) for v in placeholders), (name, wanted[name])

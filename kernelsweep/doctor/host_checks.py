@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.host import family_of
-from kernelsweep.toolchain import tracing, versions
+from kernelsweep.toolchain import packages, tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import DeviceInventory, list_devices
 from kernelsweep.toolchain.profiler import profiler_version
@@ -182,7 +182,7 @@ def _short(reason: str, limit: int = 70) -> str:
 
 
 def _sdk_packages() -> Check:
-    found = [versions.package_version(name) for name in versions.SDK_PACKAGES]
+    found = [packages.package_version(name) for name in packages.SDK_PACKAGES]
     text = ", ".join(p.describe() for p in found)
     if any(p.placeholder for p in found):
         placeholders = " ".join(p.name for p in found if p.placeholder)

@@ -2,52 +2,29 @@
 
 Profiles and compile results change between SDK releases (a 3x slowdown went unnoticed until a
 user reported it; profiler/runtime skew breaks profiles), so every row records these versions.
-PyPI's `neuronx-cc` 1.0.post1 and `nki` 0.0.1 are empty placeholder wheels whose import raises
-"WRONG PACKAGE": they are reported as placeholders, never as an installed SDK.
+The SDK's own packages are read from their metadata (kernelsweep.toolchain.packages), in whichever
+interpreter has them: the trace worker reports what it traced with.
 """
 
 from __future__ import annotations
 
-import email.message
 import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from importlib import metadata
 from pathlib import Path
-from typing import cast
 
 from kernelsweep.toolchain import tracing
 from kernelsweep.toolchain.compiler import compiler_version
+from kernelsweep.toolchain.packages import nki_version
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.profiler import profiler_version
 from kernelsweep.toolchain.resolve import Toolchain
 
-PLACEHOLDER_MARKER = "WRONG PACKAGE"  # the description and the ImportError text of PyPI's placeholders
-PLACEHOLDER_VERSIONS = {"neuronx-cc": frozenset({"1.0.post1"}), "nki": frozenset({"0.0.1"})}
-SDK_PACKAGES = ("neuronx-cc", "nki")
 RUNTIME_PACKAGE = "aws-neuronx-runtime-lib"
 DMI_PRODUCT_NAME = Path("/sys/devices/virtual/dmi/id/product_name")  # the instance type on EC2 Nitro
 _INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
 _RUNTIME_VERSION = re.compile(r"(?:Neuron Runtime|NRT version:|aws-neuronx-runtime-lib)\s+v?(\d+(?:\.\d+){2,})")
-
-
-@dataclass(frozen=True)
-class PackageVersion:
-    name: str
-    version: str | None  # None: not installed
-    placeholder: bool = False
-
-    @property
-    def usable(self) -> bool:
-        return self.version is not None and not self.placeholder
-
-    def describe(self) -> str:
-        if self.version is None:
-            return f"{self.name} not installed"
-        if self.placeholder:
-            return f"{self.name} {self.version} (PyPI placeholder, not the Neuron SDK)"
-        return f"{self.name} {self.version}"
 
 
 @dataclass(frozen=True)
@@ -80,28 +57,6 @@ class ToolVersions:
 
     def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
-
-
-def package_version(name: str) -> PackageVersion:
-    """A distribution's version from its metadata (never imports it: placeholders raise on import)."""
-    try:
-        dist = metadata.distribution(name)
-    except metadata.PackageNotFoundError:
-        return PackageVersion(name, None)
-    version = dist.version
-    meta = cast(email.message.Message, dist.metadata)  # PackageMetadata is an email Message at run time
-    description = str(meta.get("Description") or meta.get_payload() or "")  # where the marker lives
-    placeholder = version in PLACEHOLDER_VERSIONS.get(name, ()) or PLACEHOLDER_MARKER in description
-    return PackageVersion(name, version, placeholder)
-
-
-def nki_version() -> str | None:
-    """The `nki` package (SDK 2.27+), else the NKI bundled in neuronx-cc (`neuronxcc.nki`, <= 2.26)."""
-    nki = package_version("nki")
-    if nki.usable:
-        return nki.version
-    compiler = package_version("neuronx-cc")
-    return f"neuronxcc.nki {compiler.version}" if compiler.usable else None
 
 
 def parse_runtime_version(text: str) -> str | None:

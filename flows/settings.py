@@ -1,4 +1,5 @@
-"""The flow layer's one reading of the environment: host-local folders, tool locations, lease timeout.
+"""The flow layer's one reading of the environment: host-local folders, tool locations, lease timeout,
+the Neuron SDK's interpreter (KERNELSWEEP_NEURON_PYTHON).
 
 Host state (NeuronCore lease files, the simulator's device state) lives in a folder private to the
 user: `KERNELSWEEP_STATE_DIR`, else `<tmp>/kernelsweep-<uid>`, created with mode 0700 and refused
@@ -19,6 +20,7 @@ from kernelsweep.context import DEFAULT_LEASE_TIMEOUT_SECONDS, Locations
 from kernelsweep.errors import UsageError
 from kernelsweep.locks import private_folder
 from kernelsweep.sim.config import SimConfig
+from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 
 STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
 LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
@@ -64,4 +66,5 @@ def locations_from_env() -> Locations:
         lock_dir=lock_dir,
         tool_paths=tool_paths_from_env(),
         lease_timeout_seconds=lease_timeout_from_env(),
+        neuron_python=os.environ.get(NEURON_PYTHON_ENV) or None,
     )

@@ -37,7 +37,7 @@ from kernelsweep.kernels import BUILTIN
 from kernelsweep.locations import Location, parse_location
 from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
 
-ToolchainKind = Literal["auto", "neuron", "sim"]
+ToolchainKind = Literal["auto", "neuron", "cpu", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ONE_LINE_ERROR = "invalid_spec"  # pydantic error type carrying the finished one-line message
 
@@ -183,7 +183,16 @@ class SweepSpec(_Strict):
     execution: ExecutionSettings = Field(
         default_factory=ExecutionSettings, description="How the sweep is spread over flow runs and hosts."
     )
-    toolchain: ToolchainKind = Field("auto", description="auto: real Neuron tools when present, else the simulator.")
+    toolchain: ToolchainKind = Field(
+        "auto",
+        description="auto: real Neuron tools when present, else the simulator; cpu: the real SDK traces and "
+        "compiles, the simulator captures (no device needed; rows are marked simulated).",
+    )
+    neuron_python: str = Field(
+        "",
+        description="The Python of the Neuron SDK's environment (e.g. /opt/aws_neuronx_venv_pytorch_2_9/bin/python) "
+        "that traces and compiles; empty: KERNELSWEEP_NEURON_PYTHON, else found.",
+    )
     results: str = Field("results", description="Results location: a folder or s3://bucket/prefix.")
     artifacts: str = Field("artifacts", description="Artifact store: a folder or s3://bucket/prefix.")
     seed: int = Field(0, ge=0, description="Seed for generated inputs.")

@@ -72,7 +72,8 @@ def test_an_adapter_that_does_not_fit_falls_through_once_for_the_whole_run(host,
     )
     assert second.fallbacks == () and call_count(calls, "compile_to_bir") == 1  # never tried again
     assert choice.first == "nki.compiler.frontend" and choice.unusable == ["nki.compiler.driver"]
-    assert choice.label(first.tracer) == "nki.compiler.frontend (fallback: nki.compiler.driver unusable)"
+    label = tracing.tracer_label(first.tracer, choice.fell_through(first.tracer))
+    assert label == "nki.compiler.frontend (fallback: nki.compiler.driver unusable)"
     warned = [r.getMessage() for r in caplog.records if "unusable" in r.getMessage()]
     assert len(warned) == 1 and "nki.compiler.driver" in warned[0] and "nki.compiler.frontend" in warned[0]
     assert read_neff(second.neff_path).outputs == ["out"]

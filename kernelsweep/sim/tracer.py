@@ -151,6 +151,15 @@ SIM_PENGUIN = Tracer(PENGUIN_NAME, f"{__name__}:SIM_PENGUIN", lambda: _load(True
 SIM_TRACERS = (SIM_FRONTEND, SIM_PENGUIN)
 
 
+def model_neff(point: Point, definition: KernelDefinition, workdir: Path) -> Path:
+    """`--toolchain cpu`: the simulator's NEFF of the point, which its profiler times in place of the
+    real NEFF (a real NEFF holds no model to time). Traced at the current generation, in this process."""
+    request = TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
+    config = SimConfig.from_env()
+    ir = payload(request, get_generation(config.nki), FRONTEND_NAME)
+    return write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config)
+
+
 def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> Path:
     """One point's IR payload, traced in this process at the configured generation: what the
     calibration fits and its tests check, the same payload a sweep's simulated profiler models."""

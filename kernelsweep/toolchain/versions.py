@@ -38,6 +38,7 @@ class ToolVersions:
     profiler_tool: str | None
     instance_type: str | None = None
     tracer: str | None = None  # the tracer id the worker probe chose (kernelsweep.toolchain.tracing)
+    nki_compiler_frontend: str | None = None  # NKI_COMPILER_FRONTEND as the trace worker sees it (NKI 0.7)
 
     def updated_from(self, profile_info: Mapping[str, object]) -> ToolVersions:
         """What the profile says ran wins over what the host reported before the run: the runtime
@@ -91,6 +92,14 @@ def instance_type(dmi_product_name: Path = DMI_PRODUCT_NAME) -> str | None:
     return text if _INSTANCE_TYPE.fullmatch(text) else None
 
 
+def _compiler(toolchain: Toolchain, probed: tracing.TracerProbe | None, timeout_seconds: float) -> str | None:
+    """`neuronx-cc --version`; without the command (an SDK venv whose bin is not searched), the
+    neuronx-cc package the trace worker's interpreter has: it is what compiles there."""
+    if "neuronx-cc" in toolchain.commands:
+        return compiler_version(toolchain, timeout_seconds)
+    return probed.packages.get("neuronx-cc") if probed else None
+
+
 def collect(
     toolchain: Toolchain,
     *,
@@ -103,16 +112,18 @@ def collect(
     trace worker, the same process kind that will trace."""
     fixed = toolchain.fixed_versions
     runtime = fixed["runtime"] if "runtime" in fixed else runtime_version(search_path, timeout_seconds)
-    chosen = tracing.probe(toolchain).selected if toolchain.tracers else None
+    probed = tracing.probe(toolchain) if toolchain.tracers else None
+    chosen = probed.selected if probed else None
     nki = fixed["nki"] if "nki" in fixed else (chosen.nki_version if chosen else nki_version())
     instance = fixed["instance_type"] if "instance_type" in fixed else instance_type(dmi_product_name)
     has_profiler = toolchain.profiler in toolchain.commands
     return ToolVersions(
-        compiler=compiler_version(toolchain, timeout_seconds) if "neuronx-cc" in toolchain.commands else None,
+        compiler=_compiler(toolchain, probed, timeout_seconds),
         profiler=profiler_version(toolchain, timeout_seconds) if has_profiler else None,
         runtime=runtime,
         nki=nki,
         profiler_tool=toolchain.profiler if has_profiler else None,
         instance_type=instance,
         tracer=chosen.tracer_id if chosen else None,
+        nki_compiler_frontend=probed.nki_compiler_frontend if probed else None,
     )

@@ -13,6 +13,7 @@ from kernelsweep.toolchain.tracing.job import (
     TracerChoice,
     probe,
     trace,
+    tracer_label,
     unpack,
 )
 from kernelsweep.toolchain.tracing.request import (
@@ -42,5 +43,6 @@ __all__ = [
     "pack",
     "probe",
     "trace",
+    "tracer_label",
     "unpack",
 ]

@@ -50,7 +50,8 @@ FOREIGN_UNSET = ("PYTHONPATH", "PYTHONHOME")
 
 class TracerChoice:
     """Which tracer a run's points start with, and which proved unusable on this host: one per run,
-    shared by its points' threads. A fallback is learnt (and logged) once; every row it traced says so."""
+    shared by its points' threads. A fallback is learnt (and logged) once; every row it traced says so
+    (`tracer_label`)."""
 
     def __init__(self, first: str | None) -> None:
         self._lock = threading.Lock()
@@ -79,11 +80,15 @@ class TracerChoice:
             if used is not None and fallbacks:
                 self._first = used
 
-    def label(self, used: str) -> str:
-        """The row's tracer column: the tracer, and the ones that fell through before it."""
+    def fell_through(self, used: str) -> tuple[str, ...]:
+        """The tracers found unusable this run, which `used` stands in for."""
         with self._lock:
-            failed = [name for name in self._unusable if name != used]
-        return f"{used} (fallback: {', '.join(failed)} unusable)" if failed else used
+            return tuple(name for name in self._unusable if name != used)
+
+
+def tracer_label(used: str, fell_through: tuple[str, ...]) -> str:
+    """The row's tracer column: the tracer, and the ones that fell through before it this run."""
+    return f"{used} (fallback: {', '.join(fell_through)} unusable)" if fell_through else used
 
 
 def probe(
@@ -102,7 +107,13 @@ def probe(
         argv, result = _run_worker(toolchain, Path(tmp), job, timeout_seconds, "probing tracers")
     _raise_error(result, argv)
     statuses = tuple(TracerStatus(**s) for s in result["statuses"])
-    return TracerProbe(statuses, result.get("holds_device"), result.get("nki_compiler_frontend"))
+    return TracerProbe(
+        statuses,
+        result.get("holds_device"),
+        result.get("nki_compiler_frontend"),
+        result.get("packages", {}),
+        result.get("python", ""),
+    )
 
 
 def trace(

@@ -129,6 +129,8 @@ class TracerProbe:
     # (None: not asked). nki-autotune keeps the visible cores from its compile workers, as if it could.
     holds_device: bool | None = None
     nki_compiler_frontend: str | None = None  # NKI_COMPILER_FRONTEND as the worker saw it (None: unset)
+    packages: Mapping[str, str] = field(default_factory=dict)  # the SDK's packages in the worker's interpreter
+    python: str = ""  # the worker's interpreter and its version
 
     @property
     def selected(self) -> TracerStatus | None:

@@ -61,9 +61,14 @@ def status(tracer: Tracer) -> tuple[TracerStatus, Any]:
 
 
 def _probe(tracers: list[Tracer], neuron_ls: list[str] | None, env: dict[str, str]) -> dict[str, Any]:
+    from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
+
+    found = {name: package_version(name) for name in SDK_PACKAGES}
     result: dict[str, Any] = {
         "statuses": [status(t)[0].__dict__ for t in tracers],
         "nki_compiler_frontend": os.environ.get(FRONTEND_ENV) or None,
+        "packages": {name: version.version for name, version in found.items() if version.usable},
+        "python": f"{sys.executable} (Python {sys.version.split()[0]})",
     }
     if neuron_ls:  # the APIs are imported now: does this process hold a NeuronCore?
         from kernelsweep.toolchain.process import run_tool

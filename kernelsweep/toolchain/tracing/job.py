@@ -223,5 +223,5 @@ def unpack(archive: Path, folder: Path) -> Path:
     """The IR folder back from its tar (the compile stage's input)."""
     folder.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(folder, filter="data")  # novermin: parent side; 3.10.12+ too
+        tar.extractall(folder, filter="data")
     return folder

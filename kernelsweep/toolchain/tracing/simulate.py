@@ -29,8 +29,8 @@ def simulate_outputs(request: Any, workdir: Path) -> tuple[dict[str, str], str |
     from kernelsweep.toolchain.tracing.calls import kernel_and_inputs, nki_at_least
 
     kernel, inputs = kernel_and_inputs(request)
-    launch = kernel[request.lnc] if request.lnc > 1 and not nki_at_least(0, 7) else kernel
     try:
+        launch = kernel[request.lnc] if request.lnc > 1 and not nki_at_least(0, 7) else kernel
         returned = simulate(launch)(*inputs.values())
     except Exception as exc:  # the kernel's own failure under the simulator: the row says so
         return {}, f"nki.simulate raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -79,6 +79,14 @@ class ExecutionSettings(_Strict):
     max_points_per_flow_run: int = Field(
         200, ge=1, le=5000, description="Larger sweeps are split into several flow runs of at most this many points."
     )
+    max_unrolled_instructions: int = Field(
+        100_000,
+        ge=1,
+        le=10**9,
+        description="Refuse points whose built-in kernel unrolls to more instructions than this (NKI unrolls "
+        "every loop; such a trace or compile is likely to run into its timeout); measured on no host: raise it "
+        "once your host's compile times say so.",
+    )
     worker_wait_seconds: float = Field(
         900.0,
         gt=0,

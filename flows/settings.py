@@ -31,6 +31,11 @@ def tool_paths_from_env() -> tuple[Path, ...]:
     return tuple(Path(p) for p in os.environ.get("KERNELSWEEP_TOOL_PATHS", "").split(os.pathsep) if p)
 
 
+def neuron_python_from_env() -> str | None:
+    """KERNELSWEEP_NEURON_PYTHON: the Python of this host's Neuron SDK environment."""
+    return os.environ.get(NEURON_PYTHON_ENV) or None
+
+
 def state_folder() -> Path:
     return Path(os.environ.get(STATE_DIR_ENV) or Path(tempfile.gettempdir()) / f"kernelsweep-{os.geteuid()}")
 
@@ -66,5 +71,5 @@ def locations_from_env() -> Locations:
         lock_dir=lock_dir,
         tool_paths=tool_paths_from_env(),
         lease_timeout_seconds=lease_timeout_from_env(),
-        neuron_python=os.environ.get(NEURON_PYTHON_ENV) or None,
+        neuron_python=neuron_python_from_env(),
     )

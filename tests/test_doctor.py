@@ -65,7 +65,8 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
     checks = by_name(doctor.diagnose(neuron_host))
     assert {name: c.status for name, c in checks.items()} == {
         "neuronx-cc": "ok", "profiler": "ok", "neuron-ls": "ok", "devices": "ok", "runtime": "ok",
-        "NKI tracer": "ok", "SDK packages": "ok", "kernelsweep deps": "ok", "instance type": "ok", "toolchain": "ok",
+        "Neuron Python": "ok", "NKI tracer": "ok", "SDK packages": "ok", "kernelsweep deps": "ok",
+        "instance type": "ok", "toolchain": "ok",
     }  # fmt: skip
     assert checks["neuronx-cc"].found.endswith("neuronx-cc (NeuronX Compiler version 2.27.5334.0+f702b353)")
     assert checks["profiler"].found.startswith("neuron-explorer 2.29.18.0 at ")
@@ -124,6 +125,25 @@ def test_pypi_placeholders_get_the_uninstall_fix(bare_host, python_packages):
         "neuronx-cc 1.0.post1 (PyPI placeholder, not the Neuron SDK), nki 0.0.1 (PyPI placeholder, not the Neuron SDK)"
     )
     assert check.fix.startswith("python -m pip uninstall -y neuronx-cc nki; then ")
+
+
+def test_the_sdks_own_python_is_shown_and_a_device_less_host_is_told_what_cpu_runs_for_real(bare_host, tmp_path):
+    """KERNELSWEEP_NEURON_PYTHON names another interpreter (here a wrapper whose SDK, a stand-in, exists
+    only through it): doctor asks that interpreter, and with no device says which parts are real."""
+    sdk = tmp_path / "sdk-env" / "bin" / "python"
+    sdk.parent.mkdir(parents=True)
+    roots = ":".join(str(TOOLS / "python" / root) for root in ("kernels", "driver_0606"))
+    sdk.write_text(f'#!/bin/sh\nPYTHONPATH={roots} exec {sys.executable} "$@"\n')
+    sdk.chmod(0o755)
+    host = doctor.Host(path=bare_host.path, dev_dir=bare_host.dev_dir, neuron_python=str(sdk))
+    checks = by_name(doctor.diagnose(host))
+    assert checks["Neuron Python"].status == "ok"
+    assert checks["Neuron Python"].found.endswith(f"(Python {sys.version.split()[0]}), KERNELSWEEP_NEURON_PYTHON")
+    assert checks["NKI tracer"].found.startswith("nki.compiler.driver (nki 0.6.0+standin")
+    assert checks["SDK packages"].found == f"neuronx-cc 2.27.5334.0+f702b353, nki 0.6.0+standin (in {sdk})"
+    verdict = checks["toolchain"].found
+    assert verdict.startswith("cpu: the Neuron SDK traces and compiles here but there is no device")
+    assert "timing_source=simulator" in verdict
 
 
 def test_configured_paths_are_searched_first(bare_host):

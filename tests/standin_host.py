@@ -58,4 +58,5 @@ def run(
 ) -> tracing.TraceOutput:
     chosen = load_kernel(point.kernel_ref) if kernel is None else definition(kernel)
     request = tracing.TraceRequest.for_point(point, chosen, point.platform)
-    return tracing.trace(toolchain, request, workdir, timeout_seconds=options.pop("timeout", 120), **options)
+    tracer, timeout = options.pop("tracer", None), options.pop("timeout", 120)
+    return tracing.trace(toolchain, request, workdir, tracer=tracer, timeout_seconds=timeout, **options)

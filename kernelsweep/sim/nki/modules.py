@@ -46,19 +46,33 @@ from kernelsweep.sim.nki.tensor import HBM, DynSlice, NkiError, NkiTensor
 
 
 def bound(name: str, model: Callable[..., Any], signature: inspect.Signature | None) -> Callable[..., Any]:
-    """`model` behind the published signature: the call binds as the SDK's would, then the model gets
-    the arguments it uses (the others, such as dge_mode or name, change nothing it models)."""
+    """`model` behind the published signature: the call binds as the SDK's would (the TypeError a
+    Python function raises, in its words), then the model gets the arguments it uses (the others, such
+    as dge_mode or name, change nothing it models). Every stub parameter is positional-or-keyword, so
+    the binding is done by hand: inspect's is too slow for kernels that unroll to 10^5 instructions."""
     if signature is None:
         return model
+    names = tuple(signature.parameters)
+    allowed = frozenset(names)
+    required = frozenset(n for n, p in signature.parameters.items() if p.default is p.empty)
     params = inspect.signature(model).parameters
-    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    takes = names if any(p.kind is p.VAR_KEYWORD for p in params.values()) else tuple(n for n in names if n in params)
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            arguments = signature.bind(*args, **kwargs).arguments
-        except TypeError as exc:
-            raise TypeError(f"{name}() {exc}") from None
-        return model(**{k: v for k, v in arguments.items() if takes_all or k in params})
+        if args:
+            if len(args) > len(names):
+                raise TypeError(f"{name}() takes {len(names)} positional arguments but {len(args)} were given")
+            for key, value in zip(names, args, strict=False):  # longer args were refused above
+                if key in kwargs:
+                    raise TypeError(f"{name}() got multiple values for argument '{key}'")
+                kwargs[key] = value
+        if not allowed.issuperset(kwargs):
+            unknown = next(key for key in kwargs if key not in allowed)
+            raise TypeError(f"{name}() got an unexpected keyword argument '{unknown}'")
+        if not required.issubset(kwargs):
+            missing = next(n for n in names if n in required and n not in kwargs)
+            raise TypeError(f"{name}() missing required argument: '{missing}'")
+        return model(**{k: kwargs[k] for k in takes if k in kwargs})
 
     call.__name__ = name
     call.__signature__ = signature  # type: ignore[attr-defined]

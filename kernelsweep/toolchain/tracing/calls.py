@@ -30,7 +30,7 @@ CONTEXT_MODULES = ("nki._backends.context", "nki.compiler.driver")  # where nki_
 # Where CompileOptions and compile_bir_to_neff live: the driver module first (awslabs/nki-autotune,
 # 2026-04..06), then ncc_driver (the nki-library fork's harness).
 COMPILE_MODULES = ("nki.compiler.driver", "nki.compiler.ncc_driver")
-FRONTEND_ENV = "NKI_COMPILER_FRONTEND"
+FRONTEND_ENV = "NKI_COMPILER_FRONTEND"  # NKI 0.7: `custom` keeps the old specialization (addendum F2)
 
 
 class CompilerFailed(Exception):

@@ -29,12 +29,12 @@ from typing import Any
 
 from kernelsweep import names
 from kernelsweep.errors import KernelsweepError, TraceError
+from kernelsweep.toolchain.tracing.calls import FRONTEND_ENV
 from kernelsweep.toolchain.tracing.job import RESULT_FILE
 from kernelsweep.toolchain.tracing.request import Fallback, Tracer, TraceRequest, TracerStatus, pack
 
 IR_ARCHIVE = "ir.tar"
 STDERR_FILE = "tracer-stderr.log"
-FRONTEND_ENV = "NKI_COMPILER_FRONTEND"  # NKI 0.7: `custom` keeps the old specialization (addendum F2)
 STDERR_KEPT_BYTES = 64 * 1024
 
 

@@ -107,6 +107,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `atol` double,
   `rtol` double,
   `correct` boolean,
+  `correctness_source` string,
+  `timing_source` string,
   `kernel_source_uri` string,
   `kernel_source_sha256` string,
   `ir_uri` string,
@@ -136,7 +138,9 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `compile_seconds` double,
   `capture_seconds` double,
   `trace_cache_hit` boolean,
-  `compile_cache_hit` boolean
+  `compile_cache_hit` boolean,
+  `compile_options` string,
+  `nki_compiler_frontend` string
 )
 PARTITIONED BY (
   `platform` string,

@@ -1,4 +1,5 @@
-"""The flow layer's one reading of the environment: host-local folders, tool locations, lease timeout.
+"""The flow layer's one reading of the environment: host-local folders, tool locations, lease timeout,
+the Neuron SDK's interpreter (KERNELSWEEP_NEURON_PYTHON).
 
 Host state (NeuronCore lease files, the simulator's device state) lives in a folder private to the
 user: `KERNELSWEEP_STATE_DIR`, else `<tmp>/kernelsweep-<uid>`, created with mode 0700 and refused
@@ -19,6 +20,7 @@ from kernelsweep.context import DEFAULT_LEASE_TIMEOUT_SECONDS, Locations
 from kernelsweep.errors import UsageError
 from kernelsweep.locks import private_folder
 from kernelsweep.sim.config import SimConfig
+from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 
 STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
 LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
@@ -27,6 +29,11 @@ LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
 def tool_paths_from_env() -> tuple[Path, ...]:
     """KERNELSWEEP_TOOL_PATHS: extra folders holding the Neuron tools, separated like PATH."""
     return tuple(Path(p) for p in os.environ.get("KERNELSWEEP_TOOL_PATHS", "").split(os.pathsep) if p)
+
+
+def neuron_python_from_env() -> str | None:
+    """KERNELSWEEP_NEURON_PYTHON: the Python of this host's Neuron SDK environment."""
+    return os.environ.get(NEURON_PYTHON_ENV) or None
 
 
 def state_folder() -> Path:
@@ -64,4 +71,5 @@ def locations_from_env() -> Locations:
         lock_dir=lock_dir,
         tool_paths=tool_paths_from_env(),
         lease_timeout_seconds=lease_timeout_from_env(),
+        neuron_python=neuron_python_from_env(),
     )

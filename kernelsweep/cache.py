@@ -5,11 +5,15 @@ canonical JSON of exactly what determines the output, with the tool version in b
 the entry's path:
 
     trace:   definition and NKI kernel source sha256s, kernel ref, params, dtype, platform, lnc,
-             tracer id, nki version, compiler version
-    compile: IR sha256, compiler version, target, lnc, compiler flags, tracer id, nki version
+             tracer id, nki version, compiler version, NKI_COMPILER_FRONTEND, toolchain kind
+    compile: IR sha256, compiler version, target, lnc, compiler flags, tracer id, nki version,
+             NKI_COMPILER_FRONTEND
 
 The tracer and the nki version are in both keys because they move independently of the compiler
 (nki 0.6.0 ships with neuronx-cc 2.27.x): an nki upgrade must not reuse a NEFF the old one made.
+NKI 0.7's NKI_COMPILER_FRONTEND=custom keeps the old specialization, which compiles other IR under
+the same versions (addendum F2). `--toolchain cpu` keeps its traces apart from a device host's: its
+entries also hold the simulator's model NEFF and nki.simulate's outputs.
 
 An entry is written after the artifacts it names, so an entry that exists is complete. A missing
 entry is a miss; so is one that cannot be read or names an artifact the store no longer holds
@@ -50,9 +54,13 @@ def trace_key(
     tracer: str | None,
     nki_version: str | None,
     compiler_version: str | None,
+    nki_compiler_frontend: str | None = None,
+    toolchain: str = "neuron",
 ) -> str:
     return cache_key(
         {
+            "nki_compiler_frontend": nki_compiler_frontend,
+            "toolchain": toolchain,
             "kernel_source_sha256": kernel_source_sha256,
             "nki_source_sha256": nki_source_sha256,
             "kernel_ref": kernel_ref,
@@ -76,9 +84,11 @@ def compile_key(
     flags: list[str],
     tracer: str | None,
     nki_version: str | None,
+    nki_compiler_frontend: str | None = None,
 ) -> str:
     return cache_key(
         {
+            "nki_compiler_frontend": nki_compiler_frontend,
             "ir_sha256": ir_sha256,
             "compiler_version": compiler_version,
             "target": target,

@@ -17,10 +17,13 @@ from kernelsweep.errors import CaptureError, UsageError
 from kernelsweep.host import HostPlatform, host_platform
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.platforms import PLATFORMS
-from kernelsweep.sim.toolchain import sim_toolchain
+from kernelsweep.sim.toolchain import cpu_toolchain, sim_toolchain
 from kernelsweep.spec import CaptureSettings, SweepSpec
 from kernelsweep.toolchain.devices import list_devices
+from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
 from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools, missing_for_neuron, neuron_available
+from kernelsweep.toolchain.tracing import TracerChoice
+from kernelsweep.toolchain.tracing.interpreter import NeuronPython, choose_neuron_python
 from kernelsweep.toolchain.tracing.tracers import TRACERS
 from kernelsweep.toolchain.versions import ToolVersions, collect
 
@@ -39,6 +42,7 @@ class Locations:
     lock_dir: Path
     tool_paths: tuple[Path, ...] = ()  # searched before PATH and /opt/aws/neuron/bin
     lease_timeout_seconds: float = DEFAULT_LEASE_TIMEOUT_SECONDS
+    neuron_python: str | None = None  # KERNELSWEEP_NEURON_PYTHON: the SDK's interpreter on this host
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,12 @@ class StageContext:
     host: HostPlatform = HostPlatform(None, "not set")
     stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)  # set: wind down
     compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+    # which tracer the run's points start with; one that proves unusable is skipped from then on
+    tracer_choice: TracerChoice = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compile_gate", threading.BoundedSemaphore(self.compile_slots))
+        object.__setattr__(self, "tracer_choice", TracerChoice(self.versions.tracer))
 
     @property
     def capture_slots(self) -> int:
@@ -84,21 +91,34 @@ def default_compile_slots() -> int:
     return max(1, min(cores, host_memory_bytes() // COMPILE_MEMORY_BYTES))
 
 
+def neuron_python(spec_value: str | None, locations: Locations) -> NeuronPython:
+    """The Neuron SDK's interpreter: the spec's, else KERNELSWEEP_NEURON_PYTHON, else kernelsweep's own
+    when it has the SDK, else a Deep Learning AMI venv that has it (tracing.interpreter)."""
+    own_has_sdk = any(package_version(name).usable for name in SDK_PACKAGES)
+    return choose_neuron_python(spec_value or None, locations.neuron_python, own_has_sdk=own_has_sdk)
+
+
 def resolve_toolchain(
-    kind: str, sim_state_dir: str | Path, extra_paths: tuple[Path, ...] = ()
+    kind: str, sim_state_dir: str | Path, extra_paths: tuple[Path, ...] = (), python: NeuronPython | None = None
 ) -> tuple[Toolchain, str | None]:
-    """Pick the toolchain; returns it and a one-line notice when `auto` fell back to the sim."""
+    """Pick the toolchain; returns it and a one-line notice when `auto` fell back to the sim. `cpu`
+    traces and compiles with the real SDK and captures on the simulator (no device needed)."""
     if kind == "sim":
         return sim_toolchain(sim_state_dir), None
-    if kind not in ("auto", "neuron"):
-        raise UsageError(f"unknown toolchain {kind!r}; use auto, neuron or sim")
+    if kind not in ("auto", "neuron", "cpu"):
+        raise UsageError(f"unknown toolchain {kind!r}; use auto, neuron, cpu or sim")
+    if python is not None and python.foreign:  # the SDK's own tools sit next to its interpreter
+        extra_paths = (*extra_paths, Path(python.path).parent)
     tools = find_neuron_tools(extra_paths=extra_paths)
+    if kind == "cpu":
+        return cpu_toolchain(sim_state_dir, tools, TRACERS, python), None
     if neuron_available(tools):
-        return Toolchain(kind="neuron", commands=tools, tracers=TRACERS), None
+        return Toolchain(kind="neuron", commands=tools, tracers=TRACERS, neuron_python=python), None
     if kind == "neuron":
         raise UsageError(
             f"--toolchain neuron: {missing_for_neuron(tools)}; run on a Neuron instance with the SDK "
-            "(kernelsweep doctor shows details) or use --toolchain sim"
+            "(kernelsweep doctor shows details), use --toolchain cpu for a real SDK without a device, "
+            "or --toolchain sim"
         )
     return sim_toolchain(sim_state_dir), SIM_NOTICE
 
@@ -118,8 +138,15 @@ def prepare(
     `stop`, once set, ends every wait for a NeuronCore and tells the flow to start nothing new.
     """
     stop = stop or threading.Event()
-    toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
+    python = neuron_python(spec.neuron_python, locations) if spec.toolchain != "sim" else None
+    toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)
     versions = collect(toolchain)
+    if toolchain.kind == "cpu" and versions.tracer is None:
+        raise UsageError(
+            f"--toolchain cpu traces and compiles with the real Neuron SDK, but {python.path if python else 'Python'}"
+            " has no usable NKI tracer; set neuron_python (or KERNELSWEEP_NEURON_PYTHON) to the python of an "
+            "environment with nki and neuronx-cc (kernelsweep doctor shows details)"
+        )
     lock_dir = locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir
     leasers, notices, instance = _leasers(toolchain, spec, versions.instance_type, lock_dir, locations, stop)
     ctx = StageContext(

@@ -79,6 +79,7 @@ def expand_spec(
             params = {a: params[a] for a in definition.axes}
             for dtype in dict.fromkeys(entry.dtypes):
                 _check_point(definition, params, dtype, spec.platforms, where, host_memory_bytes)
+                _check_unrolled(definition, params, spec.execution.max_unrolled_instructions, where)
                 for point in _per_platform(spec, entry.ref, definition, params, dtype):
                     earlier = points.get(point.point_id)
                     if earlier is None:
@@ -194,6 +195,22 @@ def _check_point(
         raise UsageError(
             f"{needs}; with its working copies that is more than this host's {host_memory_bytes / 2**30:.0f} GiB "
             "of memory; use a smaller shape or a host with more memory"
+        )
+
+
+def _check_unrolled(definition: KernelDefinition, params: dict[str, int], limit: int, where: str) -> None:
+    """A kernel that unrolls to too many instructions would only fail at its trace or compile timeout,
+    after holding a compile slot for it (real-host audit 2, N5): refused here, naming what to shrink."""
+    try:
+        unrolled = definition.unrolled(params)
+    except Exception as exc:  # the definition's own bug, reported as such
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise UsageError(f"{where}: {definition.name}.unrolled() raised {detail}; fix the kernel definition") from None
+    if unrolled is not None and unrolled.instructions > limit:
+        shape = ",".join(f"{k}={v}" for k, v in params.items())
+        raise UsageError(
+            f"{where}: {definition.name} {shape} unrolls to about {unrolled.instructions:,} instructions (NKI "
+            f"unrolls every loop), over execution.max_unrolled_instructions={limit:,}; shrink {unrolled.axis}"
         )
 
 

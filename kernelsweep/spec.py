@@ -37,7 +37,7 @@ from kernelsweep.kernels import BUILTIN
 from kernelsweep.locations import Location, parse_location
 from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
 
-ToolchainKind = Literal["auto", "neuron", "sim"]
+ToolchainKind = Literal["auto", "neuron", "cpu", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ONE_LINE_ERROR = "invalid_spec"  # pydantic error type carrying the finished one-line message
 
@@ -78,6 +78,14 @@ class ExecutionSettings(_Strict):
     )
     max_points_per_flow_run: int = Field(
         200, ge=1, le=5000, description="Larger sweeps are split into several flow runs of at most this many points."
+    )
+    max_unrolled_instructions: int = Field(
+        100_000,
+        ge=1,
+        le=10**9,
+        description="Refuse points whose built-in kernel unrolls to more instructions than this (NKI unrolls "
+        "every loop; such a trace or compile is likely to run into its timeout); measured on no host: raise it "
+        "once your host's compile times say so.",
     )
     worker_wait_seconds: float = Field(
         900.0,
@@ -183,7 +191,16 @@ class SweepSpec(_Strict):
     execution: ExecutionSettings = Field(
         default_factory=ExecutionSettings, description="How the sweep is spread over flow runs and hosts."
     )
-    toolchain: ToolchainKind = Field("auto", description="auto: real Neuron tools when present, else the simulator.")
+    toolchain: ToolchainKind = Field(
+        "auto",
+        description="auto: real Neuron tools when present, else the simulator; cpu: the real SDK traces and "
+        "compiles, the simulator captures (no device needed; rows are marked simulated).",
+    )
+    neuron_python: str = Field(
+        "",
+        description="The Python of the Neuron SDK's environment (e.g. /opt/aws_neuronx_venv_pytorch_2_9/bin/python) "
+        "that traces and compiles; empty: KERNELSWEEP_NEURON_PYTHON, else found.",
+    )
     results: str = Field("results", description="Results location: a folder or s3://bucket/prefix.")
     artifacts: str = Field("artifacts", description="Artifact store: a folder or s3://bucket/prefix.")
     seed: int = Field(0, ge=0, description="Seed for generated inputs.")

@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,55 +26,22 @@ from kernelsweep.correctness import Correctness, check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import ExtractError, InvalidShapeError, TraceError
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
-from kernelsweep.metrics import LatencyStats, ProfileMetrics, read_profile
+from kernelsweep.metrics import LatencyStats, read_profile
+from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.neff import NeffFormatError, read_neff
 from kernelsweep.platforms import get_platform
 from kernelsweep.spec import Point
+from kernelsweep.stage_results import (
+    CaptureResult,
+    CompileResult,
+    ExtractResult,
+    InputsResult,
+    TraceResult,
+)
 from kernelsweep.toolchain import compiler, profiler, tracing
 
 COMPILE_TIMEOUT_SECONDS = 1800.0
 VIEW_TIMEOUT_SECONDS = 600.0
-
-
-@dataclass(frozen=True)
-class TraceResult:
-    kernel_source: ArtifactRef
-    ir: ArtifactRef
-    tracer: str
-    seconds: float
-    cache_hit: bool = False
-    neff: ArtifactRef | None = None  # set when the tracing API compiled too (every current NKI route)
-    nki_version: str | None = None
-    compile_seconds: float | None = None  # the compile inside the tracing call; None on a cache hit
-
-
-@dataclass(frozen=True)
-class CompileResult:
-    neff: ArtifactRef
-    seconds: float | None
-    cache_hit: bool = False
-
-
-@dataclass(frozen=True)
-class InputsResult:
-    inputs: dict[str, ArtifactRef]
-
-
-@dataclass(frozen=True)
-class CaptureResult:
-    ntffs: list[ArtifactRef]  # one per repeat
-    outputs: dict[str, ArtifactRef]
-    visible_cores: str
-    seconds: float
-
-
-@dataclass(frozen=True)
-class ExtractResult:
-    ntff: ArtifactRef  # the repeat whose profile the row reports
-    profile: ArtifactRef
-    metrics: ProfileMetrics
-    correctness: Correctness
-    latency: LatencyStats
 
 
 @contextmanager
@@ -86,58 +53,78 @@ def _scratch(stage: str) -> Iterator[Path]:
 def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     """Trace (and on current NKI, compile) in a worker process, holding a compile slot while it runs:
     the tracing call is as heavy as a compile. `seconds` is the worker's wall time minus the compile
-    inside it, not the wait for the slot."""
+    inside it, not the wait for the slot. The run's tracer choice picks the tracer and learns which
+    proved unusable here; under `--toolchain cpu` the model the simulator captures is made too."""
     definition = load_kernel(point.kernel_ref)
     source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition)) or ""))
-    versions = ctx.versions
-    key = cache.trace_key(
-        kernel_source_sha256=source.sha256,
-        nki_source_sha256=_nki_source_sha256(definition),
+    choice = ctx.tracer_choice
+    key = _trace_key(ctx, point, source.sha256, _nki_source_sha256(definition), choice.first)
+    hit = cache.lookup(ctx.store, "trace", ctx.versions.compiler, key)
+    if hit is not None:
+        return _cached_trace(hit, source, choice)
+    try:
+        request = tracing.TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
+    except InvalidShapeError as exc:  # a point that skipped the spec's checks
+        raise TraceError(f"{definition.name} {point.shape}: {exc.message}", error_class="InvalidShape") from None
+    cpu = ctx.toolchain.kind == "cpu"
+    with _scratch("trace") as workdir:
+        with ctx.compile_gate:
+            started = time.perf_counter()
+            out = tracing.trace(
+                ctx.toolchain, request, workdir, choice=choice, timeout_seconds=COMPILE_TIMEOUT_SECONDS, simulate=cpu
+            )
+            seconds = time.perf_counter() - started - (out.compile_seconds or 0.0)
+        refs = {"ir": ctx.store.put_file(out.ir_path)}
+        refs |= {"neff": ctx.store.put_file(out.neff_path)} if out.neff_path else {}
+        if cpu:
+            refs |= model_refs(ctx, point, definition, out, workdir)
+    if out.tracer != choice.first or out.fallbacks:  # recorded under the tracer that made it
+        key = _trace_key(ctx, point, source.sha256, _nki_source_sha256(definition), out.tracer)
+    meta = {
+        "tracer": out.tracer,
+        "nki_version": out.nki_version or "",
+        "compile_options": out.compile_options or "",
+        "nki_compiler_frontend": out.nki_compiler_frontend or "",
+        "simulate_note": out.simulate_note or "",
+    }
+    cache.record(ctx.store, "trace", ctx.versions.compiler, key, refs, meta)
+    made = _cached_trace(cache.Entry(refs, meta), source, choice)
+    return replace(made, seconds=seconds, cache_hit=False, compile_seconds=out.compile_seconds)
+
+
+def _trace_key(ctx: StageContext, point: Point, source_sha256: str, nki_sha256: str | None, tracer: str | None) -> str:
+    return cache.trace_key(
+        kernel_source_sha256=source_sha256,
+        nki_source_sha256=nki_sha256,
         kernel_ref=point.kernel_ref,
         params=point.params,
         dtype=point.dtype,
         platform=point.platform,
         lnc=point.lnc,
-        tracer=versions.tracer,
-        nki_version=versions.nki,
-        compiler_version=versions.compiler,
+        tracer=tracer,
+        nki_version=ctx.versions.nki,
+        compiler_version=ctx.versions.compiler,
+        nki_compiler_frontend=ctx.versions.nki_compiler_frontend,
+        toolchain=ctx.toolchain.kind,
     )
-    hit = cache.lookup(ctx.store, "trace", versions.compiler, key)
-    if hit is not None:
-        return TraceResult(
-            kernel_source=source,
-            ir=hit.refs["ir"],
-            tracer=hit.meta["tracer"],
-            seconds=0.0,
-            cache_hit=True,
-            neff=hit.refs.get("neff"),
-            nki_version=hit.meta.get("nki_version") or None,
-        )
-    try:
-        request = tracing.TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
-    except InvalidShapeError as exc:  # a point that skipped the spec's checks
-        raise TraceError(f"{definition.name} {point.shape}: {exc.message}", error_class="InvalidShape") from None
-    with _scratch("trace") as workdir:
-        with ctx.compile_gate:
-            started = time.perf_counter()
-            out = tracing.trace(
-                ctx.toolchain, request, workdir, tracer=versions.tracer, timeout_seconds=COMPILE_TIMEOUT_SECONDS
-            )
-            seconds = time.perf_counter() - started - (out.compile_seconds or 0.0)
-        ir = ctx.store.put_file(out.ir_path)
-        neff = ctx.store.put_file(out.neff_path) if out.neff_path else None
-    refs = {"ir": ir} | ({"neff": neff} if neff else {})
-    cache.record(
-        ctx.store, "trace", versions.compiler, key, refs, {"tracer": out.tracer, "nki_version": out.nki_version or ""}
-    )
+
+
+def _cached_trace(entry: cache.Entry, source: ArtifactRef, choice: tracing.TracerChoice) -> TraceResult:
+    """A trace as its cache entry holds it (a hit from an earlier run, or the entry just written)."""
+    refs, meta = entry.refs, entry.meta
+    model = model_from(refs, meta.get("simulate_note") or None)
     return TraceResult(
         kernel_source=source,
-        ir=ir,
-        tracer=out.tracer,
-        seconds=seconds,
-        neff=neff,
-        nki_version=out.nki_version,
-        compile_seconds=out.compile_seconds,
+        ir=refs["ir"],
+        tracer=meta["tracer"],
+        seconds=0.0,
+        cache_hit=True,
+        neff=refs.get("neff"),
+        nki_version=meta.get("nki_version") or None,
+        compile_options=meta.get("compile_options") or None,
+        nki_compiler_frontend=meta.get("nki_compiler_frontend") or None,
+        model=model,
+        fell_through=choice.fell_through(meta["tracer"]),
     )
 
 
@@ -154,7 +141,13 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
     """`seconds` is the compiler's own wall time (None on a cache hit), not the wait for a compile slot.
     Current NKI compiles inside the tracing call: its NEFF and compile time come with the trace."""
     if traced.neff is not None:  # the tracer compiled already; its NEFF is cached with the trace
-        return CompileResult(neff=traced.neff, seconds=traced.compile_seconds, cache_hit=traced.cache_hit)
+        return CompileResult(
+            neff=traced.neff,
+            seconds=traced.compile_seconds,
+            cache_hit=traced.cache_hit,
+            compile_options=traced.compile_options,
+            model=traced.model,
+        )
     platform = get_platform(point.platform)
     target, lnc = platform.compiler_target, platform.compile_lnc(point.lnc)
     key = cache.compile_key(
@@ -165,10 +158,14 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
         flags=[],
         tracer=traced.tracer,
         nki_version=traced.nki_version,
+        nki_compiler_frontend=traced.nki_compiler_frontend,
     )
+    options = compiler.compile_options(target, lnc)
     hit = cache.lookup(ctx.store, "compile", ctx.versions.compiler, key)
     if hit is not None:
-        return CompileResult(neff=hit.refs["neff"], seconds=None, cache_hit=True)
+        return CompileResult(
+            neff=hit.refs["neff"], seconds=None, cache_hit=True, compile_options=options, model=traced.model
+        )
     with _scratch("compile") as workdir:
         folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR), workdir / "ir")
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
@@ -179,7 +176,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             seconds = time.perf_counter() - started
         ref = ctx.store.put_file(neff)
     cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref})
-    return CompileResult(neff=ref, seconds=seconds)
+    return CompileResult(neff=ref, seconds=seconds, compile_options=options, model=traced.model)
 
 
 def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
@@ -198,11 +195,13 @@ def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
 def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureResult:
     """`repeats` captures of one NEFF under one NeuronCore lease, which covers exactly the captures.
 
-    `seconds` is the captures' own wall time, not the wait for the lease. Outputs come from the first.
+    `seconds` is the captures' own wall time, not the wait for the lease. Outputs come from the first;
+    under `--toolchain cpu` the simulator captures its model of the point, and the outputs are those
+    nki.simulate computed from the real kernel (the model's would only echo the reference).
     """
     settings = ctx.capture
     with _scratch("capture") as workdir:
-        neff = ctx.store.fetch(compiled.neff, workdir / names.NEFF)
+        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF)
         files = {name: ctx.store.fetch(ref, workdir / names.input_file(name)) for name, ref in inputs.inputs.items()}
         results = []
         with ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id) as lease:
@@ -228,7 +227,14 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
         ntffs = [ctx.store.put_file(result.ntff) for result in results]
         saved = profiler.outputs_by_kernel_name(results[0].outputs, _neff_outputs(neff), _output_names(point))
         outputs = {name: ctx.store.put_file(path) for name, path in saved.items()}
+    if compiled.model is not None:
+        outputs = dict(compiled.model.outputs)
     return CaptureResult(ntffs=ntffs, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds)
+
+
+def _captured_neff(compiled: CompileResult) -> ArtifactRef:
+    """The NEFF the profiler runs: the compiled one, or under `--toolchain cpu` the simulator's model."""
+    return compiled.model.neff if compiled.model is not None else compiled.neff
 
 
 def _neff_outputs(neff: Path) -> list[str]:
@@ -250,7 +256,7 @@ def extract_stage(
     if profile_format == "auto":
         profile_format = profiler.default_profile_format(ctx.toolchain.profiler, ctx.versions.profiler)
     with _scratch("extract") as workdir:
-        neff = ctx.store.fetch(compiled.neff, workdir / names.NEFF)
+        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF)
         profiles = []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"
@@ -263,7 +269,7 @@ def extract_stage(
             if latency_us is None:
                 raise ExtractError(f"profile of repeat {repeat} has no total_time", error_class="MissingMetric")
             profiles.append((float(latency_us), metrics, ctx.store.put_file(path)))
-        correctness = _check(ctx, point, inputs, captured, workdir)
+        checked, checked_by = _correctness(ctx, point, compiled, inputs, captured, workdir)
     latencies = [latency for latency, _, _ in profiles]
     median_index = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
     _, metrics, profile = profiles[median_index]
@@ -271,9 +277,28 @@ def extract_stage(
         ntff=captured.ntffs[median_index],
         profile=profile,
         metrics=metrics,
-        correctness=correctness,
+        correctness=checked,
         latency=LatencyStats.of(latencies),
+        timing_source="simulator" if ctx.toolchain.is_simulation else "device",
+        correctness_source=checked_by,
     )
+
+
+def _correctness(
+    ctx: StageContext,
+    point: Point,
+    compiled: CompileResult,
+    inputs: InputsResult,
+    captured: CaptureResult,
+    workdir: Path,
+) -> tuple[Correctness | None, str]:
+    """The check and what produced the outputs it read: the device, the simulator (its outputs are
+    the reference's: the check proves the plumbing only), or nki.simulate running the real kernel."""
+    if compiled.model is not None:
+        if not captured.outputs:
+            return None, f"unchecked: {compiled.model.note or 'nki.simulate gave no outputs'}"
+        return _check(ctx, point, inputs, captured, workdir), "nki.simulate"
+    return _check(ctx, point, inputs, captured, workdir), "simulator" if ctx.toolchain.is_simulation else "device"
 
 
 def _check(

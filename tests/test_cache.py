@@ -37,6 +37,7 @@ TRACE = dict(
         {"flags": ["-O3"]},
         {"tracer": "neuronxcc.nki_standalone"},
         {"nki_version": "0.5.0"},
+        {"nki_compiler_frontend": "custom"},  # NKI 0.7's old specialization: other IR, same versions
     ],
 )
 def test_compile_key_changes_with_everything_that_shapes_the_neff(change):
@@ -61,6 +62,8 @@ def test_compile_key_ignores_flag_order():
         {"tracer": "nki.compiler.driver/no-output-names"},  # another signature variant of the same API
         {"nki_version": "0.6.1"},  # nki moves without the compiler (0.6.0 ships with neuronx-cc 2.27.x)
         {"compiler_version": "2.28.0"},
+        {"nki_compiler_frontend": "custom"},
+        {"toolchain": "cpu"},  # its entries also hold the model NEFF and nki.simulate's outputs
     ],
 )
 def test_trace_key_changes_with_everything_that_shapes_the_ir(change):

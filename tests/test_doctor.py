@@ -15,7 +15,7 @@ import pytest
 
 from kernelsweep.doctor import host_checks as doctor
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.toolchain import versions
+from kernelsweep.toolchain import packages, versions
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.tracing.tracers import TRACERS
 
@@ -65,7 +65,8 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
     checks = by_name(doctor.diagnose(neuron_host))
     assert {name: c.status for name, c in checks.items()} == {
         "neuronx-cc": "ok", "profiler": "ok", "neuron-ls": "ok", "devices": "ok", "runtime": "ok",
-        "NKI tracer": "ok", "SDK packages": "ok", "kernelsweep deps": "ok", "instance type": "ok", "toolchain": "ok",
+        "Neuron Python": "ok", "NKI tracer": "ok", "SDK packages": "ok", "kernelsweep deps": "ok",
+        "instance type": "ok", "toolchain": "ok",
     }  # fmt: skip
     assert checks["neuronx-cc"].found.endswith("neuronx-cc (NeuronX Compiler version 2.27.5334.0+f702b353)")
     assert checks["profiler"].found.startswith("neuron-explorer 2.29.18.0 at ")
@@ -126,6 +127,25 @@ def test_pypi_placeholders_get_the_uninstall_fix(bare_host, python_packages):
     assert check.fix.startswith("python -m pip uninstall -y neuronx-cc nki; then ")
 
 
+def test_the_sdks_own_python_is_shown_and_a_device_less_host_is_told_what_cpu_runs_for_real(bare_host, tmp_path):
+    """KERNELSWEEP_NEURON_PYTHON names another interpreter (here a wrapper whose SDK, a stand-in, exists
+    only through it): doctor asks that interpreter, and with no device says which parts are real."""
+    sdk = tmp_path / "sdk-env" / "bin" / "python"
+    sdk.parent.mkdir(parents=True)
+    roots = ":".join(str(TOOLS / "python" / root) for root in ("kernels", "driver_0606"))
+    sdk.write_text(f'#!/bin/sh\nPYTHONPATH={roots} exec {sys.executable} "$@"\n')
+    sdk.chmod(0o755)
+    host = doctor.Host(path=bare_host.path, dev_dir=bare_host.dev_dir, neuron_python=str(sdk))
+    checks = by_name(doctor.diagnose(host))
+    assert checks["Neuron Python"].status == "ok"
+    assert checks["Neuron Python"].found.endswith(f"(Python {sys.version.split()[0]}), KERNELSWEEP_NEURON_PYTHON")
+    assert checks["NKI tracer"].found.startswith("nki.compiler.driver (nki 0.6.0+standin")
+    assert checks["SDK packages"].found == f"neuronx-cc 2.27.5334.0+f702b353, nki 0.6.0+standin (in {sdk})"
+    verdict = checks["toolchain"].found
+    assert verdict.startswith("cpu: the Neuron SDK traces and compiles here but there is no device")
+    assert "timing_source=simulator" in verdict
+
+
 def test_configured_paths_are_searched_first(bare_host):
     checks = by_name(doctor.diagnose(doctor.Host(path=bare_host.path, extra_paths=[str(TOOLS / "bin")])))
     assert checks["neuronx-cc"].status == "ok" and str(TOOLS / "bin") in checks["neuronx-cc"].found
@@ -145,9 +165,9 @@ def test_version_strings_parse_from_their_documented_shapes():
 
 def test_the_nki_version_falls_back_to_the_nki_inside_neuronx_cc(python_packages):
     python_packages("legacy")
-    assert versions.nki_version() == "neuronxcc.nki 2.14.227.0+2d4f85be"
+    assert packages.nki_version() == "neuronxcc.nki 2.14.227.0+2d4f85be"
     python_packages("driver_0606")
-    assert versions.nki_version() == "0.6.0+standin"
+    assert packages.nki_version() == "0.6.0+standin"
 
 
 def test_instance_type_comes_from_dmi_and_only_looks_like_one(tmp_path):
@@ -175,7 +195,7 @@ def test_collect_on_the_stand_in_host(neuron_host):
 def test_collect_on_the_simulator_says_simulated(tmp_path):
     found = versions.collect(sim_toolchain(tmp_path))
     assert found.compiler.endswith("+kernelsweep.sim") and found.profiler.endswith("+kernelsweep.sim")
-    assert found.runtime.endswith("+kernelsweep.sim") and found.nki == "0.6.0+kernelsweep.sim"
+    assert found.runtime.endswith("+kernelsweep.sim") and found.nki == "0.7.0+kernelsweep.sim"
     assert (found.tracer, found.profiler_tool, found.instance_type) == (
         "sim-nki-frontend",
         "neuron-explorer",
@@ -305,6 +325,6 @@ def test_the_neuron_extra_cannot_install_a_pypi_placeholder():
         "optional-dependencies"
     ]
     wanted = {Requirement(r).name: Requirement(r).specifier for r in extra["neuron"]}
-    assert set(wanted) == set(versions.SDK_PACKAGES)  # nki is a wheel of its own, not part of neuronx-cc
-    for name, placeholders in versions.PLACEHOLDER_VERSIONS.items():
+    assert set(wanted) == set(packages.SDK_PACKAGES)  # nki is a wheel of its own, not part of neuronx-cc
+    for name, placeholders in packages.PLACEHOLDER_VERSIONS.items():
         assert not any(wanted[name].contains(v) for v in placeholders), (name, wanted[name])

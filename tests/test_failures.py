@@ -14,6 +14,7 @@ import pytest
 from kernelsweep.errors import CaptureError, CompileError, DeviceBusyError, ExtractError, TraceError
 from kernelsweep.toolchain import failures
 from kernelsweep.toolchain.process import ToolResult
+from kernelsweep.toolchain.tracing.calls import CompilerFailed
 
 COMPILE_ARGV = ["neuronx-cc", "compile", "--framework", "XLA", "penguin.py", "--target", "trn2", "--lnc", "2"]
 CAPTURE_ARGV = ["neuron-profile", "capture", "-n", "file.neff", "-s", "profile.ntff"]
@@ -137,7 +138,32 @@ CASES = {
         "number of partitions 256 exceed architecture limitation of 128",
         1,
     ),
-    "compile timeout": Case("compile", "", CompileError, "Timeout", True, "timed out", -9, timed_out=True),
+    # a compile that does not finish in the limit will not in the next try either (real-host audit 2, N5)
+    "compile timeout": Case("compile", "", CompileError, "Timeout", False, "timed out", -9, timed_out=True),
+    "NCC_EVRF066, NKI 0.7's LNC check": Case(
+        "compile",
+        NCC_LOG
+        + "[NCC_EVRF066] NKI kernel 'matmul_kernel' is configured with LNC=1, but neuronx-cc is using LNC=2"
+        + DIAGNOSTIC_TAIL,
+        CompileError,
+        "LncMismatch",
+        False,
+        "is configured with LNC=1, but neuronx-cc is using LNC=2",
+        70,
+    ),
+    "SBUF out of memory (nki-autotune 97935bf)": Case(
+        "compile", NCC_LOG + "Out of memory in sbuf\n", CompileError, "OutOfMemory", False, "Out of memory in sbuf", 70
+    ),
+    "SB allocation failure (aws-neuron-sdk#1060)": Case(
+        "compile",
+        "[GCA035]  Instruction: I-21-0 with opcode: TensorTensor couldn't be allocated in SB\nMemory Location "
+        "Accessed:\n",
+        CompileError,
+        "OutOfMemory",
+        False,
+        "couldn't be allocated in SB",
+        70,
+    ),
     # capture (reference section 4): busy / init / timeout transient; the rest deterministic
     "busy, documented wording": Case(
         "capture",
@@ -293,6 +319,57 @@ def test_tracer_exceptions_are_deterministic_and_classified(error, error_type, e
     mapped = failures.trace_failure(error, "legacy-penguin")
     assert type(mapped) is error_type and mapped.error_class == error_class and mapped.retryable is False
     assert mapped.message.startswith("legacy-penguin: ") and says in mapped.message
+
+
+COMPILER_SAID = {  # (exception, what the compiler wrote to fd 2, type, class, the message carries)
+    "a generic exception, the diagnostic on fd 2 (N2)": (
+        RuntimeError("Pass pipeline failed"),
+        NCC_LOG + "Out of memory in sbuf\n" + NCC_LOG + "Pass pipeline failed\n",
+        CompileError,
+        "OutOfMemory",
+        "Out of memory in sbuf",
+    ),
+    "NKI 0.7's LNC mismatch on fd 2": (
+        RuntimeError("Pass pipeline failed"),
+        "[NCC_EVRF066] NKI kernel 'k' is configured with LNC=1, but neuronx-cc is using LNC=2\n",
+        CompileError,
+        "LncMismatch",
+        "[NCC_EVRF066]",
+    ),
+    "an internal compiler error block on fd 2": (
+        RuntimeError("Pass pipeline failed"),
+        ICE_BLOCK,
+        CompileError,
+        "InternalCompilerError",
+        "IndexError",
+    ),
+    "neuronx_cc_error returned, not raised": (
+        CompilerFailed("neuronx_cc_error: backend exited 70"),
+        "",
+        CompileError,
+        "CompilerFailed",
+        "neuronx_cc_error: backend exited 70",
+    ),
+    "words no rule knows: kept in the message": (
+        RuntimeError("Pass pipeline failed"),
+        "lowering: step 3 of 9\nsomething new went wrong\nDiagnostic logs stored in /tmp/x\n",
+        TraceError,
+        "TraceError",
+        "compiler: lowering: step 3 of 9 / something new went wrong",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "error, output, error_type, error_class, says", COMPILER_SAID.values(), ids=COMPILER_SAID.keys()
+)
+def test_what_the_compiler_wrote_to_fd_2_classifies_the_failure_and_stays_in_the_row(
+    error, output, error_type, error_class, says
+):
+    mapped = failures.trace_failure(error, "nki.compiler.driver", "Traceback (most recent call last): ...", output)
+    assert type(mapped) is error_type and (mapped.error_class, mapped.retryable) == (error_class, False)
+    assert says in mapped.message and "\n" not in mapped.message  # the row's error_message
+    assert mapped.stderr_tail.startswith("Traceback") and mapped.stderr_tail.rstrip().endswith(output.strip()[-40:])
 
 
 def test_the_first_rule_in_table_order_wins_not_the_first_line():

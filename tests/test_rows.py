@@ -121,7 +121,7 @@ def test_what_the_profile_says_ran_wins_over_the_hosts_versions(full_record):
     )
     assert (row.compiler_version, row.nki_version, row.profiler_tool) == (
         "2.99.0",
-        "0.6.0+kernelsweep.sim",
+        "0.7.0+kernelsweep.sim",
         "neuron-explorer",
     )
     failed = PointRecord(point=full_record.point, started_at=NOW, error=RuntimeError("x"), error_stage="trace")

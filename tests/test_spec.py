@@ -215,6 +215,26 @@ def test_out_of_range_shapes_are_refused_before_any_memory_is_spent(tmp_path, gr
         expand(load_spec(_spec(tmp_path, body)))
 
 
+def test_a_shape_whose_kernel_unrolls_too_far_is_refused_naming_the_axis_to_shrink():
+    """NKI unrolls every loop: an 8192^3 matmul is ~200,000 instructions in straight-line code, which
+    would hold a compile slot until its timeout (real-host audit 2, N5). Refused before any work."""
+    from kernelsweep.spec import parse_spec
+
+    def spec(m: int, **execution: int) -> dict:
+        grid = {"M": [m], "K": [8192], "N": [8192]}
+        kernels = [{"kernel": "matmul", "dtypes": ["bfloat16"], "grid": grid}]
+        return {"name": "big", "platforms": ["trn2"], "kernels": kernels, "execution": execution}
+
+    with pytest.raises(UsageError) as info:
+        expand(parse_spec(spec(8192)), "big.toml")
+    assert str(info.value) == (
+        "big.toml: kernels[0]: matmul M=8192,K=8192,N=8192 unrolls to about 198,656 instructions (NKI unrolls "
+        "every loop), over execution.max_unrolled_instructions=100,000; shrink M"
+    )
+    assert len(expand(parse_spec(spec(2048)))) == 1  # 49,664 instructions
+    assert len(expand(parse_spec(spec(8192, max_unrolled_instructions=200_000)))) == 1
+
+
 BAD_NAMES = """
 from kernelsweep.kernels.vector_add import VectorAdd
 from kernelsweep.kernels.base import TensorInfo
@@ -277,7 +297,8 @@ def test_a_spec_that_is_a_folder_binary_or_huge_is_one_line(tmp_path):
 
 
 def test_a_point_too_big_for_this_host_is_refused_when_the_host_is_known(tmp_path):
-    spec = load_spec(_spec(tmp_path, GOOD.replace("s = [128, 256], h = [1024]", "s = [65536], h = [2048]")))
+    body = GOOD.replace("s = [128, 256], h = [1024]", "s = [65536], h = [2048]")
+    spec = load_spec(_spec(tmp_path, body + "\n[execution]\nmax_unrolled_instructions = 1000000\n"))
     assert len(expand(spec)) == 1  # fits a trn2; whether it fits this host depends on the host
     with pytest.raises(UsageError, match="more than this host's 1 GiB of memory"):
         expand(spec, host_memory_bytes=1 << 30)

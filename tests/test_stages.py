@@ -27,7 +27,7 @@ def test_the_chain_runs_and_a_second_trace_and_compile_are_cache_hits(tmp_path):
     traced = trace_stage(ctx, p)
     compiled = compile_stage(ctx, p, traced)
     assert not traced.cache_hit and not compiled.cache_hit
-    assert (traced.tracer, traced.nki_version) == ("sim-nki-frontend", "0.6.0+kernelsweep.sim")
+    assert (traced.tracer, traced.nki_version) == ("sim-nki-frontend", "0.7.0+kernelsweep.sim")
     assert compiled.neff == traced.neff  # compiled inside the tracing call, timed there
     assert compiled.seconds is not None and compiled.seconds > 0 and traced.seconds > 0
 

@@ -12,7 +12,7 @@ from kernelsweep.platforms import PLATFORM_NAMES
 @click.command()
 @click.option("--smoke", is_flag=True, help="Run one point through trace, compile, capture and view, step by step.")
 @click.option(
-    "--toolchain", "kind", type=click.Choice(["auto", "neuron", "sim"]), default="auto", show_default=True,
+    "--toolchain", "kind", type=click.Choice(["auto", "neuron", "cpu", "sim"]), default="auto", show_default=True,
     help="--smoke: which tools to run (auto: the real ones when present).",
 )  # fmt: skip
 @click.option(
@@ -31,22 +31,23 @@ def doctor(smoke: bool, kind: str, platform: str | None, report: Path | None) ->
         sys.exit(_smoke(kind, platform, report))
     from kernelsweep.doctor.host_checks import Host
     from kernelsweep.doctor.host_checks import report as diagnosis
-    from kernelsweep.flows.settings import tool_paths_from_env
+    from kernelsweep.flows.settings import neuron_python_from_env, tool_paths_from_env
 
-    text, code = diagnosis(Host(extra_paths=tool_paths_from_env()))
+    text, code = diagnosis(Host(extra_paths=tool_paths_from_env(), neuron_python=neuron_python_from_env()))
     click.echo(text)  # plain: the report may hold [brackets] that rich would take as markup
     sys.exit(code)
 
 
 def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
-    from kernelsweep.context import resolve_toolchain
+    from kernelsweep.context import neuron_python, resolve_toolchain
     from kernelsweep.doctor.host_checks import smoke_platform
     from kernelsweep.doctor.smoke import STEPS, run_smoke, smoke_point
     from kernelsweep.doctor.smoke_render import exit_code, header, render_step, summary, write_report
     from kernelsweep.flows.settings import locations_from_env
 
     locations = locations_from_env()
-    toolchain, notice = resolve_toolchain(kind, locations.sim_state_dir, extra_paths=locations.tool_paths)
+    python = neuron_python(None, locations) if kind != "sim" else None
+    toolchain, notice = resolve_toolchain(kind, locations.sim_state_dir, locations.tool_paths, python)
     if notice:
         click.echo(notice, err=True)
     point = smoke_point(platform or smoke_platform(toolchain))

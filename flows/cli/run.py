@@ -77,7 +77,7 @@ def validate(spec_path: str, max_points: int) -> None:
 
 @click.command()
 @click.argument("spec_path", metavar="SPEC")
-@click.option("--toolchain", type=click.Choice(["auto", "neuron", "sim"]), help="Override the spec's toolchain.")
+@click.option("--toolchain", type=click.Choice(["auto", "neuron", "cpu", "sim"]), help="Override the spec's toolchain.")
 @click.option("--results", help="Results folder or s3://bucket/prefix (overrides the spec).")
 @click.option("--artifacts", help="Artifact store folder or s3://bucket/prefix (overrides the spec).")
 @MAX_POINTS_OPTION
@@ -126,12 +126,13 @@ def _preflight(spec: SweepSpec) -> str | None:
     """Everything that can fail before the first point fails here, before Prefect even starts: the
     host folders, the toolchain as the flow will resolve it (`--toolchain neuron` without the SDK),
     then the locations. Returns the toolchain's notice (the simulator is used), if any."""
-    from kernelsweep.context import resolve_toolchain
+    from kernelsweep.context import neuron_python, resolve_toolchain
     from kernelsweep.flows.settings import locations_from_env
     from kernelsweep.probe import probe_location
 
     locations = locations_from_env()
-    _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, extra_paths=locations.tool_paths)
+    python = neuron_python(spec.neuron_python, locations) if spec.toolchain != "sim" else None
+    _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)
     probe_location(spec.results_location, "results", "--results")
     probe_location(spec.artifacts_location, "artifact store", "--artifacts")
     return notice

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.host import family_of
-from kernelsweep.toolchain import tracing, versions
+from kernelsweep.toolchain import packages, tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import DeviceInventory, list_devices
 from kernelsweep.toolchain.profiler import profiler_version
@@ -26,6 +26,12 @@ from kernelsweep.toolchain.resolve import (
     neuron_available,
     neuron_devices,
     tool_search_path,
+)
+from kernelsweep.toolchain.tracing.interpreter import (
+    NEURON_PYTHON_ENV,
+    SDK_VENV_GLOBS,
+    NeuronPython,
+    choose_neuron_python,
 )
 from kernelsweep.toolchain.tracing.tracers import TRACERS
 
@@ -52,25 +58,52 @@ class Host:
     dev_dir: Path = Path("/dev")
     dmi_product_name: Path = versions.DMI_PRODUCT_NAME
     timeout_seconds: float = 20
+    neuron_python: str | None = None  # KERNELSWEEP_NEURON_PYTHON, as the CLI read it
+    sdk_venvs: tuple[str, ...] = SDK_VENV_GLOBS  # where an SDK venv is looked for
 
 
 def diagnose(host: Host | None = None) -> list[Check]:
     """One check per tool or resource, in a fixed order; the last is the verdict (which toolchain runs)."""
     host = host or Host()
-    tools = find_neuron_tools(host.path, host.extra_paths)
-    toolchain = Toolchain(kind="neuron", commands=tools, tracers=TRACERS)
+    python = _neuron_python(host)
+    extra = (*host.extra_paths, *([Path(python.path).parent] if python.foreign else []))
+    tools = find_neuron_tools(host.path, extra)
+    toolchain = Toolchain(kind="neuron", commands=tools, tracers=TRACERS, neuron_python=python)
+    try:
+        probed: tracing.TracerProbe | None = tracing.probe(toolchain)
+        problem = ""
+    except KernelsweepError as exc:  # the worker cannot start there (a Python older than 3.10)
+        probed, problem = None, exc.message
     return [
         _compiler(toolchain, host),
         _profiler(toolchain, host),
         _neuron_ls(toolchain, host),
         _devices(host),
         _runtime(host),
-        _tracer(toolchain),
-        _sdk_packages(),
+        _python_check(python, probed, problem),
+        _tracer(probed),
+        _sdk_packages(python, probed),
         _core_packages(),
         _instance(host),
-        _verdict(tools, host),
+        _verdict(tools, host, probed),
     ]
+
+
+def _neuron_python(host: Host) -> NeuronPython:
+    own_has_sdk = any(packages.package_version(name).usable for name in packages.SDK_PACKAGES)
+    return choose_neuron_python(None, host.neuron_python, own_has_sdk=own_has_sdk, globs=host.sdk_venvs)
+
+
+def _python_check(python: NeuronPython, probed: tracing.TracerProbe | None, problem: str) -> Check:
+    """The interpreter that traces and compiles: kernelsweep's own, or the SDK environment's."""
+    if probed is None:
+        return Check(
+            "Neuron Python", MISSING, f"{python.path} ({python.source}): {problem}",
+            f"set {NEURON_PYTHON_ENV} (or the spec's neuron_python) to a Python 3.10+ that has the Neuron SDK",
+        )  # fmt: skip
+    return Check(
+        "Neuron Python", OK if python.foreign or probed.packages else INFO, f"{probed.python}, {python.source}"
+    )
 
 
 def _where(host: Host) -> str:
@@ -166,23 +199,37 @@ def _runtime(host: Host) -> Check:
     return Check("runtime", OK, f"{versions.RUNTIME_PACKAGE} {version}")
 
 
-def _tracer(toolchain: Toolchain) -> Check:
+def _tracer(probed: tracing.TracerProbe | None) -> Check:
     """The trace worker's own probe: importable AND a signature variant the adapters know."""
-    probed = tracing.probe(toolchain)
-    chosen = probed.selected
-    if chosen is not None:
-        effort = ", best effort" if chosen.best_effort else ""
-        return Check("NKI tracer", OK, f"{chosen.tracer_id} (nki {chosen.nki_version}; newest usable API{effort})")
-    tried = "; ".join(f"{s.name}: {_short(s.reason)}" for s in probed.statuses)
-    return Check("NKI tracer", MISSING, f"none usable ({tried})", f"{NEURON_PIP} neuronx-cc nki")
+    chosen = probed.selected if probed else None
+    if probed is None:
+        return Check(
+            "NKI tracer", MISSING, "not probed: the trace worker could not start", f"{NEURON_PIP} neuronx-cc nki"
+        )
+    if chosen is None:
+        tried = "; ".join(f"{s.name}: {_short(s.reason)}" for s in probed.statuses)
+        return Check("NKI tracer", MISSING, f"none usable ({tried})", f"{NEURON_PIP} neuronx-cc nki")
+    effort = ", best effort" if chosen.best_effort else ""
+    found = f"{chosen.tracer_id} (nki {chosen.nki_version}; newest usable API{effort})"
+    if probed.nki_compiler_frontend:  # NKI 0.7's way back to the old specialization (addendum F2)
+        return Check(
+            "NKI tracer", WARN, f"{found}; NKI_COMPILER_FRONTEND={probed.nki_compiler_frontend} (recorded in rows)",
+            "unset NKI_COMPILER_FRONTEND: deprecated in SDK 2.33, removed in 2.34",
+        )  # fmt: skip
+    return Check("NKI tracer", OK, found)
 
 
 def _short(reason: str, limit: int = 70) -> str:
     return reason if len(reason) <= limit else reason[: limit - 3] + "..."
 
 
-def _sdk_packages() -> Check:
-    found = [versions.package_version(name) for name in versions.SDK_PACKAGES]
+def _sdk_packages(python: NeuronPython, probed: tracing.TracerProbe | None) -> Check:
+    if python.foreign:  # the SDK environment's, as the trace worker found them there
+        found_there = ", ".join(f"{name} {version}" for name, version in (probed.packages if probed else {}).items())
+        if not found_there:
+            return Check("SDK packages", MISSING, f"none in {python.path}", f"{python.path} -m pip install ... nki")
+        return Check("SDK packages", OK, f"{found_there} (in {python.path})")
+    found = [packages.package_version(name) for name in packages.SDK_PACKAGES]
     text = ", ".join(p.describe() for p in found)
     if any(p.placeholder for p in found):
         placeholders = " ".join(p.name for p in found if p.placeholder)
@@ -218,9 +265,17 @@ def _instance(host: Host) -> Check:
     return Check("instance type", OK, instance)
 
 
-def _verdict(tools: dict[str, tuple[str, ...]], host: Host) -> Check:
+def _verdict(tools: dict[str, tuple[str, ...]], host: Host, probed: tracing.TracerProbe | None) -> Check:
     if neuron_available(tools, host.dev_dir):
         return Check("toolchain", OK, "neuron: `--toolchain auto` runs the real tools on this host")
+    if probed is not None and probed.selected is not None:
+        return Check(
+            "toolchain",
+            INFO,
+            "cpu: the Neuron SDK traces and compiles here but there is no device: `--toolchain cpu` runs the real "
+            "trace and compile, checks outputs with nki.simulate, and takes capture and timing from the simulator "
+            "(rows: toolchain=cpu, is_simulation=true, timing_source=simulator); `--toolchain auto` uses the simulator",
+        )
     return Check(
         "toolchain",
         INFO,

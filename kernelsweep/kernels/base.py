@@ -28,7 +28,9 @@ __all__ = [
     "Params",
     "SBUF_PARTITION_BYTES",
     "TensorInfo",
+    "Unrolled",
     "require_positive",
+    "tiles",
 ]
 
 
@@ -38,6 +40,15 @@ class Cost:
     hbm_bytes: int  # minimum HBM traffic: every input read once, every output written once
     dma_transfers: int  # DMA descriptors issued; small tiles pay a fixed cost per transfer
     engine: str  # the engine doing the FLOPs: "tensor" or "vector"
+
+
+@dataclass(frozen=True)
+class Unrolled:
+    """How many instructions a point's NKI kernel unrolls to (NKI unrolls every loop: real-host audit 2,
+    N5), and the axis that drives the count: what a refused shape's message says to shrink."""
+
+    instructions: int
+    axis: str
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,11 @@ class KernelDefinition:
             engine=self.engine,
         )
 
+    def unrolled(self, params: Params) -> Unrolled | None:
+        """The kernel's unrolled instruction count, when the definition knows it (the spec refuses
+        points past `execution.max_unrolled_instructions`); None: unknown, never refused."""
+        return None
+
     def dma_transfers(self, params: Params, tensor_count: int) -> int:
         """By default one bulk transfer per tensor; tiled kernels override this."""
         return tensor_count
@@ -114,3 +130,8 @@ def require_positive(params: Params, *names: str) -> None:
     for name in names:
         if params[name] <= 0:
             raise InvalidShapeError(f"{name}={params[name]} must be positive")
+
+
+def tiles(size: int, tile: int) -> int:
+    """How many tiles of at most `tile` cover `size` (the last may be smaller)."""
+    return -(-size // tile)

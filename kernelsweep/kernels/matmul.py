@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kernelsweep.kernels.base import KernelDefinition, Params, TensorInfo, require_positive
+from kernelsweep.kernels.base import KernelDefinition, Params, TensorInfo, Unrolled, require_positive, tiles
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,6 +43,12 @@ class Matmul(KernelDefinition):
 
     def model_flops(self, params: Params) -> int:
         return 2 * params["M"] * params["K"] * params["N"]
+
+    def unrolled(self, params: Params) -> Unrolled:
+        """Per output tile of 128 x 512: two loads and a matmul per 128 of K, then a copy and a store."""
+        counts = {"M": tiles(params["M"], 128), "N": tiles(params["N"], 512), "K": tiles(params["K"], 128)}
+        instructions = counts["M"] * counts["N"] * (3 * counts["K"] + 2)
+        return Unrolled(instructions, max(counts, key=counts.__getitem__))
 
 
 matmul = Matmul()

@@ -16,7 +16,9 @@ from kernelsweep.kernels.base import (
     KernelDefinition,
     Params,
     TensorInfo,
+    Unrolled,
     require_positive,
+    tiles,
 )
 
 if TYPE_CHECKING:
@@ -72,6 +74,16 @@ class MLP(KernelDefinition):
     def model_flops(self, params: Params) -> int:
         b, s, h, i = (params[k] for k in self.axes)
         return 3 * 2 * b * s * h * i
+
+    def unrolled(self, params: Params) -> Unrolled:
+        """Per chunk of 128 tokens: x^T (load, transpose, copy per 128 of h); per 128 of i, two loads and
+        two matmuls per 128 of h, then the activation and the product; per 512 of h, a load and a
+        matmul per 128 of i, then a copy and a store."""
+        b, s, h, i = (params[k] for k in self.axes)
+        chunks, h_tiles, i_tiles, out_tiles = tiles(b * s, P), tiles(h, P), tiles(i, P), tiles(h, 512)
+        per_chunk = 3 * h_tiles + i_tiles * (4 * h_tiles + 2) + out_tiles * (2 * i_tiles + 2)
+        counts = {("s" if s >= b else "b"): chunks, "h": h_tiles, "i": i_tiles}
+        return Unrolled(chunks * per_chunk, max(counts, key=counts.__getitem__))
 
 
 mlp = MLP()

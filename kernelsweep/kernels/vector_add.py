@@ -18,6 +18,7 @@ from kernelsweep.kernels.base import (
     KernelDefinition,
     Params,
     TensorInfo,
+    Unrolled,
     require_positive,
 )
 
@@ -74,6 +75,10 @@ class VectorAdd(KernelDefinition):
 
     def model_flops(self, params: Params) -> int:
         return params["n"]
+
+    def unrolled(self, params: Params) -> Unrolled:
+        """Two loads, an add and a store per tile."""
+        return Unrolled(4 * self._tiles(params), "n")
 
     def dma_transfers(self, params: Params, tensor_count: int) -> int:
         """Two loads and one store per tile: the per-tile cost the seed's tile sweep exposes."""

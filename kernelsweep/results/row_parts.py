@@ -17,7 +17,8 @@ from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import get_platform
 from kernelsweep.spec import Point
-from kernelsweep.stages import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
+from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
+from kernelsweep.toolchain.tracing import tracer_label
 
 
 def columns(part: object) -> dict[str, Any]:
@@ -86,6 +87,8 @@ class Measured:
     atol: float | None
     rtol: float | None
     correct: bool | None
+    correctness_source: str | None
+    timing_source: str | None
 
     @classmethod
     def of(cls, point: Point, costed: Costed, extracted: ExtractResult) -> Measured:
@@ -112,11 +115,13 @@ class Measured:
             latency_max_us=latency.max_us,
             latency_p90_us=latency.p90_us,
             latency_p99_us=latency.p99_us,
-            max_abs_error=checked.max_abs_error,
-            max_rel_error=checked.max_rel_error,
-            atol=checked.atol,
-            rtol=checked.rtol,
-            correct=checked.passed,
+            max_abs_error=checked.max_abs_error if checked else None,
+            max_rel_error=checked.max_rel_error if checked else None,
+            atol=checked.atol if checked else None,
+            rtol=checked.rtol if checked else None,
+            correct=checked.passed if checked else None,
+            correctness_source=extracted.correctness_source,
+            timing_source=extracted.timing_source,
         )
 
 
@@ -145,6 +150,8 @@ class Lineage:
     capture_seconds: float | None = None
     trace_cache_hit: bool | None = None
     compile_cache_hit: bool | None = None
+    compile_options: str | None = None
+    nki_compiler_frontend: str | None = None
 
     @classmethod
     def of(
@@ -164,7 +171,7 @@ class Lineage:
             **_refs("profile", extracted.profile if extracted else None),
             inputs=_ref_list(inputs.inputs) if inputs else None,
             outputs=_ref_list(captured.outputs) if captured else None,
-            tracer=trace.tracer if trace else None,
+            tracer=tracer_label(trace.tracer, trace.fell_through) if trace else None,
             nki_version=trace.nki_version if trace else None,  # what traced it: a cache hit may have, earlier
             visible_cores=captured.visible_cores if captured else None,
             trace_seconds=trace.seconds if trace else None,
@@ -172,6 +179,8 @@ class Lineage:
             capture_seconds=captured.seconds if captured else None,
             trace_cache_hit=trace.cache_hit if trace else None,
             compile_cache_hit=compiled.cache_hit if compiled else None,
+            compile_options=compiled.compile_options if compiled else trace.compile_options if trace else None,
+            nki_compiler_frontend=trace.nki_compiler_frontend if trace else None,
         )
 
 

@@ -21,7 +21,7 @@ from kernelsweep.results.outcome import SUMMARY_COLUMNS, RowSummary
 from kernelsweep.results.row_parts import Costed, Lineage, Measured, Status, columns
 from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION
 from kernelsweep.spec import Point
-from kernelsweep.stages import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
+from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
 from kernelsweep.toolchain.versions import ToolVersions
 
 _ROW_NAMESPACE = uuid.UUID("5f0c8a3e-7b1d-4c1e-9a51-6b8f0e2d4c77")
@@ -92,6 +92,8 @@ class Row:
     atol: float | None = None
     rtol: float | None = None
     correct: bool | None = None
+    correctness_source: str | None = None
+    timing_source: str | None = None
     # lineage
     kernel_source_uri: str | None = None
     kernel_source_sha256: str | None = None
@@ -123,6 +125,8 @@ class Row:
     capture_seconds: float | None = None
     trace_cache_hit: bool | None = None
     compile_cache_hit: bool | None = None
+    compile_options: str | None = None
+    nki_compiler_frontend: str | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.metrics) - METRIC_NAMES

@@ -72,6 +72,8 @@ _CORRECTNESS = [
     pa.field("atol", pa.float64()),
     pa.field("rtol", pa.float64()),
     pa.field("correct", pa.bool_()),
+    pa.field("correctness_source", pa.string()),
+    pa.field("timing_source", pa.string()),
 ]
 _LINEAGE = [
     *_artifact_columns("kernel_source"),
@@ -99,6 +101,8 @@ _LINEAGE = [
     pa.field("capture_seconds", pa.float64()),
     pa.field("trace_cache_hit", pa.bool_()),
     pa.field("compile_cache_hit", pa.bool_()),
+    pa.field("compile_options", pa.string()),
+    pa.field("nki_compiler_frontend", pa.string()),
 ]
 
 BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE)

@@ -27,6 +27,12 @@ def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str |
     """The compiler's diagnostic for this kernel, or None when it compiles."""
     if lnc == 2 and not target.startswith(("trn2", "trn3")):
         return f"[NCC_EARG001] --lnc 2 is not supported for target {target}"
+    kernel_lnc = ir.get("kernel_lnc")
+    if ir.get("nki_generation") == "0.7" and lnc is not None and kernel_lnc != lnc:  # addendum F10
+        return (
+            f"[NCC_EVRF066] NKI kernel '{ir['kernel']}' is configured with LNC={kernel_lnc}, "
+            f"but neuronx-cc is using LNC={lnc}"
+        )
     platform = PLATFORMS[ir["platform"]]
     total_bytes = sum(t["bytes"] for t in ir["inputs"] + ir["outputs"])
     if total_bytes > platform.hbm_bytes_per_chip:

@@ -7,7 +7,7 @@ KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated device shows at it
 KERNELSWEEP_SIM_LNC         the device's logical core config (default 2, as a trn2's): it has CORES x LNC
                             physical cores, and neuron-ls / the runtime regroup them under the caller's
                             NEURON_LOGICAL_NC_CONFIG; a host told it is trn1 or inf2 has LNC 1 only
-KERNELSWEEP_SIM_NKI         the NKI generation the simulated tracer emulates: 0.2 ... 0.6 (default) or
+KERNELSWEEP_SIM_NKI         the NKI generation the simulated tracer emulates: 0.1 ... 0.7 (default) or
                             legacy (neuronxcc.nki, traced to penguin.py for `neuronx-cc compile`)
 KERNELSWEEP_SIM_TIME_SCALE  emulate tool latencies: seconds slept = modelled seconds x scale (default 0)
 KERNELSWEEP_SIM_IMPORT_PATH folders appended to the stand-in's import path (the sweep's, for kernels)
@@ -41,7 +41,7 @@ from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
 
 IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
 NKI_ENV = "KERNELSWEEP_SIM_NKI"
-CURRENT_NKI = "0.6"  # the newest generation sim.nki.generations knows
+CURRENT_NKI = "0.7"  # the newest generation sim.nki.generations knows
 SLOWDOWN_ENV = "KERNELSWEEP_SIM_COMPILER_SLOWDOWN"
 
 

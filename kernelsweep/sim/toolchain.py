@@ -1,7 +1,8 @@
 """The simulated toolchain as the adapters see it: each tool is this Python running a stand-in module.
 
 The simulator is never put on the user's PATH; the adapters build the same argv, parse the same
-output and classify the same failures as with the real tools.
+output and classify the same failures as with the real tools. `cpu_toolchain` is the real SDK's
+tracers and compiler with the simulator's device: a real trace and compile, a modelled capture.
 """
 
 from __future__ import annotations
@@ -10,11 +11,16 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelsweep.sim import RUNTIME_VERSION
 from kernelsweep.sim.config import IMPORT_PATH_ENV
 from kernelsweep.sim.tracer import SIM_TRACERS
 from kernelsweep.toolchain.resolve import Toolchain
+
+if TYPE_CHECKING:
+    from kernelsweep.toolchain.tracing import Tracer
+    from kernelsweep.toolchain.tracing.interpreter import NeuronPython
 
 SIMULATED_INSTANCE = "simulated"
 # A stand-in is a short, single-threaded process: numpy's BLAS thread pools only cost start-up time.
@@ -45,4 +51,26 @@ def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -
         env=sim_env,
         tracers=SIM_TRACERS,
         fixed_versions={"runtime": RUNTIME_VERSION, "instance_type": SIMULATED_INSTANCE},
+    )
+
+
+def cpu_toolchain(
+    state_dir: str | Path,
+    real_tools: Mapping[str, tuple[str, ...]],
+    tracers: tuple[Tracer, ...],
+    python: NeuronPython | None,
+) -> Toolchain:
+    """`--toolchain cpu`: the real SDK's tracers (which compile) under its interpreter, its
+    `neuronx-cc` when present, and the simulator's runtime, profiler and device for the capture."""
+    sim = sim_toolchain(state_dir)
+    commands = {k: v for k, v in sim.commands.items() if k != "neuronx-cc"}  # the compile is the SDK's
+    commands |= {k: v for k, v in real_tools.items() if k == "neuronx-cc"}
+    env = {k: v for k, v in sim.env.items() if k not in LEAN_ENV}  # never limit the real compiler's threads
+    return Toolchain(
+        kind="cpu",
+        commands=commands,
+        env=env,
+        tracers=tracers,
+        fixed_versions=dict(sim.fixed_versions),
+        neuron_python=python,
     )

@@ -5,8 +5,11 @@ Both read the kernel's real source and run it on the simulated NKI language (sim
 construct or a tile the emulated generation refuses fails here, at trace time, in NKI's words where
 they are known (seed 004's partition error). What they write is marked simulated:
 
-  sim-nki-frontend  NKI 0.2-0.6: traces AND compiles in one call, as nki.compiler.driver does; the
-                    NEFF's outputs are named as the caller's `output_names`, else output_0, ...
+  sim-nki-frontend  NKI 0.1-0.7: traces AND compiles in one call, as nki.compiler.driver does; the
+                    NEFF's outputs are named as the caller's `output_names`, else output_0, ...;
+                    a compiler diagnostic goes to fd 2 and the call raises "Pass pipeline failed",
+                    as the real driver does (awslabs/nki-autotune 97935bf); on 0.7 the kernel's
+                    LNC is NEURON_LOGICAL_NC_CONFIG's (default 1), checked against the compile's
   sim-penguin       legacy (neuronxcc.nki, SDK <= 2.26): penguin.py plus a weights folder, for the
                     stand-in `neuronx-cc compile`
 
@@ -18,6 +21,7 @@ work at LNC=2).
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from kernelsweep import names
 from kernelsweep.dtypes import itemsize
-from kernelsweep.errors import CompileError, TraceError
+from kernelsweep.errors import TraceError
 from kernelsweep.kernels import KernelSourceNotFound, load_kernel
 from kernelsweep.platforms import get_platform
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
@@ -48,19 +52,19 @@ SIM_IR = "simulated_bir.py"  # the frontend's artifact: the same data literal pe
 def _load(legacy: bool) -> SimpleNamespace:
     generation = get_generation(SimConfig.from_env().nki)
     if generation.legacy != legacy:
-        wanted = "neuronxcc.nki (KERNELSWEEP_SIM_NKI=legacy)" if legacy else "the nki package (0.2-0.6)"
+        wanted = "neuronxcc.nki (KERNELSWEEP_SIM_NKI=legacy)" if legacy else "the nki package (0.1-0.7)"
         raise ImportError(f"the simulated host has NKI {generation.name}, not {wanted}")
     version = f"neuronxcc.nki {COMPILER_VERSION}" if legacy else f"{generation.name}.0{SIM_VERSION_SUFFIX}"
     return SimpleNamespace(generation=generation, variant="", nki_version=version)
 
 
-def payload(request: TraceRequest, generation: Generation, tracer: str) -> dict:
-    """Trace the kernel on the model (raising what the emulated tracer raises) and describe it."""
+def payload(request: TraceRequest, generation: Generation, tracer: str, kernel_lnc: int | None = None) -> dict:
+    """Trace the kernel on the model (raising what the emulated tracer raises) and describe it;
+    `kernel_lnc` is the LNC the kernel itself runs at when it differs from the compile's (NKI 0.7)."""
     definition = load_kernel(request.kernel_ref)
+    programs = kernel_lnc or request.lnc
     try:
-        traced = trace_kernel(
-            request.nki_kernel, _specs(request.inputs), _specs(request.outputs), generation, request.lnc
-        )
+        traced = trace_kernel(request.nki_kernel, _specs(request.inputs), _specs(request.outputs), generation, programs)
     except KernelSourceNotFound as exc:
         raise TraceError(f"{tracer}: {exc}; check the definition's nki_kernel", error_class="KernelImport") from None
     except KernelSignatureError as exc:
@@ -75,6 +79,7 @@ def payload(request: TraceRequest, generation: Generation, tracer: str) -> dict:
         "dtype": request.dtype,
         "platform": request.platform,
         "lnc": request.lnc,
+        "kernel_lnc": programs,
         "flops": cost.flops,
         "hbm_bytes": cost.hbm_bytes,
         "dma_transfers": cost.dma_transfers,
@@ -102,19 +107,35 @@ def _tensors(tensors: tuple[TensorSpec, ...]) -> list[dict]:
     ]
 
 
+def kernel_lnc(generation: Generation) -> int | None:
+    """NKI 0.7 reads a kernel's LNC from NEURON_LOGICAL_NC_CONFIG, 1 when unset (addendum F6)."""
+    if not generation.kernel_lnc_from_env:
+        return None
+    text = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "1")
+    return int(text) if text in ("1", "2") else 1
+
+
+def compiler_failed(diagnostic: str) -> RuntimeError:
+    """What the real driver does with a diagnostic: neuronx-cc writes it to fd 2, the call raises a
+    generic error (awslabs/nki-autotune 97935bf: "Pass pipeline failed")."""
+    os.write(2, f"ERROR [neuronx-cc]: {diagnostic}\n".encode())
+    return RuntimeError("Pass pipeline failed")
+
+
 def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
-    ir = payload(request, api.generation, FRONTEND_NAME)
+    ir = payload(request, api.generation, FRONTEND_NAME, kernel_lnc(api.generation))
     folder = workdir / "ir"
     folder.mkdir()
     write_ir(folder / SIM_IR, ir)
     config = SimConfig.from_env()
     started = time.perf_counter()
     problem = diagnose(ir, request.target, request.lnc, config)
-    if problem:  # the real API raises the compiler's diagnostic as an exception
-        raise CompileError(f"{FRONTEND_NAME}: {problem}", error_class="CompilerDiagnostic", stderr_tail=problem)
+    if problem:
+        raise compiler_failed(problem)
     emulate_compile_time(ir, config)
     neff = write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config)
-    return TraceProducts(folder, neff, time.perf_counter() - started)
+    options = {"target": request.target, "lnc": request.lnc}
+    return TraceProducts(folder, neff, time.perf_counter() - started, options)
 
 
 def _run_penguin(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
@@ -128,6 +149,15 @@ def _run_penguin(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> 
 SIM_FRONTEND = Tracer(FRONTEND_NAME, f"{__name__}:SIM_FRONTEND", lambda: _load(False), _run_frontend)
 SIM_PENGUIN = Tracer(PENGUIN_NAME, f"{__name__}:SIM_PENGUIN", lambda: _load(True), _run_penguin)
 SIM_TRACERS = (SIM_FRONTEND, SIM_PENGUIN)
+
+
+def model_neff(point: Point, definition: KernelDefinition, workdir: Path) -> Path:
+    """`--toolchain cpu`: the simulator's NEFF of the point, which its profiler times in place of the
+    real NEFF (a real NEFF holds no model to time). Traced at the current generation, in this process."""
+    request = TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
+    config = SimConfig.from_env()
+    ir = payload(request, get_generation(config.nki), FRONTEND_NAME)
+    return write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config)
 
 
 def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> Path:

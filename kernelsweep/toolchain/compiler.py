@@ -6,6 +6,7 @@ NKI compiles inside the tracing call (kernelsweep.toolchain.tracing.tracers).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -18,12 +19,20 @@ from kernelsweep.toolchain.resolve import Toolchain
 _VERSION = re.compile(r"NeuronX Compiler version\s+(\S+)")
 
 
+FLAGS = ("--internal-tensorizer-opt-level=nki", "--pipeline", "compile", "SaveTemps")
+
+
+def compile_options(target: str, lnc: int | None) -> str:
+    """What a row records of a `neuronx-cc compile` (JSON, no paths): the numbers depend on it."""
+    return json.dumps({"flags": list(FLAGS), "lnc": lnc, "target": target}, sort_keys=True)
+
+
 def compile_argv(toolchain: Toolchain, ir_file: str, target: str, lnc: int | None) -> list[str]:
     """As `nki.baremetal` runs it (reference Corrections 2), with seed 000's `--lnc` on trn2:
     `neuronx-cc compile --framework XLA penguin.py --internal-tensorizer-opt-level=nki
     --pipeline compile SaveTemps --target trn2 [--lnc 2] --output=file.neff`."""
     argv = toolchain.command("neuronx-cc") + ["compile", "--framework", "XLA", ir_file]
-    argv += ["--internal-tensorizer-opt-level=nki", "--pipeline", "compile", "SaveTemps", "--target", target]
+    argv += [*FLAGS, "--target", target]
     if lnc is not None:  # only trn2/trn3 take --lnc; on trn1 it is an NCC_EARG001 error
         argv += ["--lnc", str(lnc)]
     return argv + [f"--output={names.NEFF}"]

@@ -41,6 +41,12 @@ _NKI_DOCUMENTED_ERROR = _rule(r"nki\.errors\.html#err-", "KernelConstraint", Fal
 _NTFF_SKEW = _rule(r"NTFF version \d+ is not supported", "VersionSkew", False)
 
 COMPILER_RULES: Sequence[Rule] = (
+    # NKI 0.7: "NKI kernel '<k>' is configured with LNC=<a>, but neuronx-cc is using LNC=<b>" (addendum F10)
+    _rule(r"\[NCC_EVRF066\]", "LncMismatch", False),
+    # The allocator's words: "Out of memory in sbuf" (awslabs/nki-autotune 97935bf), "[GCA035] Instruction:
+    # ... couldn't be allocated in SB" (aws-neuron-sdk#1060)
+    _rule(r"(?i)out of memory in (?:sbuf|psum)", "OutOfMemory", False),
+    _rule(r"\[GCA\d+\].*couldn't be allocated in (?:SB|PSUM)", "OutOfMemory", False),
     _rule(r"\[NCC_E[A-Z]+\d+\]", "CompilerDiagnostic", False),
     _rule(r"\[TEN\d+\]", "InternalCompilerError", False),
     _INTERNAL_COMPILER_ERROR,
@@ -110,10 +116,14 @@ def _last_line(text: str, fallback: str) -> str:
 
 
 def compile_failure(result: ToolResult, timeout_seconds: float) -> CompileError:
-    """A failed `neuronx-cc compile`: diagnostics, crashes and a bare exit 70 (how failing compiles
-    exit in practice) are deterministic for the same input, so never worth a retry."""
+    """A failed `neuronx-cc compile`: diagnostics, crashes, a bare exit 70 (how failing compiles exit
+    in practice) and timeouts are deterministic for the same input, so never worth a retry: a kernel
+    that does not compile within the limit will not in the next try either (real-host audit 2, N5)."""
     if result.timed_out:
-        return _timed_out(CompileError, f"neuronx-cc compile (limit {timeout_seconds:.0f} s)", result)
+        return CompileError(
+            f"neuronx-cc compile timed out (limit {timeout_seconds:.0f} s); shrink the shape or raise the limit",
+            retryable=False, error_class="Timeout", argv=result.argv, stderr_tail=result.output,
+        )  # fmt: skip
     found = match(COMPILER_RULES, result.output)
     if found:
         rule, message = found
@@ -180,20 +190,40 @@ def view_failure(result: ToolResult, tool: str) -> ExtractError:
     )
 
 
-def trace_failure(error: BaseException, tracer: str, details: str | None = None) -> KernelsweepError:
+def trace_failure(
+    error: BaseException, tracer: str, details: str | None = None, compiler_output: str = ""
+) -> KernelsweepError:
     """An exception raised by a tracer (in the trace worker): always deterministic for the same kernel.
 
-    Tracers that also compile (the nki driver and frontend, nki_standalone) raise the compiler's
-    diagnostics as exceptions; those are CompileErrors, so rows say which step really failed.
-    `details` (the worker's traceback) is kept as the error's stderr tail.
+    Tracers that also compile (the nki driver and frontend, nki_standalone) fail with the compiler's
+    diagnostics; those are CompileErrors, so rows say which step really failed. The compiler writes
+    them to the C-level stderr (`compiler_output`, captured from fd 2), not into the exception, whose
+    text may be only "Pass pipeline failed" (awslabs/nki-autotune 97935bf); its last lines are kept in
+    the message and the tail in the error's stderr tail, after `details` (the worker's traceback).
     """
+    from kernelsweep.toolchain.tracing.calls import CompilerFailed  # deferred: in the worker only
+
     text = f"{type(error).__name__}: {error}"
     first_line = " ".join(text.splitlines()[0].split())
-    tail = details or text
+    output = compiler_output.strip()
+    tail = "\n".join(part for part in (details or text, output and "--- compiler output (fd 2) ---\n" + output) if part)
     found = match(TRACE_RULES, text)
     if found:
         return TraceError(f"{tracer}: {first_line}", error_class=found[0].error_class, stderr_tail=tail)
-    found = match(COMPILER_RULES, text)
+    found = match(COMPILER_RULES, f"{text}\n{output}")
     if found:
-        return CompileError(f"{tracer}: {found[1]}", error_class=found[0].error_class, stderr_tail=tail)
-    return TraceError(f"{tracer}: {first_line}", stderr_tail=tail)
+        rule, message = found
+        if rule is _INTERNAL_COMPILER_ERROR:
+            message = _internal_error_summary(output or text) or message
+        return CompileError(f"{tracer}: {message}", error_class=rule.error_class, stderr_tail=tail)
+    said = f"; compiler: {_last_lines(output)}" if output else ""
+    if isinstance(error, CompilerFailed):
+        return CompileError(f"{tracer}: {first_line}{said}", error_class="CompilerFailed", stderr_tail=tail)
+    return TraceError(f"{tracer}: {first_line}{said}", stderr_tail=tail)
+
+
+def _last_lines(text: str, count: int = 3, limit: int = 500) -> str:
+    """The compiler's last words, one line: what a row's error message keeps of its output."""
+    lines = [_LOG_PREFIX.sub("", line).strip() for line in text.splitlines()]
+    kept = " / ".join([line for line in lines if line and not line.startswith("Diagnostic logs stored in")][-count:])
+    return kept if len(kept) <= limit else "..." + kept[-limit:]

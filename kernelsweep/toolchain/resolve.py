@@ -1,9 +1,9 @@
 """Where the real Neuron tools are, and the `Toolchain` value every adapter is handed.
 
 The adapters only ever see a `Toolchain`: a command prefix per tool, extra environment, the tracers
-it offers and any versions fixed by construction. For the real SDK the prefix is the executable's
-path; the simulator builds its own (`kernelsweep.sim.toolchain`), so the adapters' argv, parsing
-and error handling are the same code either way. Choosing between the two is the caller's job
+it offers, the Python they trace under and any versions fixed by construction. For the real SDK the
+prefix is the executable's path; the simulator builds its own (`kernelsweep.sim.toolchain`), so the
+adapters' argv, parsing and error handling are the same code either way. Choosing between the two is the caller's job
 (`kernelsweep.context.resolve_toolchain`); nothing here knows the simulator exists.
 """
 
@@ -20,6 +20,7 @@ from kernelsweep.errors import ToolNotFoundError
 
 if TYPE_CHECKING:
     from kernelsweep.toolchain.tracing import Tracer
+    from kernelsweep.toolchain.tracing.interpreter import NeuronPython
 
 NEURON_BIN_DIR = Path("/opt/aws/neuron/bin")
 TOOLS = ("neuronx-cc", "neuron-profile", "neuron-explorer", "neuron-ls")
@@ -27,16 +28,18 @@ TOOLS = ("neuronx-cc", "neuron-profile", "neuron-explorer", "neuron-ls")
 
 @dataclass(frozen=True)
 class Toolchain:
-    kind: str  # "neuron" or "sim"
+    kind: str  # "neuron", "sim", or "cpu" (the real SDK traces and compiles; the simulator captures)
     commands: Mapping[str, tuple[str, ...]]
     env: Mapping[str, str] = field(default_factory=dict)
     tracers: tuple[Tracer, ...] = ()  # tried in order; the first whose API imports traces
     # Versions known without asking the host ("runtime", "nki", "instance_type"); the rest are probed.
     fixed_versions: Mapping[str, str | None] = field(default_factory=dict)
+    neuron_python: NeuronPython | None = None  # the trace worker's interpreter; None: kernelsweep's own
 
     @property
     def is_simulation(self) -> bool:
-        return self.kind == "sim"
+        """Whether the numbers are modelled: fully (sim), or the timing and capture only (cpu)."""
+        return self.kind in ("sim", "cpu")
 
     def command(self, tool: str) -> list[str]:
         try:

@@ -2,52 +2,29 @@
 
 Profiles and compile results change between SDK releases (a 3x slowdown went unnoticed until a
 user reported it; profiler/runtime skew breaks profiles), so every row records these versions.
-PyPI's `neuronx-cc` 1.0.post1 and `nki` 0.0.1 are empty placeholder wheels whose import raises
-"WRONG PACKAGE": they are reported as placeholders, never as an installed SDK.
+The SDK's own packages are read from their metadata (kernelsweep.toolchain.packages), in whichever
+interpreter has them: the trace worker reports what it traced with.
 """
 
 from __future__ import annotations
 
-import email.message
 import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from importlib import metadata
 from pathlib import Path
-from typing import cast
 
 from kernelsweep.toolchain import tracing
 from kernelsweep.toolchain.compiler import compiler_version
+from kernelsweep.toolchain.packages import nki_version
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.profiler import profiler_version
 from kernelsweep.toolchain.resolve import Toolchain
 
-PLACEHOLDER_MARKER = "WRONG PACKAGE"  # the description and the ImportError text of PyPI's placeholders
-PLACEHOLDER_VERSIONS = {"neuronx-cc": frozenset({"1.0.post1"}), "nki": frozenset({"0.0.1"})}
-SDK_PACKAGES = ("neuronx-cc", "nki")
 RUNTIME_PACKAGE = "aws-neuronx-runtime-lib"
 DMI_PRODUCT_NAME = Path("/sys/devices/virtual/dmi/id/product_name")  # the instance type on EC2 Nitro
 _INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
 _RUNTIME_VERSION = re.compile(r"(?:Neuron Runtime|NRT version:|aws-neuronx-runtime-lib)\s+v?(\d+(?:\.\d+){2,})")
-
-
-@dataclass(frozen=True)
-class PackageVersion:
-    name: str
-    version: str | None  # None: not installed
-    placeholder: bool = False
-
-    @property
-    def usable(self) -> bool:
-        return self.version is not None and not self.placeholder
-
-    def describe(self) -> str:
-        if self.version is None:
-            return f"{self.name} not installed"
-        if self.placeholder:
-            return f"{self.name} {self.version} (PyPI placeholder, not the Neuron SDK)"
-        return f"{self.name} {self.version}"
 
 
 @dataclass(frozen=True)
@@ -61,6 +38,7 @@ class ToolVersions:
     profiler_tool: str | None
     instance_type: str | None = None
     tracer: str | None = None  # the tracer id the worker probe chose (kernelsweep.toolchain.tracing)
+    nki_compiler_frontend: str | None = None  # NKI_COMPILER_FRONTEND as the trace worker sees it (NKI 0.7)
 
     def updated_from(self, profile_info: Mapping[str, object]) -> ToolVersions:
         """What the profile says ran wins over what the host reported before the run: the runtime
@@ -80,28 +58,6 @@ class ToolVersions:
 
     def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
-
-
-def package_version(name: str) -> PackageVersion:
-    """A distribution's version from its metadata (never imports it: placeholders raise on import)."""
-    try:
-        dist = metadata.distribution(name)
-    except metadata.PackageNotFoundError:
-        return PackageVersion(name, None)
-    version = dist.version
-    meta = cast(email.message.Message, dist.metadata)  # PackageMetadata is an email Message at run time
-    description = str(meta.get("Description") or meta.get_payload() or "")  # where the marker lives
-    placeholder = version in PLACEHOLDER_VERSIONS.get(name, ()) or PLACEHOLDER_MARKER in description
-    return PackageVersion(name, version, placeholder)
-
-
-def nki_version() -> str | None:
-    """The `nki` package (SDK 2.27+), else the NKI bundled in neuronx-cc (`neuronxcc.nki`, <= 2.26)."""
-    nki = package_version("nki")
-    if nki.usable:
-        return nki.version
-    compiler = package_version("neuronx-cc")
-    return f"neuronxcc.nki {compiler.version}" if compiler.usable else None
 
 
 def parse_runtime_version(text: str) -> str | None:
@@ -136,6 +92,14 @@ def instance_type(dmi_product_name: Path = DMI_PRODUCT_NAME) -> str | None:
     return text if _INSTANCE_TYPE.fullmatch(text) else None
 
 
+def _compiler(toolchain: Toolchain, probed: tracing.TracerProbe | None, timeout_seconds: float) -> str | None:
+    """`neuronx-cc --version`; without the command (an SDK venv whose bin is not searched), the
+    neuronx-cc package the trace worker's interpreter has: it is what compiles there."""
+    if "neuronx-cc" in toolchain.commands:
+        return compiler_version(toolchain, timeout_seconds)
+    return probed.packages.get("neuronx-cc") if probed else None
+
+
 def collect(
     toolchain: Toolchain,
     *,
@@ -148,16 +112,18 @@ def collect(
     trace worker, the same process kind that will trace."""
     fixed = toolchain.fixed_versions
     runtime = fixed["runtime"] if "runtime" in fixed else runtime_version(search_path, timeout_seconds)
-    chosen = tracing.probe(toolchain).selected if toolchain.tracers else None
+    probed = tracing.probe(toolchain) if toolchain.tracers else None
+    chosen = probed.selected if probed else None
     nki = fixed["nki"] if "nki" in fixed else (chosen.nki_version if chosen else nki_version())
     instance = fixed["instance_type"] if "instance_type" in fixed else instance_type(dmi_product_name)
     has_profiler = toolchain.profiler in toolchain.commands
     return ToolVersions(
-        compiler=compiler_version(toolchain, timeout_seconds) if "neuronx-cc" in toolchain.commands else None,
+        compiler=_compiler(toolchain, probed, timeout_seconds),
         profiler=profiler_version(toolchain, timeout_seconds) if has_profiler else None,
         runtime=runtime,
         nki=nki,
         profiler_tool=toolchain.profiler if has_profiler else None,
         instance_type=instance,
         tracer=chosen.tracer_id if chosen else None,
+        nki_compiler_frontend=probed.nki_compiler_frontend if probed else None,
     )

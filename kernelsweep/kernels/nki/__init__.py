@@ -11,4 +11,12 @@ Every loop handles ragged edges, so each definition's `check()` states only the 
 (positive sizes, SBUF capacity, vector_add's tile shape). At LNC=2 the work is shared out with
 `nl.program_id` / `nl.num_programs`; parameters are named as the definitions' inputs (the tracer
 binds inputs by name).
+
+Checked against NKI 0.7's migration notes (SDK 2.33; ../shared/reviews/nki-0.7-addendum.md F2-F4):
+they use no dynamic loop construct (removed), no affine_range / sequential_range / static_range
+(deprecated aliases of range), no `==` on NKI objects (whose meaning changed), and take their LNC from
+nl.num_programs, which 0.7 derives from NEURON_LOGICAL_NC_CONFIG (the trace worker sets it). Every
+loop is unrolled: these are naive reference kernels (README, Toolchains). On NKI 0.1 (SDK 2.27) the
+MLP cannot trace: it reshapes shared_hbm tensors, which 0.1 refuses. Still open until a 0.7 host
+answers it (addendum O3): whether `nl.program_id(0)` is a Python int there, as `range()` needs.
 """

@@ -7,13 +7,16 @@ most 128 and its moving free size at most 512; DMA never touches PSUM; tensor_te
 one PSUM operand; generation rules come from kernelsweep.sim.nki.generations. Each call adds to the
 running program's work counts; with values on (kernelsweep.sim.nki.values) it also computes.
 
-ISA calls the model does not know are accepted and counted but not checked (`Trace.unmodelled`),
-so a user kernel is never refused for using an instruction the simulator lacks; computing values
-through one is refused instead.
+Each instruction takes exactly the parameters the model uses; kernelsweep.sim.nki.modules binds a
+kernel's call against the generation's published signature first (sim.nki.stubs), so a keyword the
+SDK does not take is a TypeError here too. Published instructions the model does not know are
+accepted and counted but not checked (`Trace.unmodelled`), so a user kernel is never refused for
+using an instruction the simulator lacks; computing values through one is refused instead.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +51,7 @@ class Trace:
     shared: list[Storage]  # shared_hbm allocations in call order: the same objects for every program
     work: Counter[str] = field(default_factory=Counter)
     unmodelled: set[str] = field(default_factory=set)
+    warnings: set[str] = field(default_factory=set)
     shared_seen: int = 0
 
 
@@ -61,21 +65,28 @@ def current() -> Trace:
 
 
 class Op:
-    """An operator constant (`op=nl.add` for nisa) that the 0.3+ wrappers also make callable."""
+    """An operator constant (`op=nl.add` for nisa) that the 0.3+ wrappers also make callable; a call
+    binds against the generation's published signature when it has one (`nl.add(x, y, dtype=None)`)."""
 
-    def __init__(self, name: str, generation: Generation):
-        self.name, self.generation = name, generation
+    def __init__(self, name: str, generation: Generation, signature: inspect.Signature | None = None):
+        self.name, self.generation, self.signature = name, generation, signature
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
 
-    def __call__(self, *args: Any, dtype: str | None = None) -> NkiTensor:
+    def __call__(self, *args: Any, **kwargs: Any) -> NkiTensor:
         if not self.generation.has_wrappers:
             raise TypeError(
                 f"nl.{self.name} is an operator in NKI {self.generation.name} (pass op=nl.{self.name} to an "
                 f"nki.isa instruction); the nl.{self.name}(...) wrapper came with NKI 0.3"
             )
-        tiles = [a for a in args if isinstance(a, NkiTensor)]
+        if self.signature is not None:
+            try:
+                self.signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{self.name}() {exc}") from None
+        dtype = kwargs.get("dtype")
+        tiles = [a for a in (*args, *kwargs.values()) if isinstance(a, NkiTensor)]
         if not tiles or len(tiles) > 2:
             raise NkiError(f"nl.{self.name} takes one or two tiles")
         out = new_tensor(tiles[0].shape, dtype or tiles[0].dtype, "sbuf")
@@ -157,7 +168,7 @@ def _elementwise(what: str, dst: NkiTensor, sources: list[NkiTensor], op: str, s
         v.write(dst, v.apply(op, *([args[0] * scale] + args[1:])))
 
 
-def dma_copy(dst: NkiTensor, src: NkiTensor, **options: Any) -> None:
+def dma_copy(dst: NkiTensor, src: NkiTensor) -> None:
     any_but_psum = ("sbuf", *HBM)
     require_tile("dma_copy dst", dst, any_but_psum)
     require_tile("dma_copy src", src, any_but_psum)
@@ -173,10 +184,8 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, **options: Any) -> None:
         v.write(dst, v.read(src, "dma_copy"))
 
 
-def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, **options: Any) -> None:
+def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumulate: bool | None = None) -> None:
     trace = current()
-    if "accumulate" in options and not trace.generation.matmul_accumulate_flag:
-        raise TypeError("nc_matmul() got an unexpected keyword argument 'accumulate' (added in NKI 0.3)")
     require_tile("nc_matmul stationary", stationary, ("sbuf",))
     require_tile("nc_matmul moving", moving, ("sbuf",))
     require_tile("nc_matmul dst", dst, ("psum",))
@@ -199,7 +208,7 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, **option
         raise NkiError("nc_matmul: a float32 operand needs a float32 partner")
     _count(macs=k * m * n)
     if trace.values:
-        _matmul_values(dst, stationary, moving, options.get("accumulate"))
+        _matmul_values(dst, stationary, moving, accumulate)
 
 
 def _matmul_values(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumulate: bool | None) -> None:
@@ -219,7 +228,7 @@ def _matmul_values(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, acc
     started[...] = True
 
 
-def nc_transpose(dst: NkiTensor, data: NkiTensor, **options: Any) -> None:
+def nc_transpose(dst: NkiTensor, data: NkiTensor) -> None:
     require_tile("nc_transpose data", data, ("sbuf", "psum"))
     require_tile("nc_transpose dst", dst, ("sbuf", "psum"))
     if data.partitions > PMAX or data.free_size > PMAX:
@@ -233,13 +242,13 @@ def nc_transpose(dst: NkiTensor, data: NkiTensor, **options: Any) -> None:
         v.write(dst, v.as_matrix(v.read(data, "nc_transpose")).T)
 
 
-def tensor_copy(dst: NkiTensor, src: NkiTensor, **options: Any) -> None:
+def tensor_copy(dst: NkiTensor, src: NkiTensor) -> None:
     require_tile("tensor_copy src", src, ("sbuf", "psum"))
     require_tile("tensor_copy dst", dst, ("sbuf", "psum"))
     _elementwise("tensor_copy", dst, [src], "copy")
 
 
-def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, **options: Any) -> None:
+def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any) -> None:
     for what, t in (("dst", dst), ("data1", data1), ("data2", data2)):
         require_tile(f"tensor_tensor {what}", t, ("sbuf", "psum"))
     if data1.buffer == data2.buffer == "psum":
@@ -247,7 +256,7 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, *
     _elementwise("tensor_tensor", dst, [data1, data2], _op_name(op))
 
 
-def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale: float = 1.0, **options: Any) -> None:
+def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale: float = 1.0) -> None:
     require_tile("activation data", data, ("sbuf", "psum"))
     require_tile("activation dst", dst, ("sbuf", "psum"))
     if bias is not None:
@@ -255,7 +264,7 @@ def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale
     _elementwise("activation", dst, [data], _op_name(op), scale)
 
 
-def memset(dst: NkiTensor, value: float, **options: Any) -> None:
+def memset(dst: NkiTensor, value: float) -> None:
     require_tile("memset dst", dst, ("sbuf", "psum", *HBM))
     _count(vector_elems=dst.size)
     if current().values:
@@ -274,7 +283,8 @@ def unmodelled(name: str) -> Callable[..., None]:
         if trace.values:
             raise NkiError(f"the simulated NKI interpreter has no numeric model of nisa.{name}")
         trace.unmodelled.add(f"nisa.{name}")
-        _count(vector_elems=max((a.size for a in args if isinstance(a, NkiTensor)), default=0))
+        tiles = [a for a in (*args, *kwargs.values()) if isinstance(a, NkiTensor)]
+        _count(vector_elems=max((a.size for a in tiles), default=0))
 
     instruction.__name__ = name
     return instruction

@@ -1,11 +1,18 @@
 """The modules a kernel imports from the simulated NKI: `nki.language` and `nki.isa` as one generation
 has them, with the 0.3+ (and legacy) `nl.load` / `nl.store` / `nl.copy` ... wrappers built from the
-modelled instructions (kernelsweep.sim.nki.lang). A name the generation removed raises the
-AttributeError a real import would; a name the model does not know is accepted but unchecked.
+modelled instructions (kernelsweep.sim.nki.lang).
+
+Every call binds against the generation's published signature (kernelsweep.sim.nki.stubs) before
+the model sees it: an unknown keyword or a missing argument is the TypeError the SDK raises, and
+`nki.isa` has exactly the names the generation's stubs list (AttributeError for any other). The
+language stubs of NKI 0.1 and 0.2 leave out the operators (nl.silu, nl.exp ...) their docs list
+(nki.api.shared.rst), so `nki.language` still takes any operator name a generation did not remove.
+The legacy `neuronxcc.nki` has no stubs: its calls are not bound.
 """
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +40,51 @@ from kernelsweep.sim.nki.lang import (
     tensor_copy,
     unmodelled,
 )
+from kernelsweep.sim.nki.stubs import ISA as ISA_STUBS
+from kernelsweep.sim.nki.stubs import LANGUAGE, Api, api
 from kernelsweep.sim.nki.tensor import HBM, DynSlice, NkiError, NkiTensor
+
+
+def bound(name: str, model: Callable[..., Any], signature: inspect.Signature | None) -> Callable[..., Any]:
+    """`model` behind the published signature: the call binds as the SDK's would (the TypeError a
+    Python function raises, in its words), then the model gets the arguments it uses (the others, such
+    as dge_mode or name, change nothing it models). Every stub parameter is positional-or-keyword, so
+    the binding is done by hand: inspect's is too slow for kernels that unroll to 10^5 instructions."""
+    if signature is None:
+        return model
+    names = tuple(signature.parameters)
+    allowed = frozenset(names)
+    required = frozenset(n for n, p in signature.parameters.items() if p.default is p.empty)
+    params = inspect.signature(model).parameters
+    takes = names if any(p.kind is p.VAR_KEYWORD for p in params.values()) else tuple(n for n in names if n in params)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            if len(args) > len(names):
+                raise TypeError(f"{name}() takes {len(names)} positional arguments but {len(args)} were given")
+            for key, value in zip(names, args, strict=False):  # longer args were refused above
+                if key in kwargs:
+                    raise TypeError(f"{name}() got multiple values for argument '{key}'")
+                kwargs[key] = value
+        if not allowed.issuperset(kwargs):
+            unknown = next(key for key in kwargs if key not in allowed)
+            raise TypeError(f"{name}() got an unexpected keyword argument '{unknown}'")
+        if not required.issubset(kwargs):
+            missing = next(n for n in names if n in required and n not in kwargs)
+            raise TypeError(f"{name}() missing required argument: '{missing}'")
+        return model(**{k: kwargs[k] for k in takes if k in kwargs})
+
+    call.__name__ = name
+    call.__signature__ = signature  # type: ignore[attr-defined]
+    return call
+
+
+def _published(generation: Generation, module: str) -> Api | None:
+    return None if generation.legacy else api(generation.name, module)
+
+
+def _signature(found: Api | None, name: str) -> inspect.Signature | None:
+    return found.functions.get(name) if found else None
 
 
 def _wrappers(generation: Generation) -> dict[str, Callable[..., Any]]:
@@ -89,8 +140,24 @@ def _wrappers(generation: Generation) -> dict[str, Callable[..., Any]]:
 # --- the modules a kernel imports ---------------------------------------------------------------
 
 
+def _range(start: int, stop: int | None = None, step: int = 1) -> range:
+    return range(start) if stop is None else range(start, stop, step)
+
+
+def _deprecated_range(name: str) -> Callable[..., range]:
+    """NKI 0.7: affine_range, sequential_range and static_range are deprecated and are Python's range
+    (addendum F4); the trace records the warning."""
+
+    def loop(start: int, stop: int | None = None, step: int = 1) -> range:
+        current().warnings.add(f"nl.{name} is deprecated in NKI 0.7: it is Python's range")
+        return _range(start, stop, step)
+
+    return loop
+
+
 def language(generation: Generation) -> types.ModuleType:
     module = types.ModuleType(f"{generation.namespace}.language", "simulated NKI language (kernelsweep)")
+    published = _published(generation, LANGUAGE)
     names: dict[str, Any] = {d: d for d in DTYPES}
     names |= {b: b for b in ("sbuf", "psum", "hbm", "private_hbm", "shared_hbm")}
     names["tile_size"] = types.SimpleNamespace(
@@ -100,24 +167,26 @@ def language(generation: Generation) -> types.ModuleType:
         psum_fmax=PSUM_BANK_BYTES // 4,
         psum_bank_fmax=PSUM_BANK_BYTES // 4,
     )
-    names |= {
+    ranges = ("affine_range", "sequential_range", "static_range")
+    functions: dict[str, Callable[..., Any]] = {
         "ndarray": ndarray,
         "ds": DynSlice,
-        "affine_range": range,
-        "sequential_range": range,
-        "static_range": range,
+        **{r: _deprecated_range(r) if generation.ranges_deprecated else _range for r in ranges},
         "program_id": lambda axis=0: current().program_id,
         "num_programs": lambda axes=None: current().num_programs,
         "program_ndim": lambda: 1 if current().num_programs > 1 else 0,
     }
-    names |= {op: Op(op, generation) for op in (*ELEMENTWISE, *UNARY)}
+    if not generation.dynamic_range_removed:
+        functions["dynamic_range"] = _range
+    names |= {op: Op(op, generation, _signature(published, op)) for op in (*ELEMENTWISE, *UNARY)}
     if generation.has_wrappers:
         wrappers = _wrappers(generation)
-        names |= {k: f for k, f in wrappers.items() if k != "copy"}
+        functions |= {k: f for k, f in wrappers.items() if k != "copy"}
         copy_op = Op("copy", generation)  # both the activation op and, from 0.3, the wrapper
-        names["copy"] = _CallableOp(copy_op, wrappers)
+        names["copy"] = _CallableOp(copy_op, wrappers, _signature(published, "copy"))
     else:
         names["copy"] = Op("copy", generation)
+    names |= {name: bound(name, f, _signature(published, name)) for name, f in functions.items()}
     if generation.legacy:
         names["par_dim"] = ParDim
     module.__dict__.update(names)
@@ -125,7 +194,7 @@ def language(generation: Generation) -> types.ModuleType:
     def missing(name: str) -> Any:
         if name in generation.removed_language or name.startswith("__"):
             raise AttributeError(f"module '{generation.namespace}.language' has no attribute '{name}'")
-        return Op(name, generation)  # an operator the model does not compute: fine as op=, refused as a call
+        return Op(name, generation, _signature(published, name))  # an operator the model does not compute
 
     module.__getattr__ = missing  # type: ignore[method-assign]
     return module
@@ -134,18 +203,39 @@ def language(generation: Generation) -> types.ModuleType:
 class _CallableOp(Op):
     """`nl.copy`: the copy operator, and from NKI 0.3 the PSUM/SBUF -> SBUF copy wrapper."""
 
-    def __init__(self, op: Op, wrappers: dict[str, Callable[..., Any]]):
+    def __init__(self, op: Op, wrappers: dict[str, Callable[..., Any]], signature: inspect.Signature | None):
         super().__init__(op.name, op.generation)
-        self._copy = wrappers["copy"]
+        self._copy = bound("copy", wrappers["copy"], signature)
 
-    def __call__(self, *args: Any, dtype: str | None = None) -> NkiTensor:
-        return self._copy(*args, dtype=dtype)
+    def __call__(self, *args: Any, **kwargs: Any) -> NkiTensor:
+        return self._copy(*args, **kwargs)
+
+
+class _Constants:
+    """An enum of the ISA (`nisa.engine`, `nisa.dge_mode` ...): any member is a name the model ignores."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, member: str) -> str:
+        if member.startswith("__"):
+            raise AttributeError(member)
+        return f"{self._name}.{member}"
 
 
 def isa(generation: Generation) -> types.ModuleType:
     module = types.ModuleType(f"{generation.namespace}.isa", "simulated NKI ISA (kernelsweep)")
-    if generation.nisa_dst_operands:
-        module.__dict__.update(ISA)
-    module.__dict__["engine"] = types.SimpleNamespace(unknown="unknown", tensor="tensor", vector="vector")
-    module.__getattr__ = lambda name: unmodelled(name)  # type: ignore[method-assign]
+    published = _published(generation, ISA_STUBS)
+    if published is None:  # legacy: instructions return new tiles; none is modelled
+        module.__dict__["engine"] = types.SimpleNamespace(unknown="unknown", tensor="tensor", vector="vector")
+        module.__getattr__ = lambda name: unmodelled(name)  # type: ignore[method-assign]
+        return module
+    for name, signature in published.functions.items():
+        module.__dict__[name] = bound(name, ISA.get(name) or unmodelled(name), signature)
+    module.__dict__.update({name: _Constants(name) for name in published.names})
+
+    def missing(name: str) -> Any:
+        raise AttributeError(f"module '{generation.namespace}.isa' has no attribute '{name}'")
+
+    module.__getattr__ = missing  # type: ignore[method-assign]
     return module

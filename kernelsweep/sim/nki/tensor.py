@@ -137,6 +137,15 @@ class NkiTensor:
         shape = tuple(int(s) for s in shape)
         if math.prod(shape) != self.size:
             raise NkiError(f"cannot reshape a tensor of shape {self.shape} into {shape}: element counts differ")
+        if self.buffer in ("shared_hbm", "private_hbm") and shape[0] != self.shape[0]:
+            from kernelsweep.sim.nki.lang import current  # deferred: lang builds on this module
+
+            generation = current().generation
+            if generation.shared_hbm_reshape_broken:
+                raise NkiError(
+                    f"reshape of a {self.buffer} tensor {self.shape} into {shape} fails the partition size check "
+                    f"(NKI {generation.name}, SDK {generation.sdk}; fixed in NKI 0.2.0)"
+                )
         if self.on_chip and shape[0] != self.shape[0]:
             raise NkiError(f"reshape of an on-chip tensor must keep the partition dimension {self.shape[0]}")
         if self.strides != _contiguous(self.shape):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import inspect
+import os
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,10 +23,11 @@ from typing import Any
 from kernelsweep.kernels import KernelSourceNotFound, nki_kernel_source
 from kernelsweep.sim.nki import lang as nki_lang
 from kernelsweep.sim.nki import modules as nki_modules
-from kernelsweep.sim.nki.generations import Generation, check_source
+from kernelsweep.sim.nki.generations import NEURONXCC_IN_KERNEL, Generation, check_source
 from kernelsweep.sim.nki.tensor import NkiError, NkiTensor, Storage
 
 TensorSpec = tuple[str, tuple[int, ...], str]  # (name, shape, dtype)
+FRONTEND_ENV = "NKI_COMPILER_FRONTEND"
 
 
 class KernelSignatureError(TypeError):
@@ -68,12 +70,16 @@ def trace_kernel(
     lnc: int,
     values: Mapping[str, Any] | None = None,
 ) -> KernelTrace:
-    """Check the source, then run the kernel as programs 0..lnc-1; values given: compute outputs too."""
+    """Check the source, then run the kernel as programs 0..lnc-1; values given: compute outputs too.
+
+    A parsing front end checks the whole source, dead branches included; NKI 0.7's tracing one only
+    what runs, unless NKI_COMPILER_FRONTEND=custom keeps the parser (generations.traces_python)."""
     path, function = nki_kernel_source(ref)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    parses = not generation.traces_python or os.environ.get(FRONTEND_ENV) == "custom"
     if values is None:
-        return _cached(ref, str(path), sha, function, tuple(inputs), tuple(outputs), generation, lnc)
-    return _trace(ref, path, sha, function, inputs, outputs, generation, lnc, values)
+        return _cached(ref, str(path), sha, function, tuple(inputs), tuple(outputs), generation, lnc, parses)
+    return _trace(ref, path, sha, function, inputs, outputs, generation, lnc, parses, values)
 
 
 @lru_cache(maxsize=64)
@@ -86,8 +92,9 @@ def _cached(
     outputs: tuple[TensorSpec, ...],
     generation: Generation,
     lnc: int,
+    parses: bool,
 ) -> KernelTrace:
-    return _trace(ref, Path(path), sha, function, inputs, outputs, generation, lnc, None)
+    return _trace(ref, Path(path), sha, function, inputs, outputs, generation, lnc, parses, None)
 
 
 def _trace(
@@ -99,9 +106,10 @@ def _trace(
     outputs: Sequence[TensorSpec],
     generation: Generation,
     lnc: int,
+    parses: bool,
     values: Mapping[str, Any] | None,
 ) -> KernelTrace:
-    warnings = check_source(path, function, generation)
+    warnings = check_source(path, function, generation, whole=parses)
     kernel = _load(path, function, generation)
     shared: list[Storage] = []
     input_storages = {
@@ -125,6 +133,7 @@ def _trace(
         trace.work["output_elements"] = sum(t.size for t in returned)
         programs.append(dict(trace.work))
         unmodelled |= trace.unmodelled
+        warnings += sorted(trace.warnings - set(warnings))
     found = {}
     if values is not None:
         from kernelsweep.sim.nki import values as nki_values
@@ -172,6 +181,8 @@ def _importer(modules: dict[str, types.ModuleType], generation: Generation) -> A
 
     def hook(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         if level == 0 and name.split(".")[0] in simulated_roots:
+            if name.startswith("neuronxcc") and generation.neuronxcc_in_kernel_is_error:
+                raise NkiError(NEURONXCC_IN_KERNEL)
             if name not in modules:
                 raise ModuleNotFoundError(f"No module named '{name}'", name=name)
             return modules[name] if fromlist else modules[name.split(".")[0]]

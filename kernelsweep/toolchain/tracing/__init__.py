@@ -1,13 +1,23 @@
 """Tracing a kernel: NKI source -> IR (and, on current SDKs, the NEFF), in a worker process per point.
 
-The rooms: `job` (the request a worker gets, what it hands back, and running it under a timeout),
+The rooms: `request` (what a worker is given and hands back), `job` (running a worker under a
+timeout, and the run's tracer choice), `interpreter` (the Neuron SDK's Python it runs under),
 `tracers` (one adapter per NKI API generation AWS has shipped), `calls` (what every adapter does
-the same way: signature probes, output names), `worker` (the process itself).
+the same way: signature probes, result shapes, output names), `simulate` (nki.simulate, for
+`--toolchain cpu`), `worker` (the process itself).
 """
 
 from kernelsweep.toolchain.tracing.job import (
     JOB_FILE,
     RESULT_FILE,
+    TracerChoice,
+    probe,
+    trace,
+    tracer_label,
+    unpack,
+)
+from kernelsweep.toolchain.tracing.request import (
+    Fallback,
     TensorSpec,
     TraceOutput,
     TraceProducts,
@@ -16,23 +26,23 @@ from kernelsweep.toolchain.tracing.job import (
     TracerProbe,
     TracerStatus,
     pack,
-    probe,
-    trace,
-    unpack,
 )
 
 __all__ = [
     "JOB_FILE",
     "RESULT_FILE",
+    "Fallback",
     "TensorSpec",
     "TraceOutput",
     "TraceProducts",
     "Tracer",
+    "TracerChoice",
     "TracerProbe",
     "TraceRequest",
     "TracerStatus",
     "pack",
     "probe",
     "trace",
+    "tracer_label",
     "unpack",
 ]

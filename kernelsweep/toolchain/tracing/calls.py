@@ -1,12 +1,17 @@
 """What every real NKI tracing adapter (kernelsweep.toolchain.tracing.tracers) does the same way: probe an
-API's signature, build the kernel's inputs exactly as the inputs stage does, name the outputs, and
-find what the API wrote. Runs inside the trace worker only.
+API's signature, build the kernel's inputs exactly as the inputs stage does, read whichever result
+shape the API returned, name the outputs, and find what the API wrote. Runs inside the trace worker
+only (Python 3.10+, numpy and the SDK: kernelsweep.toolchain.tracing.interpreter).
+
+A TypeError or AttributeError raised here means the adapter does not fit this host's API: the worker
+then falls through to the next tracer (kernelsweep.toolchain.tracing.worker).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,13 +20,22 @@ from typing import Any
 
 from kernelsweep import names
 from kernelsweep.errors import TraceError
-from kernelsweep.toolchain.tracing import TraceRequest
+from kernelsweep.toolchain.tracing.request import TraceRequest
 
 LEGACY_TRACE_KERNEL_MODULES = (
     "nki.compiler.backends.neuron.TraceKernel",  # as seed 000 imports it
     "neuronxcc.nki.compiler.backends.neuron.TraceKernel",  # where seed 004's traceback shows it
 )
 CONTEXT_MODULES = ("nki._backends.context", "nki.compiler.driver")  # where nki_ir_context has lived
+# Where CompileOptions and compile_bir_to_neff live: the driver module first (awslabs/nki-autotune,
+# 2026-04..06), then ncc_driver (the nki-library fork's harness).
+COMPILE_MODULES = ("nki.compiler.driver", "nki.compiler.ncc_driver")
+FRONTEND_ENV = "NKI_COMPILER_FRONTEND"  # NKI 0.7: `custom` keeps the old specialization (addendum F2)
+
+
+class CompilerFailed(Exception):
+    """The compile returned a failure instead of raising (`neuronx_cc_error` on the compiled kernel,
+    as nki-autotune saw from 2026-04 to 2026-06): a compile error, whatever its words."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +66,76 @@ def positional(function: Callable[..., Any], what: str, count: int) -> int:
 
 
 def nki_package_version() -> str | None:
-    from kernelsweep.toolchain.versions import nki_version
+    from kernelsweep.toolchain.packages import nki_version
 
     return nki_version()
+
+
+def nki_at_least(major: int, minor: int) -> bool:
+    """Whether the installed `nki` wheel is this version or newer (the legacy neuronxcc.nki never is)."""
+    version = nki_package_version() or ""
+    parts = version.split("+")[0].split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= (major, minor)
+    except (ValueError, IndexError):
+        return False
+
+
+def frontend_class(module: Any) -> tuple[Any, str]:
+    """(the frontend class, the tracer-id variant it adds). NKI 0.7 specializes by Python tracing and
+    keeps the old specialization only behind NKI_COMPILER_FRONTEND=custom (addendum F2): there the
+    tracing frontend is preferred; before 0.7 ParserFrontend, as AWS's nki-library harness uses."""
+    tracer_frontend = getattr(module, "TracerFrontend", None)
+    if tracer_frontend is not None and nki_at_least(0, 7) and os.environ.get(FRONTEND_ENV) != "custom":
+        return tracer_frontend, "tracer-frontend"
+    return module.ParserFrontend, ""
+
+
+def compile_api(*attributes: str) -> list[Any]:
+    """The attributes from the first of COMPILE_MODULES that has them all."""
+    errors = []
+    for name in COMPILE_MODULES:
+        try:
+            module = importlib.import_module(name)
+            return [getattr(module, attribute) for attribute in attributes]
+        except (ImportError, AttributeError) as exc:
+            errors.append(f"{name}: {exc}")
+    raise ImportError("; ".join(errors))
+
+
+def split_result(result: Any) -> tuple[Any, Any]:
+    """(bir, compile result) from what compile_to_bir returned: the pair current NKI returns
+    (`bir, cr = compile_to_bir(...)`, awslabs/nki-autotune 2026-04..06), or one object that carries
+    its `.descriptor` (the nki-library fork). Anything else is an AttributeError: another shape."""
+    if isinstance(result, tuple) and len(result) == 2:
+        return result[0], result[1]
+    return result, result.descriptor
+
+
+def described_names(described: Any, inputs: dict[str, Any], request: TraceRequest) -> tuple[list[str], list[str]]:
+    """The names the compile result reports: its input/output specs (nki-library; nki-autotune from
+    2026-06), its argument/output names (nki-autotune 2026-04), else ours."""
+    if getattr(described, "input_specs", None) is not None:
+        return [s.name for s in described.input_specs], [s.name for s in described.output_specs]
+    if getattr(described, "argument_names", None) is not None:
+        return list(described.argument_names), list(described.output_names)
+    return list(inputs), output_names(request)
+
+
+def zero_inputs(described: Any) -> list[Any]:
+    """Zero arrays shaped as the compile result's input specs: what nki-autotune hands
+    compile_bir_to_neff with the (bir, cr) pair."""
+    import numpy as np
+
+    return [np.zeros(tuple(s.shape), dtype=np.dtype(s.dtype)) for s in described.input_specs]
+
+
+def check_compiled(compiled: Any) -> Any:
+    """A compiled kernel that carries `neuronx_cc_error` failed, whatever else it says."""
+    error = getattr(compiled, "neuronx_cc_error", None)
+    if error:
+        raise CompilerFailed(f"neuronx_cc_error: {error}")
+    return compiled
 
 
 def kernel_and_inputs(request: TraceRequest) -> tuple[Any, dict[str, Any]]:
@@ -102,14 +183,6 @@ def compile_options(api: SimpleNamespace, request: TraceRequest, workdir: Path, 
         output_path=str(workdir / names.NEFF),
         artifacts_dir=str(fresh(artifacts)),
     )
-
-
-def io_names(result: Any, inputs: dict[str, Any], request: TraceRequest) -> tuple[list[str], list[str]]:
-    """The names the compiled kernel's descriptor reports (nki-library reads them there), else ours."""
-    descriptor = getattr(result, "descriptor", None)
-    if descriptor is not None and hasattr(descriptor, "input_specs"):
-        return [s.name for s in descriptor.input_specs], [s.name for s in descriptor.output_specs]
-    return list(inputs), output_names(request)
 
 
 def neff_at(compiled: Any, workdir: Path, producer: str) -> Path:

@@ -10,6 +10,13 @@ or hang costs one point, process-global tracer state is never shared between poi
 the SDK never touches the runtime the sweep's captures use. The caller bounds the workers with the
 compile slots.
 
+The worker runs under the Neuron SDK's own interpreter (kernelsweep.toolchain.tracing.interpreter),
+with the point's target and LNC in NEURON_PLATFORM_TARGET_OVERRIDE and NEURON_LOGICAL_NC_CONFIG: NKI
+0.7 takes a kernel's LNC from that variable, and rejects a kernel/compiler mismatch (NCC_EVRF066).
+A tracer whose adapter does not fit this host's API is skipped for the rest of the run
+(`TracerChoice`); timeouts are never retried: a point that does not compile in the limit will not
+in the next one either (real-host audit 2, N5).
+
 Tracers are handed to the worker by import reference (`Tracer.ref`); the real ones live in
 kernelsweep.toolchain.tracing.tracers, the simulator's in kernelsweep.sim.tracer.
 """
@@ -17,154 +24,71 @@ kernelsweep.toolchain.tracing.tracers, the simulator's in kernelsweep.sim.tracer
 from __future__ import annotations
 
 import json
-import sys
+import logging
 import tarfile
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+import threading
+from collections.abc import Mapping
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from kernelsweep.errors import CompileError, KernelsweepError, TraceError
+from kernelsweep.toolchain.tracing.interpreter import own_python, worker_argv, worker_env, worker_path
+from kernelsweep.toolchain.tracing.request import Fallback, TraceOutput, TraceRequest, TracerProbe, TracerStatus
 
 if TYPE_CHECKING:
-    from kernelsweep.kernels import KernelDefinition
-    from kernelsweep.spec import Point
     from kernelsweep.toolchain.resolve import Toolchain
 
-WORKER = "kernelsweep.toolchain.tracing.worker"
+logger = logging.getLogger(__name__)
 JOB_FILE, RESULT_FILE = "trace-job.json", "trace-result.json"
 PROBE_TIMEOUT_SECONDS = 120.0
 # Removed from the worker's environment: the compile workers of awslabs/nki-autotune drop it too, so
 # that importing the SDK cannot claim the NeuronCores a concurrent capture holds.
 WORKER_UNSET = ("NEURON_RT_VISIBLE_CORES",)
+# kernelsweep's own interpreter settings: meaningless, or harmful, to the SDK's interpreter.
+FOREIGN_UNSET = ("PYTHONPATH", "PYTHONHOME")
 
 
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
+class TracerChoice:
+    """Which tracer a run's points start with, and which proved unusable on this host: one per run,
+    shared by its points' threads. A fallback is learnt (and logged) once; every row it traced says so
+    (`tracer_label`)."""
 
-
-@dataclass(frozen=True)
-class TraceRequest:
-    """Everything a tracer needs for one point, as plain data the worker rebuilds the kernel from."""
-
-    kernel_ref: str  # the KernelDefinition, module:attribute
-    nki_kernel: str  # the NKI kernel function, module:attribute
-    params: dict[str, int]
-    dtype: str
-    platform: str
-    target: str  # the compiler target (trn1, inf2, trn2)
-    lnc: int
-    seed: int
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-    # What the adapter passes as the API's `output_names`; without them a frontend NEFF names its
-    # outputs output_0, output_1, ... (reference Corrections 1). Production always passes them.
-    output_names: tuple[str, ...] | None
-
-    @classmethod
-    def for_point(cls, point: Point, definition: KernelDefinition, target: str) -> TraceRequest:
-        outputs = tuple(
-            TensorSpec(t.name, t.shape, t.dtype) for t in definition.output_infos(point.params, point.dtype)
-        )
-        return cls(
-            kernel_ref=point.kernel_ref,
-            nki_kernel=definition.nki_kernel,
-            params=dict(point.params),
-            dtype=point.dtype,
-            platform=point.platform,
-            target=target,
-            lnc=point.lnc,
-            seed=point.seed,
-            inputs=tuple(
-                TensorSpec(t.name, t.shape, t.dtype) for t in definition.input_infos(point.params, point.dtype)
-            ),
-            outputs=outputs,
-            output_names=tuple(t.name for t in outputs),
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TraceRequest:
-        def specs(items: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
-            return tuple(TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in items)
-
-        names = data["output_names"]
-        return cls(
-            **{
-                k: data[k] for k in ("kernel_ref", "nki_kernel", "params", "dtype", "platform", "target", "lnc", "seed")
-            },
-            inputs=specs(data["inputs"]),
-            outputs=specs(data["outputs"]),
-            output_names=None if names is None else tuple(names),
-        )
-
-
-@dataclass(frozen=True)
-class TraceProducts:
-    """What a tracer's run leaves in its work folder (inside the worker)."""
-
-    ir_dir: Path  # everything the tracer wrote for the compiler or as artifacts; stored as one tar
-    neff: Path | None  # set when the API compiled too
-    compile_seconds: float | None = None
-
-
-@dataclass(frozen=True)
-class Tracer:
-    name: str
-    ref: str  # "module:attribute" the worker imports this Tracer by
-    load: Callable[[], SimpleNamespace]  # imports the API and probes its signatures; raises if absent or unfit
-    run: Callable[[SimpleNamespace, TraceRequest, Path], TraceProducts]
-    best_effort: bool = False  # no public code confirms this API: results are a best effort
-
-
-@dataclass(frozen=True)
-class TracerStatus:
-    """One tracer as the worker found it on this host."""
-
-    name: str
-    available: bool
-    variant: str = ""  # which signature variant fits, "" for the documented one
-    nki_version: str | None = None
-    reason: str = ""  # why it is unavailable
-    best_effort: bool = False
-    signatures: str = ""  # the probed API's signatures, for a bug report
+    def __init__(self, first: str | None) -> None:
+        self._lock = threading.Lock()
+        self._first = first
+        self._unusable: dict[str, Fallback] = {}
 
     @property
-    def tracer_id(self) -> str:
-        """What rows and cache keys record: the tracer and, if not the documented one, its variant."""
-        return f"{self.name}/{self.variant}" if self.variant else self.name
-
-
-@dataclass(frozen=True)
-class TracerProbe:
-    statuses: tuple[TracerStatus, ...]
-    # Whether the worker, having imported the SDK, showed up as a NeuronCore holder in `neuron-ls`
-    # (None: not asked). nki-autotune keeps the visible cores from its compile workers, as if it could.
-    holds_device: bool | None = None
+    def first(self) -> str | None:
+        with self._lock:
+            return self._first
 
     @property
-    def selected(self) -> TracerStatus | None:
-        return next((s for s in self.statuses if s.available), None)
+    def unusable(self) -> list[str]:
+        with self._lock:
+            return list(self._unusable)
 
-    def describe_failures(self) -> str:
-        return "; ".join(f"{s.name} ({s.reason})" for s in self.statuses)
+    def learn(self, fallbacks: tuple[Fallback, ...], used: str | None) -> None:
+        with self._lock:
+            for fallback in fallbacks:
+                if fallback.tracer not in self._unusable:
+                    self._unusable[fallback.tracer] = fallback
+                    logger.warning(
+                        "tracer %s is unusable on this host (%s); this run traces with %s instead",
+                        fallback.tracer, fallback.reason, used or "the next tracer",
+                    )  # fmt: skip
+            if used is not None and fallbacks:
+                self._first = used
+
+    def fell_through(self, used: str) -> tuple[str, ...]:
+        """The tracers found unusable this run, which `used` stands in for."""
+        with self._lock:
+            return tuple(name for name in self._unusable if name != used)
 
 
-@dataclass(frozen=True)
-class TraceOutput:
-    ir_path: Path  # the IR folder as one reproducible tar
-    tracer: str  # tracer id
-    nki_version: str | None
-    neff_path: Path | None = None
-    trace_seconds: float = 0.0
-    compile_seconds: float | None = None
-    notes: tuple[str, ...] = field(default=())
+def tracer_label(used: str, fell_through: tuple[str, ...]) -> str:
+    """The row's tracer column: the tracer, and the ones that fell through before it this run."""
+    return f"{used} (fallback: {', '.join(fell_through)} unusable)" if fell_through else used
 
 
 def probe(
@@ -180,17 +104,46 @@ def probe(
     import tempfile  # deferred: the trace worker imports this module and never probes
 
     with tempfile.TemporaryDirectory(prefix="kernelsweep-probe-") as tmp:
-        result = _run_worker(toolchain, Path(tmp), job, timeout_seconds, "probing tracers")
-    return TracerProbe(tuple(TracerStatus(**s) for s in result["statuses"]), result.get("holds_device"))
+        argv, result = _run_worker(toolchain, Path(tmp), job, timeout_seconds, "probing tracers")
+    _raise_error(result, argv)
+    statuses = tuple(TracerStatus(**s) for s in result["statuses"])
+    return TracerProbe(
+        statuses,
+        result.get("holds_device"),
+        result.get("nki_compiler_frontend"),
+        result.get("packages", {}),
+        result.get("python", ""),
+    )
 
 
 def trace(
-    toolchain: Toolchain, request: TraceRequest, workdir: Path, *, tracer: str | None, timeout_seconds: float
+    toolchain: Toolchain,
+    request: TraceRequest,
+    workdir: Path,
+    *,
+    tracer: str | None = None,
+    timeout_seconds: float,
+    choice: TracerChoice | None = None,
+    simulate: bool = False,
 ) -> TraceOutput:
-    """Trace (and, where the API does, compile) one point in a worker; `tracer` pins the probed choice."""
-    job = {"mode": "trace", "tracer": tracer, "request": request.as_json()}
-    env = {"NEURON_PLATFORM_TARGET_OVERRIDE": request.target}  # NKI 0.3+ takes the target from here
-    result = _run_worker(toolchain, workdir, job, timeout_seconds, f"tracing {request.nki_kernel}", env)
+    """Trace (and, where the API does, compile) one point in a worker. `tracer` pins the probed
+    choice; a `choice` (the run's) supplies it instead and learns the tracers found unusable. With
+    `simulate`, the worker also runs the installed NKI's nki.simulate on the inputs."""
+    if choice is not None:
+        tracer = choice.first
+    job = {
+        "mode": "trace",
+        "tracer": tracer,
+        "unusable": choice.unusable if choice else [],
+        "simulate": simulate,
+        "request": request.as_json(),
+    }
+    env = {"NEURON_PLATFORM_TARGET_OVERRIDE": request.target, "NEURON_LOGICAL_NC_CONFIG": str(request.lnc)}
+    argv, result = _run_worker(toolchain, workdir, job, timeout_seconds, f"tracing {request.nki_kernel}", env)
+    fallbacks = tuple(Fallback(**f) for f in result.get("fallbacks", ()))
+    if choice is not None:
+        choice.learn(fallbacks, result.get("tracer"))
+    _raise_error(result, argv)
     return TraceOutput(
         ir_path=workdir / result["ir"],
         tracer=result["tracer"],
@@ -198,7 +151,11 @@ def trace(
         neff_path=workdir / result["neff"] if result["neff"] else None,
         trace_seconds=result["trace_seconds"],
         compile_seconds=result["compile_seconds"],
-        notes=tuple(result.get("notes", ())),
+        fallbacks=fallbacks,
+        compile_options=result.get("compile_options"),
+        nki_compiler_frontend=result.get("nki_compiler_frontend"),
+        simulated_outputs={name: workdir / file for name, file in (result.get("simulated_outputs") or {}).items()},
+        simulate_note=result.get("simulate_note"),
     )
 
 
@@ -209,67 +166,57 @@ def _run_worker(
     timeout_seconds: float,
     what: str,
     env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> tuple[list[str], dict[str, Any]]:
     from kernelsweep.toolchain.process import run_tool  # deferred: the worker imports this module, never runs tools
 
+    python = toolchain.neuron_python or own_python()
     workdir.mkdir(parents=True, exist_ok=True)
-    job = {**job, "tracers": [t.ref for t in toolchain.tracers], "sys_path": [p for p in sys.path if p]}
+    first, last = worker_path(python)
+    job = {**job, "tracers": [t.ref for t in toolchain.tracers], "path_first": first, "path_last": last}
     (workdir / JOB_FILE).write_text(json.dumps(job))
-    argv = [sys.executable, "-P", "-m", WORKER, str(workdir / JOB_FILE)]
+    argv = worker_argv(python, workdir, workdir / JOB_FILE)
     result = run_tool(
         argv,
         cwd=workdir,
-        env={**toolchain.env, **(env or {})},
-        unset=WORKER_UNSET,
+        env={**toolchain.env, **worker_env(python), **(env or {})},
+        unset=WORKER_UNSET + (FOREIGN_UNSET if python.foreign else ()),
         timeout_seconds=timeout_seconds,
     )
-    if result.timed_out:
+    if result.timed_out:  # deterministic: the same kernel will not compile faster on a retry
         raise TraceError(
-            f"{what} timed out after {timeout_seconds:g} s", error_class="Timeout", retryable=True, argv=argv,
-            stderr_tail=result.output,
+            f"{what} timed out after {timeout_seconds:g} s; shrink the shape (every loop is unrolled) "
+            "or raise the limit", error_class="Timeout", retryable=False, argv=argv, stderr_tail=result.output,
         )  # fmt: skip
     answer = workdir / RESULT_FILE
     if not answer.is_file():
         lines = [line for line in result.output.splitlines() if line.strip()]
         raise TraceError(
-            f"{what}: the trace worker died (exit {result.returncode}): {lines[-1] if lines else 'no output'}",
+            f"{what}: the trace worker died (exit {result.returncode}) under {python.path}: "
+            f"{lines[-1] if lines else 'no output'}",
             error_class="TracerCrash",
             argv=argv,
             returncode=result.returncode,
             stderr_tail=result.output,
         )
-    data = json.loads(answer.read_text())
-    if "error" in data:
-        raise _rebuild(data["error"], argv)
-    return data
+    return argv, json.loads(answer.read_text())
 
 
 _ERROR_TYPES: dict[str, type[KernelsweepError]] = {"TraceError": TraceError, "CompileError": CompileError}
 
 
-def _rebuild(error: Mapping[str, Any], argv: list[str]) -> KernelsweepError:
+def _raise_error(answer: Mapping[str, Any], argv: list[str]) -> None:
     """The worker's error, as the error type the stage reports (a tracer that compiles can fail compiling)."""
+    error = answer.get("error")
+    if error is None:
+        return
     error_type = _ERROR_TYPES.get(error["type"], TraceError)
-    return error_type(
+    raise error_type(
         error["message"],
         retryable=error["retryable"],
         error_class=error["error_class"],
         argv=argv,
         stderr_tail=error.get("stderr_tail"),
     )
-
-
-def pack(folder: Path, archive: Path) -> Path:
-    """One reproducible file for the artifact store: sorted names, no times or owners."""
-
-    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-        return info
-
-    with tarfile.open(archive, "w") as tar:
-        for path in sorted(folder.rglob("*")):
-            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False, filter=normalise)
-    return archive
 
 
 def unpack(archive: Path, folder: Path) -> Path:

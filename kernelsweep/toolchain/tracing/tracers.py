@@ -1,17 +1,27 @@
 """The real NKI tracing APIs, one `Tracer` per generation, newest first (reference Corrections 1, 2):
 
-  nki.compiler.driver       compile_to_bir(kernel_func=, frontend=ParserFrontend(), inputs=, compile_opts=,
-                            output_names=) + ncc_driver.compile_bir_to_neff(opts, result, [], in, out)
-                            (aws-neuron/nki-library test harness after 2026-04; awslabs/nki-autotune)
-  nki.compiler.frontend     ParserFrontend().compile(kernel, inputs=, target=, lnc=, artifacts_dir=,
+  nki.compiler.driver       compile_to_bir(kernel, frontend=, inputs=, compile_opts=, output_names=), then
+                            compile_bir_to_neff(opts, bir, arrays, in_names, out_names). compile_to_bir
+                            returns the pair (bir, cr) (awslabs/nki-autotune runner/compile.py,
+                            3c2e2b1..d57bcc3, 2026-04..06: zero arrays, names from cr) or one result
+                            with `.descriptor` (the nki-library fork: [] and the descriptor's names);
+                            CompileOptions and compile_bir_to_neff come from nki.compiler.driver, else
+                            nki.compiler.ncc_driver
+  nki.compiler.frontend     Frontend().compile(kernel, inputs=, target=, lnc=, artifacts_dir=,
                             output_names=) + CompiledKernel.from_frontend(result, opts) (nki-library
                             2026-04-13); variant "context": compile(ctx, kernel, ...) inside
                             nki_ir_context() (a third-party NKI 0.6.0 recipe)
   neuronxcc.nki_standalone  compile_nki_ir_kernel_to_neff(kernel, inputs, outputs, target, lnc, out_dir,
-                            NKI_IR_VERSION.beta2, args) -> <out_dir>/file.neff (nki-library 2026-02-27)
+                            NKI_IR_VERSION.beta2, args, enable_device_dump) -> <out_dir>/file.neff
+                            (nki-library test/utils/kernel_tracer.py, d2ad3a5, 2026-04-13: 9 positionals;
+                            0759719, 2026-02-27: 8)
   legacy-penguin            SDK <= 2.26: KLIR TraceKernel + penguin IRBuilder/IRWriter -> penguin.py and
                             its weights folder, for `neuronx-cc compile` (seed 000; best effort, no
                             public code confirms these private APIs)
+
+The frontend is ParserFrontend, as nki-library's harness uses, except on NKI 0.7+, which specializes
+by Python tracing: there TracerFrontend (the `tracer-frontend` variant) unless NKI_COMPILER_FRONTEND
+is `custom`. A compiled kernel carrying `neuronx_cc_error` is a compile failure, not a missing NEFF.
 
 Each `load` imports one generation and probes its signatures; a variant the adapter knows is
 reported (`api.variant`), one it does not know makes the generation unavailable rather than
@@ -20,21 +30,24 @@ failing every point later. Everything here runs inside the trace worker.
 
 from __future__ import annotations
 
+import inspect
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from kernelsweep import names
-from kernelsweep.toolchain.tracing import TraceProducts, Tracer, TraceRequest
 from kernelsweep.toolchain.tracing.calls import (
     CONTEXT_MODULES,
     LEGACY_TRACE_KERNEL_MODULES,
     TensorStub,
+    check_compiled,
+    compile_api,
     compile_options,
+    described_names,
     first_attribute,
     fresh,
-    io_names,
+    frontend_class,
     kernel_and_inputs,
     neff_at,
     nki_package_version,
@@ -43,24 +56,31 @@ from kernelsweep.toolchain.tracing.calls import (
     positional,
     require,
     signatures,
+    split_result,
+    zero_inputs,
 )
+from kernelsweep.toolchain.tracing.request import TraceProducts, Tracer, TraceRequest
 
 # --- nki.compiler.driver ------------------------------------------------------------------------
 
 
 def _load_driver() -> SimpleNamespace:
+    from nki.compiler import frontend as frontends
     from nki.compiler.driver import compile_to_bir
-    from nki.compiler.frontend import ParserFrontend
-    from nki.compiler.ncc_driver import CompileOptions, compile_bir_to_neff
 
-    params = parameters(compile_to_bir, "compile_to_bir", ("kernel_func", "frontend", "inputs", "compile_opts"))
+    options_class, compile_bir_to_neff = compile_api("CompileOptions", "compile_bir_to_neff")
+    params = parameters(compile_to_bir, "compile_to_bir", ("frontend", "inputs", "compile_opts"))
     positional(compile_bir_to_neff, "compile_bir_to_neff", 5)
+    frontend, frontend_variant = frontend_class(frontends)
+    takes_names = "output_names" in params
     return SimpleNamespace(
         compile_to_bir=compile_to_bir,
         compile_bir_to_neff=compile_bir_to_neff,
-        ParserFrontend=ParserFrontend,
-        CompileOptions=CompileOptions,
-        variant="" if "output_names" in params else "no-output-names",
+        takes_aliases="input_output_aliases" in inspect.signature(compile_bir_to_neff).parameters,
+        Frontend=frontend,
+        CompileOptions=options_class,
+        output_names=takes_names,
+        variant="+".join(v for v in (frontend_variant, "" if takes_names else "no-output-names") if v),
         nki_version=nki_package_version(),
         signatures=signatures(compile_to_bir=compile_to_bir, compile_bir_to_neff=compile_bir_to_neff),
     )
@@ -70,27 +90,38 @@ def _run_driver(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> T
     kernel, inputs = kernel_and_inputs(request)
     ir = fresh(workdir / "ir")
     options = compile_options(api, request, workdir, ir / "artifacts")
-    call = dict(kernel_func=kernel, frontend=api.ParserFrontend(), inputs=inputs, compile_opts=options)
-    if not api.variant:
+    call = dict(frontend=api.Frontend(), inputs=inputs, compile_opts=options)
+    if api.output_names:
         call["output_names"] = output_names(request)
-    result = api.compile_to_bir(**call)
+    result = api.compile_to_bir(kernel, **call)
+    bir, described = split_result(result)
+    in_names, out_names = described_names(described, inputs, request)
+    arrays = zero_inputs(described) if isinstance(result, tuple) else []  # as each source passes them
+    extra = {}
+    if api.takes_aliases and hasattr(described, "input_output_aliases"):
+        extra["input_output_aliases"] = described.input_output_aliases
     started = time.perf_counter()
-    in_names, out_names = io_names(result, inputs, request)
-    compiled = api.compile_bir_to_neff(options, result, [], in_names, out_names)
+    compiled = check_compiled(api.compile_bir_to_neff(options, bir, arrays, in_names, out_names, **extra))
     seconds = time.perf_counter() - started
-    return TraceProducts(ir, neff_at(compiled, workdir, "compile_bir_to_neff"), seconds)
+    return TraceProducts(ir, neff_at(compiled, workdir, "compile_bir_to_neff"), seconds, _described(api, request))
+
+
+def _described(api: SimpleNamespace, request: TraceRequest, **more: Any) -> dict[str, Any]:
+    """What the adapter asked for, without paths: the options that move the numbers."""
+    return {"target": request.target, "lnc": request.lnc, "frontend": api.Frontend.__name__, **more}
 
 
 # --- nki.compiler.frontend ----------------------------------------------------------------------
 
 
 def _load_frontend() -> SimpleNamespace:
-    from nki.compiler.frontend import ParserFrontend
+    from nki.compiler import frontend as frontends
     from nki.compiler.ncc_driver import CompiledKernel, CompileOptions
 
-    params = parameters(ParserFrontend.compile, "ParserFrontend.compile", ("inputs", "target", "lnc", "artifacts_dir"))
-    api = SimpleNamespace(ParserFrontend=ParserFrontend, CompiledKernel=CompiledKernel, CompileOptions=CompileOptions)
-    variants = []
+    frontend, frontend_variant = frontend_class(frontends)
+    params = parameters(frontend.compile, f"{frontend.__name__}.compile", ("inputs", "target", "lnc", "artifacts_dir"))
+    api = SimpleNamespace(Frontend=frontend, CompiledKernel=CompiledKernel, CompileOptions=CompileOptions)
+    variants = [frontend_variant] if frontend_variant else []
     if params[0] == "ctx":
         api.nki_ir_context = first_attribute(CONTEXT_MODULES, "nki_ir_context")
         variants.append("context")
@@ -98,7 +129,7 @@ def _load_frontend() -> SimpleNamespace:
     if not api.output_names:
         variants.append("no-output-names")
     api.variant, api.nki_version = "+".join(variants), nki_package_version()
-    api.signatures = signatures(**{"ParserFrontend.compile": ParserFrontend.compile})
+    api.signatures = signatures(**{f"{frontend.__name__}.compile": frontend.compile})
     return api
 
 
@@ -113,14 +144,16 @@ def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) ->
     options = compile_options(api, request, workdir, ir / "artifacts")
     if hasattr(api, "nki_ir_context"):
         with api.nki_ir_context() as ctx:
-            result = api.ParserFrontend().compile(ctx, kernel, **call)
+            result = api.Frontend().compile(ctx, kernel, **call)
             started = time.perf_counter()
-            compiled = api.CompiledKernel.from_frontend(result, options)
+            compiled = check_compiled(api.CompiledKernel.from_frontend(result, options))
     else:
-        result = api.ParserFrontend().compile(kernel, **call)
+        result = api.Frontend().compile(kernel, **call)
         started = time.perf_counter()
-        compiled = api.CompiledKernel.from_frontend(result, options)
-    return TraceProducts(ir, neff_at(compiled, workdir, "CompiledKernel.from_frontend"), time.perf_counter() - started)
+        compiled = check_compiled(api.CompiledKernel.from_frontend(result, options))
+    seconds = time.perf_counter() - started
+    neff = neff_at(compiled, workdir, "CompiledKernel.from_frontend")
+    return TraceProducts(ir, neff, seconds, _described(api, request))
 
 
 # --- neuronxcc.nki_standalone ---------------------------------------------------------------------
@@ -133,7 +166,7 @@ def _load_standalone() -> SimpleNamespace:
     return SimpleNamespace(
         compile=compile_nki_ir_kernel_to_neff,
         NKI_IR_VERSION=NKI_IR_VERSION,
-        extra_args=takes >= 8,
+        takes=min(takes, 9),
         variant="",
         nki_version=nki_package_version(),
         signatures=signatures(compile_nki_ir_kernel_to_neff=compile_nki_ir_kernel_to_neff),
@@ -148,14 +181,14 @@ def _run_standalone(api: SimpleNamespace, request: TraceRequest, workdir: Path) 
     out_dir = fresh(workdir / "ir")
     stubs = [TensorStub(o.shape, numpy_dtype(o.dtype), o.name) for o in request.outputs]
     args: list[Any] = [kernel, inputs, stubs, request.target, request.lnc, str(out_dir), api.NKI_IR_VERSION.beta2]
-    if api.extra_args:
-        args.append("")
+    args += ["", False][: api.takes - len(args)]  # additional_compiler_args, enable_device_dump
     started = time.perf_counter()
     api.compile(*args)
     seconds = time.perf_counter() - started
     neff = require(out_dir / names.NEFF, "compile_nki_ir_kernel_to_neff")
     moved = neff.rename(workdir / names.NEFF)  # keep the NEFF out of the IR archive
-    return TraceProducts(out_dir, moved, seconds)
+    options = {"target": request.target, "lnc": request.lnc, "version": "beta2", "additional_compiler_args": ""}
+    return TraceProducts(out_dir, moved, seconds, options)
 
 
 # --- legacy KLIR + penguin (SDK <= 2.26), best effort -----------------------------------------

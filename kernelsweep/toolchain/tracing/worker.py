@@ -1,10 +1,16 @@
-"""The trace worker: `python -P -m kernelsweep.toolchain.tracing.worker JOB.json`, one process per point.
+"""The trace worker: one process per point, under the Neuron SDK's interpreter (tracing.interpreter).
 
-It runs with the sweep's import path (the job carries it, so user kernels and the tracers resolve
-exactly as in the sweep), imports the toolchain's tracers by reference, probes each (`Tracer.load`),
-and either reports what it found ("probe") or traces one point with the chosen tracer ("trace").
-The answer, or the classified error, goes to trace-result.json next to the job; the parent reads
-nothing else, so a crash (no answer) is told apart from a kernel error (an answer with an error).
+It puts the sweep's import path around its own (the job carries it, so user kernels and the tracers
+resolve as in the sweep), imports the toolchain's tracers by reference, and either reports what it
+found ("probe") or traces one point ("trace"): the pinned tracer first, then, if its adapter does not
+fit this host's API (a TypeError or AttributeError raised in the adapter itself, before the compiler
+ran: real-host audit 2, N1), the next ones, naming each that fell through. The tracer's C-level
+stderr (fd 2, where neuronx-cc writes `[NCC_E...]` and "Out of memory in sbuf") is captured, and on
+failure classified and kept with the error (N2). The answer, or the classified error, goes to
+trace-result.json next to the job; the parent reads nothing else, so a crash (no answer) is told
+apart from a kernel error (an answer with an error).
+
+Runs on Python 3.10+ with numpy and the SDK only (interpreter.WORKER_MODULES).
 """
 
 from __future__ import annotations
@@ -15,14 +21,21 @@ import os
 import shutil
 import sys
 import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from kernelsweep import names
 from kernelsweep.errors import KernelsweepError, TraceError
-from kernelsweep.toolchain.tracing import RESULT_FILE, Tracer, TraceRequest, TracerStatus, pack
+from kernelsweep.toolchain.tracing.calls import FRONTEND_ENV
+from kernelsweep.toolchain.tracing.job import RESULT_FILE
+from kernelsweep.toolchain.tracing.request import Fallback, Tracer, TraceRequest, TracerStatus, pack
 
 IR_ARCHIVE = "ir.tar"
+STDERR_FILE = "tracer-stderr.log"
+STDERR_KEPT_BYTES = 64 * 1024
 
 
 def load_tracer(ref: str) -> Tracer:
@@ -48,7 +61,15 @@ def status(tracer: Tracer) -> tuple[TracerStatus, Any]:
 
 
 def _probe(tracers: list[Tracer], neuron_ls: list[str] | None, env: dict[str, str]) -> dict[str, Any]:
-    result: dict[str, Any] = {"statuses": [status(t)[0].__dict__ for t in tracers]}
+    from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
+
+    found = {name: package_version(name) for name in SDK_PACKAGES}
+    result: dict[str, Any] = {
+        "statuses": [status(t)[0].__dict__ for t in tracers],
+        "nki_compiler_frontend": os.environ.get(FRONTEND_ENV) or None,
+        "packages": {name: version.version for name, version in found.items() if version.usable},
+        "python": f"{sys.executable} (Python {sys.version.split()[0]})",
+    }
     if neuron_ls:  # the APIs are imported now: does this process hold a NeuronCore?
         from kernelsweep.toolchain.process import run_tool
 
@@ -61,56 +82,125 @@ def _probe(tracers: list[Tracer], neuron_ls: list[str] | None, env: dict[str, st
     return result
 
 
-def _choose(tracers: list[Tracer], wanted: str | None) -> tuple[Tracer, TracerStatus, Any]:
+def _candidates(tracers: list[Tracer], wanted: str | None, unusable: list[str]) -> Iterator[tuple[Tracer, Any]]:
+    """The pinned tracer (exactly its probed variant), then every later one this host has, minus the
+    run's unusable ones; raises TracerUnavailable when none is left."""
+    start = next((i for i, t in enumerate(tracers) if wanted and t.name == wanted.split("/")[0]), 0)
     found = []
-    for tracer in tracers:
-        if wanted is not None and tracer.name != wanted.split("/")[0]:
+    for tracer in tracers[start:]:
+        if tracer.name in unusable:
             continue
         state, api = status(tracer)
-        if api is not None and (wanted is None or state.tracer_id == wanted):
-            return tracer, state, api
-        found.append(state)
-    from kernelsweep.toolchain.versions import SDK_PACKAGES, package_version
+        if api is not None and (tracer is not tracers[start] or not wanted or state.tracer_id == wanted):
+            yield tracer, (state, api)
+        else:
+            found.append(state)
+    raise _unavailable(found, wanted)
+
+
+def _unavailable(found: list[TracerStatus], wanted: str | None) -> TraceError:
+    from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
 
     tried = "; ".join(f"{s.name} ({s.reason or 'signature variant ' + repr(s.variant)})" for s in found) or "none"
     installed = ", ".join(package_version(name).describe() for name in SDK_PACKAGES)
     pinned = f"the probed tracer {wanted} is gone; " if wanted else ""
-    raise TraceError(
+    return TraceError(
         f"no NKI tracing API is usable: {pinned}tried {tried}; installed: {installed}. Install the Neuron SDK "
         "from https://pip.repos.neuron.amazonaws.com (kernelsweep doctor shows details) or use --toolchain sim",
         error_class="TracerUnavailable",
     )
 
 
-def _trace(tracers: list[Tracer], job: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    tracer, state, api = _choose(tracers, job.get("tracer"))
-    request = TraceRequest.from_json(job["request"])
-    started = time.perf_counter()
+@contextmanager
+def _captured_fd2(path: Path) -> Iterator[None]:
+    """fd 2 into `path` while the tracer runs: the compiler writes its diagnostics there, not into
+    the Python exception (awslabs/nki-autotune 97935bf does the same)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "wb") as handle:
+        os.dup2(handle.fileno(), 2)
     try:
-        products = tracer.run(api, request, workdir)
-    except KernelsweepError:
-        raise
-    except Exception as exc:  # the tracer's own errors, classified once, here
-        import traceback
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
-        from kernelsweep.toolchain.failures import trace_failure  # deferred: only a failing trace needs it
 
-        raise trace_failure(exc, state.tracer_id, traceback.format_exc()) from exc
-    seconds = time.perf_counter() - started
+def _tail(path: Path) -> str:
+    with open(path, "rb") as handle:
+        handle.seek(max(0, path.stat().st_size - STDERR_KEPT_BYTES))
+        return handle.read().decode("utf-8", "replace")
+
+
+def _in_adapter(exc: BaseException, tracer: Tracer) -> bool:
+    """Raised by the adapter's own code (or a call it made that did not bind), not inside the SDK
+    or the kernel: the adapter does not fit this API. Every adapter calls the compiler last."""
+    from kernelsweep.toolchain.tracing import calls
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    adapter_files = {os.path.realpath(tracer.run.__code__.co_filename), os.path.realpath(calls.__file__)}
+    return bool(frames) and os.path.realpath(frames[-1].filename) in adapter_files
+
+
+def _clear(workdir: Path) -> None:
+    """What a failed attempt left, so the next tracer starts as the first did."""
+    shutil.rmtree(workdir / "ir", ignore_errors=True)
+    (workdir / names.NEFF).unlink(missing_ok=True)
+
+
+def _trace(tracers: list[Tracer], job: dict[str, Any], workdir: Path, fallbacks: list[Fallback]) -> dict[str, Any]:
+    request = TraceRequest.from_json(job["request"])
+    for tracer, (state, api) in _candidates(tracers, job.get("tracer"), job.get("unusable", [])):
+        started = time.perf_counter()
+        try:
+            with _captured_fd2(workdir / STDERR_FILE):
+                products = tracer.run(api, request, workdir)
+        except KernelsweepError:
+            raise
+        except (TypeError, AttributeError) as exc:
+            if not _in_adapter(exc, tracer):
+                raise _classified(exc, state, workdir) from exc
+            fallbacks.append(Fallback(state.tracer_id, f"{type(exc).__name__}: {' '.join(str(exc).split())}"))
+            _clear(workdir)
+            continue
+        except Exception as exc:  # the tracer's own errors, classified once, here
+            raise _classified(exc, state, workdir) from exc
+        seconds = time.perf_counter() - started
+        return _answer(products, state, request, workdir, seconds, job.get("simulate", False))
+    raise AssertionError("unreachable: _candidates raises when it runs out")
+
+
+def _classified(exc: BaseException, state: TracerStatus, workdir: Path) -> KernelsweepError:
+    from kernelsweep.toolchain.failures import trace_failure  # deferred: only a failing trace needs it
+
+    return trace_failure(exc, state.tracer_id, traceback.format_exc(), _tail(workdir / STDERR_FILE))
+
+
+def _answer(
+    products: Any, state: TracerStatus, request: TraceRequest, workdir: Path, seconds: float, simulate: bool
+) -> dict[str, Any]:
     neff = None
     if products.neff is not None:
         neff = workdir / names.NEFF
         if products.neff.resolve() != neff.resolve():
             shutil.move(str(products.neff), neff)
     pack(products.ir_dir, workdir / IR_ARCHIVE)
-    return {
+    answer = {
         "tracer": state.tracer_id,
         "nki_version": state.nki_version,
         "ir": IR_ARCHIVE,
         "neff": neff.name if neff else None,
         "trace_seconds": seconds - (products.compile_seconds or 0.0),
         "compile_seconds": products.compile_seconds,
+        "compile_options": json.dumps(products.compile_options, sort_keys=True) if products.compile_options else None,
+        "nki_compiler_frontend": os.environ.get(FRONTEND_ENV) or None,
     }
+    if simulate:
+        from kernelsweep.toolchain.tracing.simulate import simulate_outputs
+
+        answer["simulated_outputs"], answer["simulate_note"] = simulate_outputs(request, workdir)
+    return answer
 
 
 def _error(exc: KernelsweepError) -> dict[str, Any]:
@@ -126,15 +216,18 @@ def _error(exc: KernelsweepError) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     job_file = Path(argv[0])
     job = json.loads(job_file.read_text())
-    sys.path[:] = job["sys_path"] + [p for p in sys.path if p not in job["sys_path"]]
+    first, last = job["path_first"], job["path_last"]
+    sys.path[:] = first + [p for p in sys.path if p and p not in first and p not in last] + last
+    fallbacks: list[Fallback] = []
     try:
         tracers = [load_tracer(ref) for ref in job["tracers"]]
         if job["mode"] == "probe":
             result = _probe(tracers, job.get("neuron_ls"), job.get("neuron_ls_env", {}))
         else:
-            result = _trace(tracers, job, job_file.parent)
+            result = _trace(tracers, job, job_file.parent, fallbacks)
     except KernelsweepError as exc:
         result = {"error": _error(exc)}
+    result["fallbacks"] = [f.__dict__ for f in fallbacks]
     (job_file.parent / RESULT_FILE).write_text(json.dumps(result))
     return 0
 

@@ -1,0 +1,69 @@
+"""What each stage hands the next: small frozen references, never arrays (kernelsweep.stages)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelsweep.artifacts import ArtifactRef
+from kernelsweep.correctness import Correctness
+from kernelsweep.metrics import LatencyStats, ProfileMetrics
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    kernel_source: ArtifactRef
+    ir: ArtifactRef
+    tracer: str  # tracer id
+    seconds: float
+    cache_hit: bool = False
+    neff: ArtifactRef | None = None  # set when the tracing API compiled too (every current NKI route)
+    nki_version: str | None = None
+    compile_seconds: float | None = None  # the compile inside the tracing call; None on a cache hit
+    compile_options: str | None = None  # what the tracer asked the compiler for (JSON)
+    nki_compiler_frontend: str | None = None
+    model: ModelRun | None = None  # `--toolchain cpu` only
+    fell_through: tuple[str, ...] = ()  # tracers this run found unusable, which this one stands in for
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """`--toolchain cpu`: what stands in for the device. The simulator's NEFF of the point is what its
+    profiler captures and times (the real NEFF stays the row's `neff`); the outputs nki.simulate
+    computed from the real kernel are what the correctness check reads, `note` says why there are none."""
+
+    neff: ArtifactRef
+    outputs: dict[str, ArtifactRef]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    neff: ArtifactRef
+    seconds: float | None
+    cache_hit: bool = False
+    compile_options: str | None = None
+    model: ModelRun | None = None
+
+
+@dataclass(frozen=True)
+class InputsResult:
+    inputs: dict[str, ArtifactRef]
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    ntffs: list[ArtifactRef]  # one per repeat
+    outputs: dict[str, ArtifactRef]
+    visible_cores: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ExtractResult:
+    ntff: ArtifactRef  # the repeat whose profile the row reports
+    profile: ArtifactRef
+    metrics: ProfileMetrics
+    correctness: Correctness | None  # None: nothing to check (`--toolchain cpu` without nki.simulate)
+    latency: LatencyStats
+    timing_source: str = "device"  # "device", or "simulator" (the simulator's model timed it)
+    correctness_source: str = "device"  # "device", "simulator", "nki.simulate", or "unchecked: <why>"

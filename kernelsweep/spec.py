@@ -61,6 +61,11 @@ class CaptureSettings(_Strict):
     profile_format: Literal["auto", "json", "summary-json", "parquet"] = Field(
         "auto", description="Profile output to extract from; auto: summary-json, which both profilers support."
     )
+    dge_notifs: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Capture with --enable-dge-notifs (accurate DMA figures; may time out on large NEFFs, then "
+        "captured again without); auto: on for trn2.",
+    )
 
     @model_validator(mode="after")
     def _nth_within_num_exec(self) -> CaptureSettings:

@@ -30,7 +30,7 @@ from kernelsweep.metrics import LatencyStats, ProfileMetrics, read_profile
 from kernelsweep.neff import NeffFormatError, read_neff
 from kernelsweep.platforms import get_platform
 from kernelsweep.spec import Point
-from kernelsweep.toolchain import compiler, profiler, tracing
+from kernelsweep.toolchain import compiler, explorer, profiler, tracing
 
 COMPILE_TIMEOUT_SECONDS = 1800.0
 VIEW_TIMEOUT_SECONDS = 600.0
@@ -66,6 +66,8 @@ class CaptureResult:
     outputs: dict[str, ArtifactRef]
     visible_cores: str
     seconds: float
+    dge_notifs: tuple[bool, ...] = ()  # per repeat: whether it collected DGE notifications
+    notes: tuple[str, ...] = ()  # fallbacks taken (DGE notifications dropped after a timeout)
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class ExtractResult:
     metrics: ProfileMetrics
     correctness: Correctness
     latency: LatencyStats
+    dge_notifs: bool | None = None  # of the reported repeat's capture
+    dma_warning: str | None = None  # the view's or the profile's: its DMA figures may be inaccurate
 
 
 @contextmanager
@@ -199,12 +203,14 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     """`repeats` captures of one NEFF under one NeuronCore lease, which covers exactly the captures.
 
     `seconds` is the captures' own wall time, not the wait for the lease. Outputs come from the first.
+    Once a capture has dropped DGE notifications after a timeout, the later repeats go without.
     """
     settings = ctx.capture
+    dge = {"on": True, "off": False}.get(settings.dge_notifs, get_platform(point.platform).dge_notifs_default)
     with _scratch("capture") as workdir:
         neff = ctx.store.fetch(compiled.neff, workdir / names.NEFF)
         files = {name: ctx.store.fetch(ref, workdir / names.input_file(name)) for name, ref in inputs.inputs.items()}
-        results = []
+        results: list[profiler.CaptureOutput] = []
         with ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id) as lease:
             started = time.perf_counter()
             for repeat in range(settings.repeats):
@@ -222,13 +228,22 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
                         lnc=point.lnc,
                         timeout_seconds=settings.timeout_seconds,
                         check_output_determinism=settings.check_output_determinism,
+                        dge_notifs=dge,
                     )
                 )
+                dge = results[-1].dge_notifs
             seconds = time.perf_counter() - started
         ntffs = [ctx.store.put_file(result.ntff) for result in results]
         saved = profiler.outputs_by_kernel_name(results[0].outputs, _neff_outputs(neff), _output_names(point))
         outputs = {name: ctx.store.put_file(path) for name, path in saved.items()}
-    return CaptureResult(ntffs=ntffs, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds)
+    return CaptureResult(
+        ntffs=ntffs,
+        outputs=outputs,
+        visible_cores=lease.visible_cores,
+        seconds=seconds,
+        dge_notifs=tuple(r.dge_notifs for r in results),
+        notes=tuple(r.note for r in results if r.note),
+    )
 
 
 def _neff_outputs(neff: Path) -> list[str]:
@@ -245,34 +260,36 @@ def _output_names(point: Point) -> list[str]:
 def extract_stage(
     ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureResult
 ) -> ExtractResult:
-    """Every repeat's profile is viewed; the row's metrics are those of the median-latency repeat."""
-    profile_format: str = ctx.capture.profile_format
-    if profile_format == "auto":
-        profile_format = profiler.default_profile_format(ctx.toolchain.profiler, ctx.versions.profiler)
+    """Every repeat's profile is viewed; the row's metrics are those of the median-latency repeat.
+    Fields are read through the schema the installed Explorer prints, where the profile has none."""
+    profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
+    schema = explorer.summary_schema(ctx.toolchain)
     with _scratch("extract") as workdir:
         neff = ctx.store.fetch(compiled.neff, workdir / names.NEFF)
         profiles = []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"
             ntff = ctx.store.fetch(ntff_ref, run_dir / names.NTFF)
-            path = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
-            if path.is_dir():
-                path = profiler.summary_table(path) or path
-            metrics = read_profile(path)
+            view = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
+            path = (profiler.summary_table(view.path) or view.path) if view.path.is_dir() else view.path
+            metrics = read_profile(path, schema=schema)
             latency_us = metrics.values.get("total_time_us")
             if latency_us is None:
                 raise ExtractError(f"profile of repeat {repeat} has no total_time", error_class="MissingMetric")
-            profiles.append((float(latency_us), metrics, ctx.store.put_file(path)))
+            warning = view.dma_warning or profiler.dma_warning("\n".join(metrics.warnings))
+            profiles.append((float(latency_us), metrics, ctx.store.put_file(path), warning))
         correctness = _check(ctx, point, inputs, captured, workdir)
-    latencies = [latency for latency, _, _ in profiles]
-    median_index = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
-    _, metrics, profile = profiles[median_index]
+    latencies = [profile[0] for profile in profiles]
+    median = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
+    _, metrics, profile, warning = profiles[median]
     return ExtractResult(
-        ntff=captured.ntffs[median_index],
+        ntff=captured.ntffs[median],
         profile=profile,
         metrics=metrics,
         correctness=correctness,
         latency=LatencyStats.of(latencies),
+        dge_notifs=captured.dge_notifs[median] if captured.dge_notifs else None,
+        dma_warning=warning,
     )
 
 

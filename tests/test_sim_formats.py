@@ -67,7 +67,7 @@ def test_every_view_format_normalises_to_the_same_metrics(captured, tmp_path):
     for fmt in ("json", "summary-json", "parquet"):
         out = tmp_path / fmt
         out.mkdir()
-        path = profiler.view(sim, neff, ntff, out, timeout_seconds=120, profile_format=fmt)
+        path = profiler.view(sim, neff, ntff, out, timeout_seconds=120, profile_format=fmt).path
         read[fmt] = read_profile(path)
         assert read[fmt].source_format == fmt
     assert read["summary-json"].percent_unit == "fraction" and read["parquet"].percent_unit == "percent"
@@ -83,16 +83,19 @@ def test_every_view_format_normalises_to_the_same_metrics(captured, tmp_path):
 
 def test_summary_json_keeps_fractions_keyed_by_profile_id(captured, tmp_path):
     sim, neff, ntff = captured
-    path = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="summary-json")
-    (profile_id, record), = json.loads(path.read_text()).items()  # fmt: skip
-    assert profile_id.startswith("n_")
-    assert 0 < record["tensor_engine_active_time_percent"] <= 1 and record["is_simulation"] is True
+    path = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="summary-json").path
+    entries = json.loads(path.read_text())  # one per physical core at LNC=2
+    assert len(entries) == 2 and all(profile_id.startswith("n_") for profile_id in entries)
+    first, second = entries.values()  # one [128, 32] tile: the first core does it all, the second idles
+    assert 0 < first["tensor_engine_active_time_percent"] <= 1 and first["is_simulation"] is True
+    assert second["vector_engine_active_time_percent"] == 0 and second["total_time"] < first["total_time"]
 
 
 def test_parquet_is_an_explorer_folder_with_summary_and_metadata(captured, tmp_path):
     sim, neff, ntff = captured
-    folder = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="parquet")
-    assert folder.is_dir() and {p.name for p in folder.iterdir()} == {"Summary.parquet", "Metadata.parquet"}
+    folder = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="parquet").path
+    tables = {"Summary.parquet", "Metadata.parquet", "SchemaFields.parquet", "Warning.parquet"}
+    assert folder.is_dir() and {p.name for p in folder.iterdir()} == tables
     info = read_profile(folder).info
     assert info["profile_schema_version"] == "7.4.0" and info["is_simulation"] == "true"
     assert info["compiler_version"].endswith("+kernelsweep.sim") and info["instance_type"] == "trn2.sim"
@@ -115,8 +118,11 @@ def test_ntff_version_skew_is_the_real_deterministic_error(captured, tmp_path):
     future.write_bytes(MAGIC + json.dumps({**record, "ntff_version": 4}).encode())
     with pytest.raises(ExtractError) as info:
         profiler.view(sim, neff, future, tmp_path, 120, "json")
-    assert info.value.error_class == "VersionSkew" and info.value.retryable is False
-    assert "NTFF version 4 is not supported in this version of the tool (supported: 2 - 2)" in info.value.message
+    assert info.value.error_class == "ToolVersionMismatch" and info.value.retryable is False
+    assert info.value.message == (
+        "neuron-explorer view failed: NTFF version 4 is not supported by this neuron-explorer: the runtime that "
+        "wrote it is newer than the profiler; upgrade aws-neuronx-tools to the runtime's Neuron release"
+    )
 
 
 def test_injected_busy_core_fails_the_first_captures_then_clears(tmp_path):

@@ -165,7 +165,7 @@ def test_explorer_parquet_view_does_not_return_without_ingest_only(sim, tmp_path
     assert argv[-2:] == ["--ingest-only", "--data-path=explorer-data"]
     hanging = run_tool(argv[:-2], cwd=tmp_path, env=sim.env, timeout_seconds=8)
     assert hanging.timed_out and "localhost:3001" in hanging.stdout
-    folder = profiler.view(sim, neff, ntff, tmp_path, 120, "parquet")
+    folder = profiler.view(sim, neff, ntff, tmp_path, 120, "parquet").path
     assert (folder / "Summary.parquet").is_file() and (tmp_path / "explorer-data").is_dir()
 
 
@@ -174,7 +174,7 @@ def test_sim_profile_round_trips_through_the_real_parser(sim, tmp_path):
     captured = _capture(sim, neff, MLP_POINT, tmp_path)
     assert captured.ntff.name == "profile.ntff"
     for fmt in ("summary-json", "json"):
-        metrics = read_profile(profiler.view(sim, neff, captured.ntff, tmp_path, 120, fmt))
+        metrics = read_profile(profiler.view(sim, neff, captured.ntff, tmp_path, 120, fmt).path)
         assert metrics.source_format == fmt and metrics.info["is_simulation"] == "true"
         total = metrics.values["total_time_us"]
         assert 10 < total < 200

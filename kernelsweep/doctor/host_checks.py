@@ -229,16 +229,27 @@ def _verdict(tools: dict[str, tuple[str, ...]], host: Host) -> Check:
     )
 
 
-def smoke_platform(toolchain: Toolchain, dmi_product_name: Path = versions.DMI_PRODUCT_NAME) -> str:
-    """The smoke check's platform: this host's family, from the instance type (DMI, else neuron-ls);
-    trn2 where neither names one (a simulator emulating every family)."""
+def host_family(toolchain: Toolchain, dmi_product_name: Path = versions.DMI_PRODUCT_NAME) -> tuple[str | None, str]:
+    """This host's family and the instance type it was read from (DMI, else neuron-ls); (None, why)
+    where neither names one (a simulator emulating every family, or a host off EC2)."""
     instance = toolchain.fixed_versions.get("instance_type") or versions.instance_type(dmi_product_name)
     if family_of(instance) is None and "neuron-ls" in toolchain.commands:
         try:
             instance = list_devices(toolchain).instance_type
         except KernelsweepError:
             instance = None
-    return family_of(instance) or "trn2"
+    family = family_of(instance)
+    return family, f"instance type {instance}" if family else "no instance type names a Neuron family"
+
+
+def platform_mismatch(asked: str, family: str | None, source: str) -> str | None:
+    """One line when `--platform` names another family than this host's (its NEFFs would not load)."""
+    if family is None or family == asked:
+        return None
+    return (
+        f"doctor --smoke --platform {asked}: this host is {family} ({source}), and a {asked} NEFF cannot "
+        f"run on it; run the smoke on a {asked} host, or leave out --platform to check this {family}"
+    )
 
 
 def render(checks: Sequence[Check]) -> str:

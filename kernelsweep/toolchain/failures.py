@@ -38,7 +38,9 @@ def _rule(regex: str, error_class: str, retryable: bool, error_type: type[Kernel
 _INTERNAL_COMPILER_ERROR = _rule(r"An Internal Compiler Error has occurred", "InternalCompilerError", False)
 _PARTITION_LIMIT = _rule(r"number of partitions \d+ exceed architecture limitation of \d+", "KernelConstraint", False)
 _NKI_DOCUMENTED_ERROR = _rule(r"nki\.errors\.html#err-", "KernelConstraint", False)
-_NTFF_SKEW = _rule(r"NTFF version \d+ is not supported", "VersionSkew", False)
+# The profiler is older than the runtime that wrote the NTFF (aws-neuron-sdk#1007): no retry helps.
+_NTFF_SKEW = _rule(r"NTFF version (\d+) is not supported", "ToolVersionMismatch", False)
+TOOLS_PACKAGE = "aws-neuronx-tools"
 
 COMPILER_RULES: Sequence[Rule] = (
     _rule(r"\[NCC_E[A-Z]+\d+\]", "CompilerDiagnostic", False),
@@ -133,6 +135,18 @@ def compile_failure(result: ToolResult, timeout_seconds: float) -> CompileError:
     )
 
 
+def _upgrade_hint(rule: Rule, message: str, tool: str) -> str:
+    """An NTFF newer than the profiler: say which package to upgrade, in one line."""
+    if rule is not _NTFF_SKEW:
+        return message
+    found = rule.pattern.search(message)
+    version = found.group(1) if found else "?"
+    return (
+        f"NTFF version {version} is not supported by this {tool}: the runtime that wrote it is newer than "
+        f"the profiler; upgrade {TOOLS_PACKAGE} to the runtime's Neuron release"
+    )
+
+
 def _timed_out(error_type: type[E], what: str, result: ToolResult) -> E:
     """A run killed at its timeout: transient, whichever tool it was."""
     return error_type(
@@ -155,7 +169,7 @@ def capture_failure(result: ToolResult, tool: str) -> CaptureError:
     rule, message = found
     error_type = rule.error_type if rule.error_type and issubclass(rule.error_type, CaptureError) else CaptureError
     return error_type(
-        f"{tool} capture failed: {message}",
+        f"{tool} capture failed: {_upgrade_hint(rule, message, tool)}",
         retryable=rule.retryable,
         error_class=rule.error_class,
         argv=result.argv,
@@ -169,7 +183,7 @@ def view_failure(result: ToolResult, tool: str) -> ExtractError:
     if result.timed_out:
         return _timed_out(ExtractError, f"{tool} view", result)
     found = match(VIEW_RULES, result.output)
-    message = found[1] if found else _last_line(result.output, f"exit code {result.returncode}")
+    message = _upgrade_hint(*found, tool) if found else _last_line(result.output, f"exit code {result.returncode}")
     return ExtractError(
         f"{tool} view failed: {message}",
         retryable=False,

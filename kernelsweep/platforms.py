@@ -180,6 +180,17 @@ PLATFORMS: dict[str, Platform] = {
 }
 
 
+def support_notice(name: str, nki_version: str | None) -> str | None:
+    """One line when sweeping platform `name` with this NKI is outside what AWS supports."""
+    support = get_platform(name).nki_support
+    if support.verdict(nki_version) is not False:
+        return None
+    return (
+        f"{name} with nki {nki_version}: AWS supports {support.text} ({support.source}); "
+        f"its points may fail to compile or run"
+    )
+
+
 def get_platform(name: str) -> Platform:
     try:
         return PLATFORMS[name]

@@ -65,7 +65,8 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
     checks = by_name(doctor.diagnose(neuron_host))
     assert {name: c.status for name, c in checks.items()} == {
         "neuronx-cc": "ok", "profiler": "ok", "neuron-ls": "ok", "devices": "ok", "runtime": "ok",
-        "NKI tracer": "ok", "SDK packages": "ok", "kernelsweep deps": "ok", "instance type": "ok", "toolchain": "ok",
+        "NKI tracer": "ok", "SDK packages": "ok", "support trn1": "info", "support trn2": "ok", "support inf2": "info",
+        "support trn3": "ok", "kernelsweep deps": "ok", "instance type": "ok", "toolchain": "ok",
     }  # fmt: skip
     assert checks["neuronx-cc"].found.endswith("neuronx-cc (NeuronX Compiler version 2.27.5334.0+f702b353)")
     assert checks["profiler"].found.startswith("neuron-explorer 2.29.18.0 at ")
@@ -79,7 +80,19 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
     assert checks["NKI tracer"].found == "nki.compiler.driver (nki 0.6.0+standin; newest usable API)"
     assert checks["SDK packages"].found == "neuronx-cc 2.27.5334.0+f702b353, nki 0.6.0+standin"
     assert checks["instance type"].found == "trn2.48xlarge"
+    assert checks["support trn1"].found.startswith("nki 0.6.0+standin is outside it: NKI up to 0.2 (SDK <= 2.28)")
+    assert "AWS NKI FAQ (SDK 2.29.0-2.33.1)" in checks["support trn3"].found
     assert all(c.fix is None for c in checks.values())
+
+
+def test_a_family_outside_the_installed_nkis_support_is_warned_on_its_own_host(neuron_host):
+    """AWS's NKI FAQ lists Trn2 and Trn3 only for NKI >= 0.3: nki 0.6 on a trn1 host gets the warning."""
+    neuron_host.dmi_product_name.write_text("trn1.32xlarge\n")
+    checks = by_name(doctor.diagnose(neuron_host))
+    assert (
+        checks["support trn1"].status == "warn" and "expect unsupported kernels to fail" in checks["support trn1"].fix
+    )
+    assert checks["support inf2"].status == "info" and checks["support trn2"].status == "ok"
 
 
 def test_the_neuron_host_rendering(neuron_host):
@@ -285,13 +298,14 @@ def test_a_failing_step_skips_what_needs_it_and_fails_the_check(tmp_path, monkey
     from kernelsweep.doctor.smoke_render import exit_code
     from kernelsweep.sim.toolchain import sim_toolchain
 
-    sim = sim_toolchain(tmp_path / "sim", env={"KERNELSWEEP_SIM_FAULTS": "compile-error=matmul"})
+    sim = sim_toolchain(tmp_path / "sim", env={"KERNELSWEEP_SIM_FAULTS": "compile-error=matmul,compile-error=mlp"})
     steps = {s.title: s for s in run_smoke(sim, smoke_point("trn2"), tmp_path / "work")}
     assert steps["trace and compile the bf16 matmul"].status == "fail"
     assert "[NCC_EVRF009]" in steps["trace and compile the bf16 matmul"].verdict
     assert steps["capture: every 2nd of 4 executions"].status == "skip"
     assert steps["view: summary-json, its entries at this LNC"].verdict.startswith("needs a NEFF")
     assert steps["plausibility: time, MFU, hardware FLOPs"].status == "skip"
+    assert steps["the bf16 MLP: trace, capture, outputs, plausibility"].status == "fail"
     assert exit_code(list(steps.values())) == 1
 
 

@@ -17,6 +17,7 @@ from kernelsweep.sim.ntff import MAGIC
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import profiler, tracing
+from kernelsweep.toolchain.process import recording
 from kernelsweep.toolchain.resolve import Toolchain
 
 POINT = Point(
@@ -178,3 +179,47 @@ def test_capture_passes_check_output_determinism(captured, tmp_path):
         timeout_seconds=120, check_output_determinism=True,
     )  # fmt: skip
     assert result.ntff.name == "profile_exec_2.ntff"
+
+
+def test_one_profile_reads_the_same_under_schema_7_and_schema_12_stand_ins(captured, tmp_path):
+    """The same NTFF viewed by a 7.4.0-shaped and a 12.0.1-shaped Explorer (the latter's times in
+    nanoseconds, a stand-in hypothesis its schema states) gives identical named columns in every format."""
+    from kernelsweep.toolchain import explorer
+
+    sim, neff, ntff = captured
+    later = Toolchain(kind="sim", commands=sim.commands, env={**sim.env, "KERNELSWEEP_SIM_TOOLS": "2.33"})
+    read = {}
+    for name, tools in (("7", sim), ("12", later)):
+        schema = explorer.ask_schema(tools)
+        for fmt in ("summary-json", "parquet"):  # full JSON ends with 2.33; test_stages reads 2.34's Parquet
+            out = tmp_path / name / fmt
+            out.mkdir(parents=True)
+            read[name, fmt] = read_profile(profiler.view(tools, neff, ntff, out, 120, fmt).path, schema=schema)
+    assert read["12", "summary-json"].schema.version == "12.0.1" and read["7", "summary-json"].schema.version == "7.4.0"
+    raw = json.loads((tmp_path / "12" / "summary-json" / "profile_summary.json").read_text())
+    assert all(isinstance(entry["total_time"], int) for entry in raw.values())  # nanoseconds, as stated
+    for fmt in ("summary-json", "parquet"):
+        assert read["12", fmt].values == read["7", fmt].values, fmt
+        assert read["12", fmt].values["total_time_us"] is not None and read["12", fmt].entries == 2
+
+
+def test_a_capture_that_times_out_with_dge_notifications_runs_again_without(captured, tmp_path):
+    sim, neff, _ = captured
+    faulty = Toolchain(kind="sim", commands=sim.commands, env={**sim.env, "KERNELSWEEP_SIM_FAULTS": "dge-timeout=1"})
+    with recording() as runs:
+        out = profiler.capture(
+            faulty, neff, inputs(POINT, tmp_path), tmp_path, num_exec=2, profile_nth_exec=2, visible_cores="0",
+            lnc=2, timeout_seconds=120, dge_notifs=True,
+        )  # fmt: skip
+    assert [profiler.DGE_NOTIFS_FLAG in run.argv for run in runs] == [True, False]
+    assert out.dge_notifs is False and out.note.startswith("with --enable-dge-notifs: ")
+    view = profiler.view(sim, neff, out.ntff, tmp_path, 120, "summary-json")
+    assert view.dma_warning == (
+        "WARN[0000] DMA results may not be accurate: DGE notifications were not collected; recapture with "
+        "--enable-dge-notifs"
+    )
+    busy = Toolchain(kind="sim", commands=sim.commands, env={**sim.env, "KERNELSWEEP_SIM_FAULTS": "capture-busy=1"})
+    with recording() as runs, pytest.raises(DeviceBusyError):  # only a timeout is the flag's to drop
+        profiler.capture(busy, neff, inputs(POINT, tmp_path), tmp_path, num_exec=2, profile_nth_exec=2,
+                         visible_cores="0", lnc=2, timeout_seconds=120, dge_notifs=True)  # fmt: skip
+    assert len(runs) == 1

@@ -150,6 +150,19 @@ def test_a_neff_for_another_platform_is_refused_at_load(tmp_path):
     assert _capture(allowed, neff, trn1, tmp_path).ntff.is_file()  # the runtime's testing-only escape hatch
 
 
+def test_trn3_compiles_but_the_simulated_runtime_will_not_make_up_its_timing(sim, tmp_path):
+    """trn3's TensorE and profiler clocks are unpublished: the simulator refuses to model them."""
+    trn3 = MLP_POINT.model_copy(update={"platform": "trn3", "params": {"b": 1, "s": 128, "h": 256, "i": 256}})
+    neff = _compiled(sim, trn3, tmp_path)
+    with pytest.raises(CaptureError) as info:
+        _capture(sim, neff, trn3, tmp_path)
+    assert info.value.message == (
+        "neuron-explorer capture failed: the simulated runtime has no model of trn3 (its clocks are unpublished); "
+        "capture trn3 points on a trn3 host"
+    )
+    assert info.value.retryable is False
+
+
 def test_a_neff_for_another_lnc_is_refused_at_load(sim, tmp_path):
     neff = _compiled(sim, MLP_POINT, tmp_path)  # LNC=2
     with pytest.raises(CaptureError, match="Failed to load NN") as info:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.host import family_of
+from kernelsweep.platforms import PLATFORM_NAMES, get_platform
 from kernelsweep.toolchain import tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import DeviceInventory, list_devices
@@ -67,6 +68,7 @@ def diagnose(host: Host | None = None) -> list[Check]:
         _runtime(host),
         _tracer(toolchain),
         _sdk_packages(),
+        *_support(versions.nki_version(), family_of(versions.instance_type(host.dmi_product_name))),
         _core_packages(),
         _instance(host),
         _verdict(tools, host),
@@ -192,6 +194,26 @@ def _sdk_packages() -> Check:
     if not any(p.usable for p in found):
         return Check("SDK packages", MISSING, text, f"{NEURON_PIP} neuronx-cc nki")
     return Check("SDK packages", OK, text)
+
+
+def _support(nki: str | None, this_family: str | None) -> list[Check]:
+    """One row per family: which NKI AWS supports there (and the source), against the installed one;
+    a warning for this host's own family, a note for the others (a fleet's other hosts)."""
+    checks = []
+    for name in PLATFORM_NAMES:
+        support = get_platform(name).nki_support
+        verdict = support.verdict(nki)
+        found = f"{support.text} ({support.source})"
+        if verdict is None:
+            checks.append(Check(f"support {name}", INFO, found))
+        elif verdict:
+            checks.append(Check(f"support {name}", OK, f"nki {nki}: {found}"))
+        elif name == this_family:
+            fix = f"sweep {name} with an SDK whose NKI it supports, or expect unsupported kernels to fail"
+            checks.append(Check(f"support {name}", WARN, f"nki {nki} is outside it: {found}", fix))
+        else:
+            checks.append(Check(f"support {name}", INFO, f"nki {nki} is outside it: {found}"))
+    return checks
 
 
 def _core_packages() -> Check:

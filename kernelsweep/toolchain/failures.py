@@ -78,6 +78,8 @@ TRACE_RULES: Sequence[Rule] = (
 
 _SUPPORT_TICKET = re.compile(r"\s+-\s+Please open a support ticket.*$")
 _LOG_PREFIX = re.compile(r"^.*?\[neuronx-cc\]:\s*")  # "2023-07-14T18:16:48Z ERROR 26345 [neuronx-cc]: "
+# The runtime's: "2024-Aug-02 17:21:14.123456 7434:7434  ERROR   NRT:nrt_init   " (reference section 4)
+_NRT_PREFIX = re.compile(r"^\d{4}-\w{3}-\d{2} [\d:.]+ \d+:\d+\s+[A-Z]+\s+\S+\s+")
 
 
 def match(rules: Sequence[Rule], text: str) -> tuple[Rule, str] | None:
@@ -106,7 +108,7 @@ def _internal_error_summary(text: str) -> str | None:
 
 
 def _last_line(text: str, fallback: str) -> str:
-    lines = [_LOG_PREFIX.sub("", line).strip() for line in text.splitlines()]
+    lines = [_NRT_PREFIX.sub("", _LOG_PREFIX.sub("", line)).strip() for line in text.splitlines()]
     lines = [line for line in lines if line and not line.startswith("Diagnostic logs stored in")]
     return lines[-1] if lines else fallback
 

@@ -182,7 +182,7 @@ class SweepSpec(_Strict):
     """A sweep: kernels x parameter grid x dtypes x platforms."""
 
     name: str = Field(pattern=_NAME_PATTERN, description="Sweep name, recorded in every row.")
-    platforms: list[PlatformName] = Field(min_length=1, description="Platforms to sweep: trn1, trn2, inf2.")
+    platforms: list[PlatformName] = Field(min_length=1, description="Platforms to sweep: trn1, trn2, inf2, trn3.")
     kernels: list[KernelGrid] = Field(min_length=1, description="Kernels to sweep, each with its grid and dtypes.")
     capture: CaptureSettings = Field(default_factory=CaptureSettings, description="How each point is profiled.")
     execution: ExecutionSettings = Field(

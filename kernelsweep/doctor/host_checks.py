@@ -150,7 +150,7 @@ def _devices(host: Host) -> Check:
             "devices",
             MISSING,
             f"no {host.dev_dir / 'neuron*'}",
-            "run on a trn1/trn2/inf2 instance with the Neuron driver (aws-neuronx-dkms) loaded",
+            "run on a trn1/trn2/inf2/trn3 instance with the Neuron driver (aws-neuronx-dkms) loaded",
         )
     shown = ", ".join(map(str, found)) if len(found) <= 4 else f"{len(found)} nodes, {found[0]} ... {found[-1]}"
     return Check("devices", OK, shown)

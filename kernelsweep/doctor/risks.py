@@ -23,9 +23,9 @@ RISKS: dict[str, str] = {
     "N8": "compile options and the SBUF budget differ from nki-library's",
     "O1": "NKI 0.7's programmatic driver signatures are unpublished",
     "O5": "`acc += nl.matmul(...)` under the tracing front end",
-    "C3": "a profile schema MAJOR bump (12.x) renames the Summary fields rows name",
-    "F16": "Explorer's full-profile JSON ends after SDK 2.33: Parquet must work",
-    "F17": "neuron-ls -j ends in SDK 2.34: its new JSON form must be read",
+    "C3": "this Explorer's profile schema lacks Summary fields rows name (12.x is a MAJOR bump)",
+    "F16": "Explorer's Parquet profile, full JSON's successor after SDK 2.33, is misread",
+    "F17": "neuron-ls's JSON on this host (2.34 drops -j for --output-format json) is misread",
 }
 _SETTLED = {OK: "ruled out", INFO: "answered"}
 

@@ -115,9 +115,9 @@ class Smoke:
 
     def read_metrics(self, path: Path, step: Step) -> ProfileMetrics:
         metrics = read_profile(path)
-        step.details.append(
-            f"total_time {metrics.values.get('total_time_us')} us, percents read as {metrics.percent_unit}"
-        )
+        total = metrics.values.get("total_time_us")
+        shown = "none" if total is None else f"{total:.3f}"
+        step.details.append(f"total_time {shown} us, percents read as {metrics.percent_unit}")
         return metrics
 
 

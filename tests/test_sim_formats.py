@@ -203,6 +203,7 @@ def test_one_profile_reads_the_same_under_schema_7_and_schema_12_stand_ins(captu
         assert read["12", fmt].values["total_time_us"] is not None and read["12", fmt].entries == 2
 
 
+@pytest.mark.slow  # the stage test covers the fallback in the default stage; this one pins the argv and the busy case
 def test_a_capture_that_times_out_with_dge_notifications_runs_again_without(captured, tmp_path):
     sim, neff, _ = captured
     faulty = Toolchain(kind="sim", commands=sim.commands, env={**sim.env, "KERNELSWEEP_SIM_FAULTS": "dge-timeout=1"})

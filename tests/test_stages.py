@@ -167,6 +167,7 @@ def test_trn1_captures_without_dge_notifications(tmp_path):
     assert capture_stage(ctx, p, compiled, inputs).dge_notifs == (False,)
 
 
+@pytest.mark.slow
 def test_full_json_asked_of_explorer_2_34_is_read_from_parquet(tmp_path):
     """2.33 was the last Explorer with full-profile JSON: a spec asking for it gets Parquet's figures,
     read in the schema 2.34's stand-in states (nanosecond times, a hypothesis of sim.tools)."""

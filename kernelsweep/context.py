@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from kernelsweep.artifacts import ArtifactStore, open_artifact_store
 from kernelsweep.errors import CaptureError, UsageError
 from kernelsweep.host import HostPlatform, host_platform
 from kernelsweep.locks import CoreLeaser
-from kernelsweep.platforms import PLATFORMS
+from kernelsweep.platforms import PLATFORMS, support_notice
 from kernelsweep.sim.toolchain import cpu_toolchain, sim_toolchain
 from kernelsweep.spec import CaptureSettings, SweepSpec
 from kernelsweep.toolchain.devices import list_devices
@@ -133,7 +133,8 @@ def prepare(
     spec: SweepSpec, locations: Locations, stop: threading.Event | None = None
 ) -> tuple[StageContext, str | None]:
     """Returns the context and the notices for the run's log, one per line: the toolchain's (when
-    `auto` fell back to the sim) and any devices left out because another process holds them.
+    `auto` fell back to the sim), any devices left out because another process holds them, and any
+    platform swept with a real NKI that AWS does not support there.
 
     `stop`, once set, ends every wait for a NeuronCore and tells the flow to start nothing new.
     """
@@ -159,7 +160,16 @@ def prepare(
         host=host_platform(versions.instance_type, instance, simulated=toolchain.is_simulation),
         stop=stop,
     )
+    notices += support_notices(toolchain, versions.nki, spec.platforms)
     return ctx, "\n".join(line for line in (notice, *notices) if line) or None
+
+
+def support_notices(toolchain: Toolchain, nki: str | None, platforms: Sequence[str]) -> list[str]:
+    """A line per platform swept with a real NKI that AWS does not support there (the simulator's
+    NKI is a model, supported wherever it runs)."""
+    if toolchain.is_simulation:
+        return []
+    return [notice for platform in platforms if (notice := support_notice(platform, nki))]
 
 
 def _leasers(

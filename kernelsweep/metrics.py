@@ -12,6 +12,9 @@ one shape, so every unit and naming decision lives here:
 * counts and byte totals stay ints;
 * unknown numeric fields go to `extra`, unknown non-numeric ones to `info`: never dropped.
 
+Before that, each record is put in schema 7.4.0's names and time unit (kernelsweep.profile_schema,
+keyed by the profile schema's MAJOR version); after it, a profile's several entries (one per
+physical core at LNC=2) are combined into the logical core's (kernelsweep.profile_entries).
 Reading the files is kernelsweep.profile_files' job, bounded in memory and time on any input;
 a file whose summary holds none of the profiler's summary fields is refused, not read as all-null.
 """
@@ -22,11 +25,14 @@ import math
 import os
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsweep import profile_files
 from kernelsweep.errors import ExtractError
+from kernelsweep.profile_entries import combine
+from kernelsweep.profile_parquet import read_parquet
+from kernelsweep.profile_schema import SUMMARY_FIELDS, SummarySchema, from_schema_fields, to_reference
 
 __all__ = ["FORMATS", "METRIC_FIELDS", "LatencyStats", "ProfileMetrics", "normalise_record", "read_profile"]
 
@@ -34,58 +40,7 @@ FORMATS = ("json", "summary-json", "parquet")
 
 _ENGINES = ("tensor", "vector", "scalar", "sync", "gpsimd")
 
-
-def _engine_fields(engine: str) -> tuple[tuple[str, type], ...]:
-    prefix = f"{engine}_engine_"
-    return (
-        (prefix + "instruction_time", float),
-        (prefix + "active_time", float),
-        (prefix + "active_time_percent", float),
-        (prefix + "instruction_count", int),
-    )
-
-
-# Profiler summary field names as the profiler spells them (Explorer schema 7.4.0), in its order.
-_SUMMARY_FIELDS: tuple[tuple[str, type], ...] = (
-    ("total_time", float),
-    ("neuroncore_cycle_count", int),
-    ("model_flops", int),
-    ("hardware_flops", int),
-    ("transpose_flops", int),
-    ("adjusted_hardware_flops", int),
-    ("adjusted_transpose_flops", int),
-    ("mm_arithmetic_intensity", float),
-    ("peak_flops_bandwidth_ratio", float),
-    ("trace_count", int),
-    ("event_count", int),
-    ("dma_active_time", float),
-    ("dma_active_time_percent", float),
-    ("dma_transfer_total_bytes", int),
-    ("dma_transfer_count", int),
-    ("inputs_outputs_weights_size_bytes", int),
-    ("weight_size_bytes", int),
-    ("mbu_estimated_percent", float),
-    ("hbm_write_bytes", int),
-    ("hbm_read_bytes", int),
-    ("sbuf_write_bytes", int),
-    ("sbuf_read_bytes", int),
-    ("spill_save_bytes", int),
-    ("spill_reload_bytes", int),
-    ("psum_write_bytes", int),
-    ("psum_read_bytes", int),
-    *_engine_fields("tensor"),
-    ("matmul_instruction_count", int),
-    ("mfu_estimated_percent", float),
-    ("mfu_max_achievable_estimated_percent", float),
-    ("hfu_estimated_percent", float),
-    *(field for engine in _ENGINES[1:] for field in _engine_fields(engine)),
-    ("cc_op_time", float),
-    ("total_exec_time", float),
-    ("total_active_time", float),
-    ("total_active_time_percent", float),
-)
-
-_KNOWN_TYPES: dict[str, type] = dict(_SUMMARY_FIELDS)
+_KNOWN_TYPES: dict[str, type] = dict(SUMMARY_FIELDS)
 
 # (time field, percent field) pairs whose percent is time / total_time: the redundancy that tells
 # a fraction from a percent without trusting the format or tool version.
@@ -106,7 +61,13 @@ def _normalised_name(raw: str) -> str:
     return raw + "_us" if raw.endswith("_time") else raw
 
 
-METRIC_FIELDS: tuple[tuple[str, type], ...] = tuple((_normalised_name(raw), kind) for raw, kind in _SUMMARY_FIELDS)
+METRIC_FIELDS: tuple[tuple[str, type], ...] = tuple((_normalised_name(raw), kind) for raw, kind in SUMMARY_FIELDS)
+_INTEGERS = frozenset(name for name, kind in METRIC_FIELDS if kind is int)
+READERS = {
+    "json": profile_files.read_full_json,
+    "summary-json": profile_files.read_summary_json,
+    "parquet": read_parquet,
+}
 
 
 @dataclass(frozen=True)
@@ -118,6 +79,9 @@ class ProfileMetrics:
     info: dict[str, str]
     source_format: str
     percent_unit: str
+    entries: int = 1  # summary entries combined into these values (one per physical core, where written)
+    warnings: tuple[str, ...] = ()  # the profile's own warnings (Explorer's Warning table)
+    schema: SummarySchema = field(default_factory=SummarySchema)  # the schema the fields were read with
 
     def as_dict(self) -> dict[str, object]:
         """A flat, JSON-able row for the result store."""
@@ -127,6 +91,7 @@ class ProfileMetrics:
             **self.info,
             "source_format": self.source_format,
             "percent_unit": self.percent_unit,
+            "entries": self.entries,
         }
 
 
@@ -260,11 +225,14 @@ def normalise_record(
 # ---------------------------------------------------------------------------------------------
 
 
-def read_profile(path: str | os.PathLike[str], profile_format: str | None = None) -> ProfileMetrics:
+def read_profile(
+    path: str | os.PathLike[str], profile_format: str | None = None, schema: SummarySchema | None = None
+) -> ProfileMetrics:
     """Read one profile (`json`, `summary-json` or `parquet`; detected when None) and normalise it.
 
-    Raises ExtractError (deterministic) naming the file when it is missing, unreadable or has no
-    usable summary.
+    `schema`: what the profiler says its Summary fields are (`--show-profile-schema`), for formats
+    that do not say it themselves; Parquet's own SchemaFields table wins. Raises ExtractError
+    (deterministic) naming the file when it is missing, unreadable or has no usable summary.
     """
     path = Path(path)
     if profile_format is not None and profile_format not in FORMATS:
@@ -274,11 +242,36 @@ def read_profile(path: str | os.PathLike[str], profile_format: str | None = None
     if not (path.is_file() or path.is_dir()):
         raise profile_files.fail(path, "is not a regular file (a pipe or a device?); give a profile file")
     source_format = profile_format or profile_files.detect_format(path)
-    record, metadata = profile_files.READERS[source_format](path)
-    if not record.keys() & _KNOWN_TYPES.keys():
+    raw = READERS[source_format](path)
+    schema = _schema_of(raw, schema)
+    records = [to_reference(record, schema) for record in raw.records]
+    if not any(record.keys() & _KNOWN_TYPES.keys() for record in records):
         names = ", ".join(list(_KNOWN_TYPES)[:3])
         raise profile_files.fail(path, f"has none of the profile summary fields ({names}, ...): not a Neuron profile")
-    return _normalise(record, source_format, metadata, str(path))
+    entries = [_normalise(record, source_format, raw.metadata, str(path)) for record in records]
+    units = {entry.percent_unit for entry in entries}
+    if len(units) > 1:
+        raise profile_files.fail(path, "summary entries disagree on their percent unit (fraction vs percent)")
+    return ProfileMetrics(
+        values=combine([e.values for e in entries], _INTEGERS),
+        extra=combine([e.extra for e in entries], frozenset()),
+        info=entries[0].info,
+        source_format=source_format,
+        percent_unit=units.pop(),
+        entries=len(entries),
+        warnings=raw.warnings,
+        schema=schema,
+    )
+
+
+def _schema_of(raw: profile_files.RawProfile, given: SummarySchema | None) -> SummarySchema:
+    """The profile's own schema (Parquet) before the profiler's, before the 7.4.0 reference."""
+    version = (raw.metadata or {}).get("profile_schema_version")
+    if raw.schema_fields:
+        return from_schema_fields(raw.schema_fields, None if version is None else str(version))
+    if version is not None:
+        return SummarySchema(str(version), (given or SummarySchema()).units, "the profile's Metadata table")
+    return given or SummarySchema()
 
 
 @dataclass(frozen=True)

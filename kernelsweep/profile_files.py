@@ -3,7 +3,9 @@
 `neuron-profile view` / `neuron-explorer view` write the summary in three containers: full JSON
 (every table; ~1 GB per 250k instructions, `summary` first or after the instruction table),
 summary-json (a few KB) and Explorer Parquet (`Summary.parquet` + `Metadata.parquet`). A reader
-here returns the first summary record as the profiler wrote it; kernelsweep.metrics normalises it.
+here returns every summary entry as the profiler wrote it (at LNC=2 there may be one per physical
+core), with what the container says about them (Parquet: Metadata, SchemaFields, Warning);
+kernelsweep.metrics normalises and aggregates them.
 
 `kernelsweep extract` takes any file a user names, so every reader is bounded by construction, not
 by trust in the file:
@@ -16,16 +18,17 @@ by trust in the file:
   or MAX_STRINGLESS_BYTES (no quote at all) stop the read. ijson's parser slows quadratically on one
   huge token: 16 MiB took 0.6 s, 300 MiB almost five minutes;
 * nesting deeper than MAX_DEPTH is refused, anywhere in the file;
-* a summary record is at most MAX_FIELDS values and its texts at most MAX_TEXT_CHARS;
-* Parquet: only the first row of the Summary table is decoded, and tables beyond MAX_TABLE_BYTES
-  are refused.
+* the summary entries together are at most MAX_FIELDS values (and MAX_ENTRIES entries), their
+  texts at most MAX_TEXT_CHARS each;
+* Parquet: at most MAX_ENTRIES Summary rows are decoded, and tables beyond MAX_TABLE_BYTES are refused.
 Every failure is a one-line ExtractError naming the file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -39,13 +42,24 @@ MAX_DEPTH = 64
 MAX_FIELDS = 4096
 MAX_TEXT_CHARS = 64 << 10
 MAX_TABLE_BYTES = 64 << 20
-MAX_METADATA_ROWS = 10_000
+MAX_METADATA_ROWS = 10_000  # also SchemaFields (one row per table and field) and Warning
+MAX_ENTRIES = 64  # summary entries in one profile: one per physical core of the captured logical core
 _OPEN = ("start_map", "start_array")
 _CLOSE = ("end_map", "end_array")
 _NUMBER_BYTES = b"0123456789+-.eE"
 
 Record = Mapping[str, object]
 Events = Iterator[tuple[str, Any]]
+
+
+@dataclass(frozen=True)
+class RawProfile:
+    """A profile's summary entries as written, and what its container says about them."""
+
+    records: Sequence[Record]
+    metadata: dict[str, object] | None = None
+    schema_fields: list[dict[str, object]] | None = None  # Explorer's SchemaFields rows
+    warnings: tuple[str, ...] = ()  # Explorer's Warning table messages
 
 
 def fail(path: Path, problem: object) -> ExtractError:
@@ -183,8 +197,8 @@ def _take(events: Iterator[tuple[str, Any]], n: int) -> list[tuple[str, Any]]:
     return [event for _, event in zip(range(n), events, strict=False)]
 
 
-def read_full_json(path: Path) -> tuple[Record, None]:
-    """Stream to `summary[0]`, build only it, and stop there."""
+def read_full_json(path: Path) -> RawProfile:
+    """Stream to the `summary` list, build only its entries, and stop there."""
     with _errors(path), open(path, "rb") as handle:
         events = _events(handle)
         if next(events, (None, None))[0] != "start_map":
@@ -198,18 +212,30 @@ def read_full_json(path: Path) -> tuple[Record, None]:
                 continue
             if value_event != "start_array":
                 raise fail(path, "'summary' is not a list")
-            first, _ = next(events)
-            if first == "end_array":
-                break
-            if first != "start_map":
-                raise fail(path, "summary[0] is not a JSON object")
-            return _Builder().mapping(events, 3), None
+            records = _entries(path, events)
+            if records:
+                return RawProfile(records)
+            break
     raise fail(path, "no summary record (the 'summary' list is missing or empty)")
 
 
-def read_summary_json(path: Path) -> tuple[Record, None]:
-    """`{profile_id: record}`, or the bare record; only the first record is built, the rest is read
-    through (not built) so that a torn file is an error, not half a summary."""
+def _entries(path: Path, events: Events) -> list[Record]:
+    """The objects of the `summary` list (its `start_array` consumed)."""
+    builder, records = _Builder(), list[Record]()
+    for event, _ in events:
+        if event == "end_array":
+            return records
+        if event != "start_map":
+            raise fail(path, f"summary[{len(records)}] is not a JSON object")
+        if len(records) == MAX_ENTRIES:
+            raise _Refused(f"has more than {MAX_ENTRIES} summary entries; no profile does")
+        records.append(builder.mapping(events, 3))
+    raise _Refused("ends inside the summary list")
+
+
+def read_summary_json(path: Path) -> RawProfile:
+    """`{profile_id: record, ...}` (one entry per physical core where the profiler writes one each),
+    or the bare record; read through to the end so that a torn file is an error, not half a summary."""
     with _errors(path), open(path, "rb") as handle:
         events = _events(handle)
         if next(events, (None, None))[0] != "start_map":
@@ -218,58 +244,32 @@ def read_summary_json(path: Path) -> tuple[Record, None]:
         if event == "end_map":
             raise fail(path, "no summary record (empty JSON object)")
         value_event, value = next(events)
-        builder = _Builder()
+        builder, records = _Builder(), list[Record]()
         if value_event == "start_map":
-            record = builder.mapping(events, 2)
+            records = [builder.mapping(events, 2), *_more_entries(events, builder)]
         elif value_event != "start_array":
-            record = builder.mapping(events, 1, (key, builder.value(value_event, value, events, 1)))
-        else:
+            records = [builder.mapping(events, 1, (key, builder.value(value_event, value, events, 1)))]
+        else:  # a full profile's tables: read through, so a torn file still reads as invalid JSON
             _skip(value_event, events, 1)
-        _skip("start_map", events, 0)  # the rest of the top-level object
+            _skip("start_map", events, 0)
         if next(events, None) is not None:
             raise fail(path, "not valid JSON: more after the top-level object")
-    if value_event == "start_array":
+    if not records:
         raise fail(path, "holds tables, not a summary: read it as format 'json'")
-    return record, None
+    return RawProfile(records)
 
 
-def read_parquet(path: Path) -> tuple[Record, dict[str, object] | None]:
-    """An Explorer output directory, or its Summary.parquet; Metadata.parquet sits beside it."""
-    summary_path = path / "Summary.parquet" if path.is_dir() else path
-    rows = _parquet_rows(summary_path, 1)
-    if not rows:
-        raise fail(summary_path, "no summary record (Summary table has no rows)")
-    metadata_path = summary_path.with_name("Metadata.parquet")
-    metadata = _metadata_facts(_parquet_rows(metadata_path, MAX_METADATA_ROWS)) if metadata_path.exists() else None
-    return rows[0], metadata
-
-
-def _parquet_rows(path: Path, limit: int) -> list[dict[str, object]]:
-    """The first `limit` rows, after checking from the footer that decoding them stays small."""
-    import pyarrow  # deferred: only Parquet needs pyarrow, a heavy import for every other path
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.ParquetFile(path)
-        meta = table.metadata
-        if meta.num_columns > MAX_FIELDS:
-            raise fail(path, f"has {meta.num_columns} columns; a profile table has far fewer")
-        first_group = meta.row_group(0).total_byte_size if meta.num_row_groups else 0
-        if first_group > MAX_TABLE_BYTES:
-            raise fail(path, f"holds {first_group} bytes in its first row group; a profile table is far smaller")
-        if meta.num_rows > limit and limit > 1:
-            raise fail(path, f"has {meta.num_rows} rows; a profile's metadata has far fewer")
-        batch = next(table.iter_batches(batch_size=limit), None)
-        return batch.to_pylist() if batch is not None else []
-    except (OSError, pyarrow.ArrowException) as err:
-        raise fail(path, f"cannot read Parquet table: {err}") from None
-
-
-def _metadata_facts(rows: list[dict[str, object]]) -> dict[str, object]:
-    """Metadata comes as key/value rows or as one wide row; key/value wins if both could apply."""
-    if rows and {"key", "value"} <= rows[0].keys():
-        return {str(row["key"]): row["value"] for row in rows}
-    return rows[0] if rows else {}
-
-
-READERS = {"json": read_full_json, "summary-json": read_summary_json, "parquet": read_parquet}
+def _more_entries(events: Events, builder: _Builder) -> Iterator[Record]:
+    """The top-level object's other values that are records; anything else is read through."""
+    count = 1
+    for event, _ in events:
+        if event == "end_map":
+            return
+        value_event, _ = next(events)
+        if value_event != "start_map":
+            _skip(value_event, events, 1)
+            continue
+        count += 1
+        if count > MAX_ENTRIES:
+            raise _Refused(f"has more than {MAX_ENTRIES} summary entries; no profile does")
+        yield builder.mapping(events, 2)

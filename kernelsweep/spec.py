@@ -61,6 +61,11 @@ class CaptureSettings(_Strict):
     profile_format: Literal["auto", "json", "summary-json", "parquet"] = Field(
         "auto", description="Profile output to extract from; auto: summary-json, which both profilers support."
     )
+    dge_notifs: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Capture with --enable-dge-notifs (accurate DMA figures; may time out on large NEFFs, then "
+        "captured again without); auto: on for trn2.",
+    )
 
     @model_validator(mode="after")
     def _nth_within_num_exec(self) -> CaptureSettings:
@@ -185,7 +190,7 @@ class SweepSpec(_Strict):
     """A sweep: kernels x parameter grid x dtypes x platforms."""
 
     name: str = Field(pattern=_NAME_PATTERN, description="Sweep name, recorded in every row.")
-    platforms: list[PlatformName] = Field(min_length=1, description="Platforms to sweep: trn1, trn2, inf2.")
+    platforms: list[PlatformName] = Field(min_length=1, description="Platforms to sweep: trn1, trn2, inf2, trn3.")
     kernels: list[KernelGrid] = Field(min_length=1, description="Kernels to sweep, each with its grid and dtypes.")
     capture: CaptureSettings = Field(default_factory=CaptureSettings, description="How each point is profiled.")
     execution: ExecutionSettings = Field(

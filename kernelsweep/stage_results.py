@@ -56,6 +56,8 @@ class CaptureResult:
     outputs: dict[str, ArtifactRef]
     visible_cores: str
     seconds: float
+    dge_notifs: tuple[bool, ...] = ()  # per repeat: whether it collected DGE notifications
+    notes: tuple[str, ...] = ()  # fallbacks taken (DGE notifications dropped after a timeout)
 
 
 @dataclass(frozen=True)
@@ -67,3 +69,5 @@ class ExtractResult:
     latency: LatencyStats
     timing_source: str = "device"  # "device", or "simulator" (the simulator's model timed it)
     correctness_source: str = "device"  # "device", "simulator", "nki.simulate", or "unchecked: <why>"
+    dge_notifs: bool | None = None  # of the reported repeat's capture
+    dma_warning: str | None = None  # the view's or the profile's: its DMA figures may be inaccurate

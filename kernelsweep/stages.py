@@ -38,7 +38,7 @@ from kernelsweep.stage_results import (
     InputsResult,
     TraceResult,
 )
-from kernelsweep.toolchain import compiler, profiler, tracing
+from kernelsweep.toolchain import compiler, explorer, profiler, tracing
 
 COMPILE_TIMEOUT_SECONDS = 1800.0
 VIEW_TIMEOUT_SECONDS = 600.0
@@ -197,13 +197,15 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
 
     `seconds` is the captures' own wall time, not the wait for the lease. Outputs come from the first;
     under `--toolchain cpu` the simulator captures its model of the point, and the outputs are those
-    nki.simulate computed from the real kernel (the model's would only echo the reference).
+    nki.simulate computed from the real kernel (the model's would only echo the reference). Once a
+    capture has dropped DGE notifications after a timeout, the later repeats go without.
     """
     settings = ctx.capture
+    dge = {"on": True, "off": False}.get(settings.dge_notifs, get_platform(point.platform).dge_notifs_default)
     with _scratch("capture") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF)
         files = {name: ctx.store.fetch(ref, workdir / names.input_file(name)) for name, ref in inputs.inputs.items()}
-        results = []
+        results: list[profiler.CaptureOutput] = []
         with ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id) as lease:
             started = time.perf_counter()
             for repeat in range(settings.repeats):
@@ -221,15 +223,24 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
                         lnc=point.lnc,
                         timeout_seconds=settings.timeout_seconds,
                         check_output_determinism=settings.check_output_determinism,
+                        dge_notifs=dge,
                     )
                 )
+                dge = results[-1].dge_notifs
             seconds = time.perf_counter() - started
         ntffs = [ctx.store.put_file(result.ntff) for result in results]
         saved = profiler.outputs_by_kernel_name(results[0].outputs, _neff_outputs(neff), _output_names(point))
         outputs = {name: ctx.store.put_file(path) for name, path in saved.items()}
     if compiled.model is not None:
         outputs = dict(compiled.model.outputs)
-    return CaptureResult(ntffs=ntffs, outputs=outputs, visible_cores=lease.visible_cores, seconds=seconds)
+    return CaptureResult(
+        ntffs=ntffs,
+        outputs=outputs,
+        visible_cores=lease.visible_cores,
+        seconds=seconds,
+        dge_notifs=tuple(r.dge_notifs for r in results),
+        notes=tuple(r.note for r in results if r.note),
+    )
 
 
 def _captured_neff(compiled: CompileResult) -> ArtifactRef:
@@ -251,36 +262,38 @@ def _output_names(point: Point) -> list[str]:
 def extract_stage(
     ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult, captured: CaptureResult
 ) -> ExtractResult:
-    """Every repeat's profile is viewed; the row's metrics are those of the median-latency repeat."""
-    profile_format: str = ctx.capture.profile_format
-    if profile_format == "auto":
-        profile_format = profiler.default_profile_format(ctx.toolchain.profiler, ctx.versions.profiler)
+    """Every repeat's profile is viewed; the row's metrics are those of the median-latency repeat.
+    Fields are read through the schema the installed Explorer prints, where the profile has none."""
+    profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
+    schema = explorer.summary_schema(ctx.toolchain)
     with _scratch("extract") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF)
         profiles = []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"
             ntff = ctx.store.fetch(ntff_ref, run_dir / names.NTFF)
-            path = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
-            if path.is_dir():
-                path = profiler.summary_table(path) or path
-            metrics = read_profile(path)
+            view = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
+            path = (profiler.summary_table(view.path) or view.path) if view.path.is_dir() else view.path
+            metrics = read_profile(path, schema=schema)
             latency_us = metrics.values.get("total_time_us")
             if latency_us is None:
                 raise ExtractError(f"profile of repeat {repeat} has no total_time", error_class="MissingMetric")
-            profiles.append((float(latency_us), metrics, ctx.store.put_file(path)))
+            warning = view.dma_warning or profiler.dma_warning("\n".join(metrics.warnings))
+            profiles.append((float(latency_us), metrics, ctx.store.put_file(path), warning))
         checked, checked_by = _correctness(ctx, point, compiled, inputs, captured, workdir)
-    latencies = [latency for latency, _, _ in profiles]
-    median_index = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
-    _, metrics, profile = profiles[median_index]
+    latencies = [profile[0] for profile in profiles]
+    median = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
+    _, metrics, profile, warning = profiles[median]
     return ExtractResult(
-        ntff=captured.ntffs[median_index],
+        ntff=captured.ntffs[median],
         profile=profile,
         metrics=metrics,
         correctness=checked,
         latency=LatencyStats.of(latencies),
         timing_source="simulator" if ctx.toolchain.is_simulation else "device",
         correctness_source=checked_by,
+        dge_notifs=captured.dge_notifs[median] if captured.dge_notifs else None,
+        dma_warning=warning,
     )
 
 

@@ -24,6 +24,12 @@ FORMS: dict[str, tuple[str, str]] = {
         "{profiler} capture -n {neff} -s profile.ntff --num-exec={n} --profile-nth-exec={m} --save-output {pairs}",
         "reference 4 and C4; audit F2 (inputs as NAME FILE pairs, last)",
     ),
+    "capture, DGE notifications": (
+        "{profiler} capture -n {neff} -s profile.ntff --num-exec={n} --profile-nth-exec={m} --enable-dge-notifs "
+        "--save-output {pairs}",
+        "SDK tools/neuron-explorer/troubleshooting.rst:229-233 and nki/guides/use-neuron-profile.rst:301,309 "
+        "(real-host audit 2, N3)",
+    ),
     "view summary-json": ("{profiler} view -n {neff} -s {ntff} --output-format=summary-json", "reference C5; audit 6"),
     "view json": (
         "{profiler} view -n {neff} -s {ntff} --output-format=json --output-file=profile.json",
@@ -36,6 +42,12 @@ FORMS: dict[str, tuple[str, str]] = {
     ),
     "profiler version": ("{profiler} --version", "reference C5; audit A4"),
     "devices": ("neuron-ls -j", "reference 4 and C6; audit B1"),
+    "devices, 2.34": ("neuron-ls --output-format json", "announce-intent-eos-neuron-ls-json (2026-10-16)"),
+    "profile schema, 7.x": ("neuron-explorer --show-profile-schema", "profile-schema-reference.rst at SDK 2.31.0"),
+    "profile schema, 12.x": (
+        "neuron-explorer view --show-profile-schema",
+        "profile-schema-reference.rst at SDK 2.33.0 (nki-0.7 addendum F16)",
+    ),
 }
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from documented_forms import FORMS, documented_as
 
-from kernelsweep.toolchain import compiler, profiler
+from kernelsweep.toolchain import compiler, devices, explorer, profiler
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 
@@ -38,6 +38,15 @@ CASES = [
      f"--save-output {PAIRS}"),
     ("capture", profiler.capture_argv(PROFILE, "file.neff", {"a": "a.bin"}, num_exec=20, profile_nth_exec=10),
      "neuron-profile capture -n file.neff -s profile.ntff --num-exec=20 --profile-nth-exec=10 --save-output a a.bin"),
+    ("capture, DGE notifications",
+     profiler.capture_argv(EXPLORER, "file.neff", {"a": "a.bin"}, num_exec=2, profile_nth_exec=2, dge_notifs=True),
+     "neuron-explorer capture -n file.neff -s profile.ntff --num-exec=2 --profile-nth-exec=2 --enable-dge-notifs "
+     "--save-output a a.bin"),
+    ("devices", ["neuron-ls", *devices.JSON_FORMS[0]], "neuron-ls -j"),
+    ("devices, 2.34", ["neuron-ls", *devices.JSON_FORMS[1]], "neuron-ls --output-format json"),
+    ("profile schema, 12.x", ["neuron-explorer", *explorer.SCHEMA_COMMANDS[0]],
+     "neuron-explorer view --show-profile-schema"),
+    ("profile schema, 7.x", ["neuron-explorer", *explorer.SCHEMA_COMMANDS[1]], "neuron-explorer --show-profile-schema"),
     ("view summary-json", profiler.view_argv(EXPLORER, "file.neff", "profile_exec_10.ntff"),
      "neuron-explorer view -n file.neff -s profile_exec_10.ntff --output-format=summary-json"),
     ("view json", profiler.view_argv(PROFILE, "file.neff", "profile.ntff", "json"),
@@ -93,7 +102,15 @@ def test_profiler_versions_parse_leniently():
     assert profiler.parse_profiler_version("no version here") is None
     # whatever the version, known or not, the default view is summary-json, never full JSON
     for tool, version in (("neuron-explorer", None), ("neuron-explorer", "2.40.0.0"), ("neuron-profile", "2.19.0.0")):
-        assert profiler.default_profile_format(tool, version) == "summary-json"
+        assert explorer.view_format("auto", tool, version) == "summary-json"
+
+
+def test_full_json_is_read_from_parquet_once_explorer_no_longer_writes_it():
+    """2.33 is the last Explorer with full-profile JSON (announce-intent-eos-explorer-json)."""
+    assert explorer.view_format("json", "neuron-explorer", "2.33.38.0") == "json"
+    assert explorer.view_format("json", "neuron-explorer", "2.34.1.0+abc") == "parquet"
+    assert explorer.view_format("json", "neuron-explorer", None) == "json"  # unknown: as asked
+    assert explorer.view_format("json", "neuron-profile", "2.40.0.0") == "json"
 
 
 def test_compiler_version_parsing():

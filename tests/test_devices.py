@@ -1,4 +1,5 @@
-"""`neuron-ls -j` into visible logical cores and their physical cores, LNC-aware."""
+"""neuron-ls's JSON (`-j`, and 2.34's `--output-format json`) into visible logical cores and their
+physical cores, LNC-aware."""
 
 from __future__ import annotations
 
@@ -90,6 +91,30 @@ def test_the_simulated_neuron_ls_speaks_the_same_json(tmp_path):
     inventory = list_devices(sim)
     assert inventory.lnc == 2 and inventory.logical_cores == [0, 1, 2, 3]
     assert inventory.physical_cores(3) == (6, 7)
+
+
+def test_the_2_34_object_form_is_read_wherever_it_holds_the_devices():
+    """2.34 "adds top-level fields ... such as instance and UltraServer details" (layout unpublished)."""
+    document = {"instance": {"instance_type": "trn2.48xlarge"}, "ultraserver": {"id": "u-1"}, "neuron_devices":
+                [trn2_device(0), trn2_device(1)]}  # fmt: skip
+    inventory = parse_neuron_ls(json.dumps(document))
+    assert inventory.instance_type == "trn2.48xlarge" and inventory.logical_cores == list(range(8))
+    assert parse_neuron_ls(json.dumps({"instance_type": "trn1.2xlarge", "devices": [trn2_device(0, lnc=1)]})).lnc == 1
+    with pytest.raises(ValueError, match="no list of devices"):
+        parse_neuron_ls(json.dumps({"instance": {"instance_type": "trn2.48xlarge"}, "neuron_devices": []}))
+
+
+def test_without_dash_j_the_json_form_is_asked_and_then_remembered(tmp_path):
+    from kernelsweep.toolchain.process import recording
+
+    sim = sim_toolchain(tmp_path, env={"KERNELSWEEP_SIM_TOOLS": "2.34", "KERNELSWEEP_SIM_PLATFORM": "trn2"})
+    with recording() as runs:
+        inventory = list_devices(sim, lnc=2)
+        assert list_devices(sim, lnc=2) == inventory
+    assert [run.argv[sim.command("neuron-ls").__len__() :] for run in runs] == [
+        ["-j"], ["--output-format", "json"], ["--output-format", "json"],
+    ]  # fmt: skip
+    assert inventory.instance_type == "trn2.sim" and inventory.logical_cores == [0, 1]
 
 
 def test_unparseable_output_is_one_clear_error(tmp_path):

@@ -65,7 +65,8 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
     checks = by_name(doctor.diagnose(neuron_host))
     assert {name: c.status for name, c in checks.items()} == {
         "neuronx-cc": "ok", "profiler": "ok", "neuron-ls": "ok", "devices": "ok", "runtime": "ok",
-        "Neuron Python": "ok", "NKI tracer": "ok", "SDK packages": "ok", "kernelsweep deps": "ok",
+        "Neuron Python": "ok", "NKI tracer": "ok", "SDK packages": "ok", "support trn1": "info",
+        "support trn2": "ok", "support inf2": "info", "support trn3": "ok", "kernelsweep deps": "ok",
         "instance type": "ok", "toolchain": "ok",
     }  # fmt: skip
     assert checks["neuronx-cc"].found.endswith("neuronx-cc (NeuronX Compiler version 2.27.5334.0+f702b353)")
@@ -80,7 +81,19 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
     assert checks["NKI tracer"].found == "nki.compiler.driver (nki 0.6.0+standin; newest usable API)"
     assert checks["SDK packages"].found == "neuronx-cc 2.27.5334.0+f702b353, nki 0.6.0+standin"
     assert checks["instance type"].found == "trn2.48xlarge"
+    assert checks["support trn1"].found.startswith("nki 0.6.0+standin is outside it: NKI up to 0.2 (SDK <= 2.28)")
+    assert "AWS NKI FAQ (SDK 2.29.0-2.33.1)" in checks["support trn3"].found
     assert all(c.fix is None for c in checks.values())
+
+
+def test_a_family_outside_the_installed_nkis_support_is_warned_on_its_own_host(neuron_host):
+    """AWS's NKI FAQ lists Trn2 and Trn3 only for NKI >= 0.3: nki 0.6 on a trn1 host gets the warning."""
+    neuron_host.dmi_product_name.write_text("trn1.32xlarge\n")
+    checks = by_name(doctor.diagnose(neuron_host))
+    assert (
+        checks["support trn1"].status == "warn" and "expect unsupported kernels to fail" in checks["support trn1"].fix
+    )
+    assert checks["support inf2"].status == "info" and checks["support trn2"].status == "ok"
 
 
 def test_the_neuron_host_rendering(neuron_host):
@@ -214,6 +227,27 @@ def quick_ui_probe(monkeypatch):
     monkeypatch.setattr(smoke, "PARQUET_PROBE_SECONDS", 5.0)
 
 
+SMOKE_TITLES = (
+    "devices: neuron-ls under the sweep's LNC",
+    "versions: compiler and profiler",
+    "tracers: which NKI API this host has",
+    "signatures: the SDK's compile API, as installed",
+    "trace and compile the bf16 matmul",
+    "what _write_tensorizer_ir writes",
+    "does `acc += nl.matmul(...)` trace",
+    "capture: every 2nd of 4 executions",
+    "outputs: saved by name, checked against numpy",
+    "view: summary-json, its entries at this LNC",
+    "plausibility: time, MFU, hardware FLOPs",
+    "DGE notifications: a capture with and one without",
+    "the bf16 MLP: trace, capture, outputs, plausibility",
+    "profile schema: what this Explorer names",
+    "view: full JSON",
+    "view: Parquet, with and without --ingest-only",
+    "busy core: a second capture on a held core",
+)
+
+
 @pytest.mark.slow
 def test_smoke_runs_end_to_end_on_the_simulated_toolchain(tmp_path, monkeypatch, quick_ui_probe):
     from click.testing import CliRunner
@@ -229,17 +263,54 @@ def test_smoke_runs_end_to_end_on_the_simulated_toolchain(tmp_path, monkeypatch,
         lines[0]
         == "kernelsweep doctor --smoke: simulated toolchain (every result below is SIMULATED), platform trn2 at LNC=2"
     )
-    titles = [line for line in lines if line.startswith("== ")]
-    assert titles[0] == "== 1/12 devices: neuron-ls under the sweep's LNC" and len(titles) == 12
+    assert lines[1].startswith("points: matmul M=256,K=256,N=1024 bfloat16, then mlp; host ")
+    titles = [line.removeprefix("== ").split(" ", 1) for line in lines if line.startswith("== ")]
+    assert titles == [[f"{i}/17", title] for i, title in enumerate(SMOKE_TITLES, 1)]
     verdicts = [
         line.split()[0] for line in lines if line.split() and line.split()[0] in ("ok", "warn", "fail", "info", "skip")
     ]
-    assert len(verdicts) == 12 and "fail" not in verdicts
-    assert lines[-1] == f"smoke check: 9 ok, 2 info, 1 skip; report: {report}"
+    assert len(verdicts) == 17 and "fail" not in verdicts
+    assert lines[-1] == f"smoke check: 13 ok, 2 info, 2 skip; report: {report}"
     assert "$ NEURON_LOGICAL_NC_CONFIG=2 NEURON_RT_VISIBLE_CORES=0 " in result.output  # the capture, as run
+    # the new checks: entries combined, plausibility, DGE compared, the MLP, each naming the risk it settles
+    assert "ok    2 summary entries at LNC=2: rows combine them" in result.output
+    assert "      ruled out: N4 (at LNC=2 a row reports one core's summary entry" in result.output
+    assert "ok    plausible: " in result.output and "hardware_flops / model FLOPs = 1.062" in result.output
+    assert "  dma_transfer_total_bytes: without 589824, with 1179648" in result.output
+    assert "view warning without: WARN[0000] DMA results may not be accurate" in result.output
+    assert "ok    mlp b=1,s=128,h=256,i=256 bfloat16: outputs correct; plausible: " in result.output
+    assert "  N3  ruled out (step 12): DMA and MBU figures understated" in result.output
+    assert "  N8  not checked by the smoke" in result.output and "  O1  open (step 4)" in result.output
     text = report.read_text()
     assert "more lines in the report" in result.output and "more lines in the report" not in text  # all of it
-    assert '"n_' in text and text.splitlines()[-1] == "smoke check: 9 ok, 2 info, 1 skip"
+    assert '"n_' in text and text.splitlines()[-1] == "smoke check: 13 ok, 2 info, 2 skip"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tools", ["2.33", "2.34"])
+def test_smoke_on_later_stand_in_tools_reads_their_formats(tmp_path, quick_ui_probe, tools):
+    """Schema 12.0.1's printout (under `view`, nanosecond times by the stand-in's hypothesis) and, on
+    2.34, no full JSON and no `neuron-ls -j`: the smoke says so and every check still passes."""
+    from kernelsweep.doctor.smoke import run_smoke, smoke_point
+
+    sim = sim_toolchain(tmp_path / "sim", env={"KERNELSWEEP_SIM_TOOLS": tools})
+    steps = {s.title: s for s in run_smoke(sim, smoke_point("trn2"), tmp_path / "work")}
+    assert not [t for t, s in steps.items() if s.status == "fail"], {t: s.verdict for t, s in steps.items()}
+    schema = steps["profile schema: what this Explorer names"]
+    assert schema.verdict == "schema 12.0.1 names every field rows name (read as 7.4.0's names)"
+    assert schema.details[0] == "Summary fields 54; time unit(s): nanoseconds"
+    assert schema.runs[0].argv[-2:] == ["view", "--show-profile-schema"] and len(schema.runs) == 1
+    assert steps["plausibility: time, MFU, hardware FLOPs"].status == "ok"
+    listing = steps["devices: neuron-ls under the sweep's LNC"].runs
+    full_json = steps["view: full JSON"]
+    if tools == "2.34":
+        assert [r.argv[-2:] for r in listing][-1] == ["--output-format", "json"]
+        assert (full_json.status, full_json.verdict) == (
+            "skip",
+            "neuron-explorer 2.34.0.0+kernelsweep.sim writes no full JSON (ended after 2.33)",
+        )
+    else:
+        assert listing[-1].argv[-1] == "-j" and full_json.status == "info"
 
 
 def test_a_failing_step_skips_what_needs_it_and_fails_the_check(tmp_path, monkeypatch):
@@ -247,21 +318,84 @@ def test_a_failing_step_skips_what_needs_it_and_fails_the_check(tmp_path, monkey
     from kernelsweep.doctor.smoke_render import exit_code
     from kernelsweep.sim.toolchain import sim_toolchain
 
-    sim = sim_toolchain(tmp_path / "sim", env={"KERNELSWEEP_SIM_FAULTS": "compile-error=vector_add"})
+    sim = sim_toolchain(tmp_path / "sim", env={"KERNELSWEEP_SIM_FAULTS": "compile-error=matmul,compile-error=mlp"})
     steps = {s.title: s for s in run_smoke(sim, smoke_point("trn2"), tmp_path / "work")}
-    assert steps["trace and compile one point"].status == "fail"
-    assert "[NCC_EVRF009]" in steps["trace and compile one point"].verdict
+    assert steps["trace and compile the bf16 matmul"].status == "fail"
+    assert "[NCC_EVRF009]" in steps["trace and compile the bf16 matmul"].verdict
     assert steps["capture: every 2nd of 4 executions"].status == "skip"
-    assert steps["view: summary-json"].verdict.startswith("needs a NEFF")
+    assert steps["view: summary-json, its entries at this LNC"].verdict.startswith("needs a NEFF")
+    assert steps["plausibility: time, MFU, hardware FLOPs"].status == "skip"
+    assert steps["the bf16 MLP: trace, capture, outputs, plausibility"].status == "fail"
     assert exit_code(list(steps.values())) == 1
 
 
+def test_an_unwritable_report_is_a_usage_error_before_any_step(tmp_path):
+    from click.testing import CliRunner
+
+    from kernelsweep.flows.cli.app import cli
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    result = CliRunner().invoke(cli, ["doctor", "--smoke", "--toolchain", "sim", "--report", str(blocker / "r.txt")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: --report {blocker / 'r.txt'}: cannot write it (Not a directory); give a writable path"
+    ]
+
+
+def test_a_smoke_for_another_platform_names_the_mismatch(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from kernelsweep.flows.cli.app import cli
+
+    monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
+    monkeypatch.setenv("KERNELSWEEP_SIM_PLATFORM", "trn2")
+    result = CliRunner().invoke(cli, ["doctor", "--smoke", "--toolchain", "sim", "--platform", "trn1"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "error: doctor --smoke --platform trn1: this host is trn2 (instance type trn2.sim), and a trn1 NEFF cannot "
+        "run on it; run the smoke on a trn1 host, or leave out --platform to check this trn2"
+    ]
+    assert not list(tmp_path.glob("kernelsweep-smoke-*"))
+
+
+STAND_IN_STATUS = {
+    "devices: neuron-ls under the sweep's LNC": "warn",  # the sample device is held by pid 113985
+    "versions: compiler and profiler": "ok",
+    "tracers: which NKI API this host has": "ok",
+    "signatures: the SDK's compile API, as installed": "info",
+    "trace and compile the bf16 matmul": "ok",
+    "what _write_tensorizer_ir writes": "info",
+    "does `acc += nl.matmul(...)` trace": "info",
+    "capture: every 2nd of 4 executions": "ok",
+    "outputs: saved by name, checked against numpy": "ok",
+    "view: summary-json, its entries at this LNC": "ok",
+    "plausibility: time, MFU, hardware FLOPs": "ok",
+    "DGE notifications: a capture with and one without": "ok",
+    "the bf16 MLP: trace, capture, outputs, plausibility": "ok",
+    "profile schema: what this Explorer names": "ok",
+    "view: full JSON": "info",
+    "view: Parquet, with and without --ingest-only": "ok",
+    "busy core: a second capture on a held core": "ok",
+}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("roots", "tracer", "signature"),
+    [
+        (("standalone", "driver_0606"), "nki.compiler.driver (nki 0.6.0+standin)",
+         "nki.compiler.driver.compile_to_bir("),
+        (("frontend_0413",), "nki.compiler.frontend (nki 0.4.0+standin)", "nki.compiler.frontend.ParserFrontend("),
+    ],
+    ids=["driver_0606", "frontend_0413"],
+)  # fmt: skip
 def test_smoke_on_the_stand_in_host_runs_every_tool_as_documented(
-    tmp_path, monkeypatch, python_packages, quick_ui_probe
+    tmp_path, monkeypatch, python_packages, quick_ui_probe, roots, tracer, signature
 ):
-    """The real adapters against the stand-in executables and the stand-in nki 0.6.0: every tool call
-    is recorded, and each is the reference's documented command line (tests/documented_forms.py)."""
+    """The real adapters against the stand-in executables and each stand-in NKI generation: every
+    tool call is recorded, and each is the reference's documented command line
+    (tests/documented_forms.py); the compile API's signatures are printed in full."""
     import json
 
     from documented_forms import documented_as
@@ -275,27 +409,17 @@ def test_smoke_on_the_stand_in_host_runs_every_tool_as_documented(
         "NEURON_RT_VIRTUAL_CORE_SIZE": "1", "NEURON_LOGICAL_NC_CONFIG": "1",  # a DLAMI shell's exports
     }.items():  # fmt: skip
         monkeypatch.setenv(name, value)
-    python_packages("standalone", "driver_0606")
+    python_packages(*roots)
     tools = {t: (str(TOOLS / "bin" / t),) for t in ("neuronx-cc", "neuron-explorer", "neuron-profile", "neuron-ls")}
     host = Toolchain(kind="neuron", commands=tools, tracers=TRACERS)
     steps = {s.title: s for s in run_smoke(host, smoke_point("trn2"), tmp_path / "work")}
-    status = {title: step.status for title, step in steps.items()}
-    assert status == {
-        "devices: neuron-ls under the sweep's LNC": "warn",  # the sample device is held by pid 113985
-        "versions: compiler and profiler": "ok",
-        "tracers: which NKI API this host has": "ok",
-        "trace and compile one point": "ok",
-        "what _write_tensorizer_ir writes": "info",
-        "does `acc += nl.matmul(...)` trace": "info",
-        "capture: every 2nd of 4 executions": "ok",
-        "outputs: saved by name, checked against numpy": "ok",
-        "view: summary-json": "ok",
-        "view: full JSON": "info",
-        "view: Parquet, with and without --ingest-only": "ok",
-        "busy core: a second capture on a held core": "ok",
-    }, {t: s.verdict for t, s in steps.items()}
-    assert steps["trace and compile one point"].verdict.startswith("nki.compiler.driver (nki 0.6.0+standin) wrote")
-    assert steps["what _write_tensorizer_ir writes"].verdict == "_write_tensorizer_ir wrote: tensorizer_ir.txt"
+    expected = dict(STAND_IN_STATUS)
+    if "standalone" not in roots:
+        expected["what _write_tensorizer_ir writes"] = "skip"
+    assert {title: step.status for title, step in steps.items()} == expected, {t: s.verdict for t, s in steps.items()}
+    assert steps["trace and compile the bf16 matmul"].verdict.startswith(f"{tracer} wrote")
+    signatures = steps["signatures: the SDK's compile API, as installed"]
+    assert signatures.show_all and signature in signatures.runs[0].stdout
     assert "pid 113985" in steps["devices: neuron-ls under the sweep's LNC"].details[0]
     recorded = [c for c in map(json.loads, calls.read_text().splitlines()) if "tool" in c]  # not the nki stand-in's
     undocumented = [
@@ -312,7 +436,8 @@ def test_smoke_on_the_stand_in_host_runs_every_tool_as_documented(
         if call["tool"] == "neuron-ls" or call["argv"][:1] == ["capture"]:
             assert call["env"]["NEURON_LOGICAL_NC_CONFIG"] == "2", call  # the point's LNC, not the shell's 1
     assert {documented_as([c["tool"], *c["argv"]]) for c in recorded} >= {
-        "compiler version", "profiler version", "devices", "capture", "view summary-json", "view json", "view parquet",
+        "compiler version", "profiler version", "devices", "capture", "capture, DGE notifications",
+        "view summary-json", "view json", "view parquet", "profile schema, 7.x",
     }  # fmt: skip
 
 

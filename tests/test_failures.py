@@ -228,8 +228,14 @@ CASES = {
     ),
     "capture timeout": Case("capture", "", CaptureError, "Timeout", True, "timed out", -9, timed_out=True),
     "NTFF version skew at capture": Case(
-        "capture", NTFF_SKEW, CaptureError, "VersionSkew", False, "NTFF version 4 is not supported"
-    ),
+        "capture",
+        NTFF_SKEW,
+        CaptureError,
+        "ToolVersionMismatch",
+        False,
+        "NTFF version 4 is not supported by this neuron-profile: the runtime that wrote it is newer than the "
+        "profiler; upgrade aws-neuronx-tools",
+    ),  # fmt: skip
     "NRT_UNSUPPORTED_NEFF_VERSION": Case(
         "capture",
         NRT + "NRT:nrt_load  NRT_UNSUPPORTED_NEFF_VERSION\n",
@@ -259,8 +265,14 @@ CASES = {
     ),
     # view (reference section 5)
     "NTFF version skew at view": Case(
-        "view", NTFF_SKEW, ExtractError, "VersionSkew", False, "NTFF version 4 is not supported in this version"
-    ),
+        "view",
+        NTFF_SKEW,
+        ExtractError,
+        "ToolVersionMismatch",
+        False,
+        "NTFF version 4 is not supported by this neuron-profile: the runtime that wrote it is newer than the "
+        "profiler; upgrade aws-neuronx-tools to the runtime's Neuron release",
+    ),  # fmt: skip
     "view timeout": Case("view", "", ExtractError, "Timeout", True, "timed out", -9, timed_out=True),
 }
 

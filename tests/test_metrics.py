@@ -191,11 +191,15 @@ def test_full_json_instruction_before_summary_is_streamed() -> None:
     assert metrics.values == read_profile(SEED000_JSON).values
 
 
-def test_full_json_reading_stops_after_the_first_summary_item(tmp_path: Path) -> None:
-    """Only summary[0] is parsed: a truncated tail (as in a huge file) is never reached."""
+def test_full_json_reading_stops_after_the_summary_list(tmp_path: Path) -> None:
+    """Every summary entry is read (one per physical core at LNC=2), then nothing more: a truncated
+    tail after the list (as in a huge file) is never reached, while a list cut short is an error."""
     path = tmp_path / "profile.json"
-    path.write_text(json.dumps({"summary": [seed000_summary()]})[:-2] + ', {"total_time": ')
+    path.write_text(json.dumps({"summary": [seed000_summary()], "instruction": [{}]})[:-3] + ', {"total_time": ')
     assert_seed000(read_profile(path, "json"))
+    path.write_text(json.dumps({"summary": [seed000_summary()]})[:-2] + ', {"total_time": ')
+    with pytest.raises(ExtractError, match="not valid JSON"):
+        read_profile(path, "json")
 
 
 def test_summary_json_seed002_fractions() -> None:
@@ -382,7 +386,7 @@ def test_as_dict_is_flat_and_json_able() -> None:
     assert row["instance_type"] == "trn1.2xlarge"
     assert row["source_format"] == "summary-json"
     assert row["percent_unit"] == "fraction"
-    assert len(row) == len(METRIC_FIELDS) + len(metrics.info) + 2
+    assert len(row) == len(METRIC_FIELDS) + len(metrics.info) + 3 and row["entries"] == 1
 
 
 def test_a_non_numeric_known_field_is_an_error() -> None:
@@ -565,12 +569,13 @@ def test_pathological_json_is_refused_quickly_in_little_memory(tmp_path: Path, c
     assert result["seconds"] < 10 and result["peak_mb"] < 200, result
 
 
-def test_a_summary_table_of_millions_of_rows_decodes_only_its_first(tmp_path: Path) -> None:
+def test_a_summary_table_of_millions_of_rows_is_refused_from_its_footer(tmp_path: Path) -> None:
+    """Every Summary row is an entry to combine, so a table of millions is refused before decoding."""
     n = 2_000_000
     table = pa.table({"total_time": pa.array([4.5e-05] * n), "label": pa.array([f"row {i}" for i in range(n)])})
     pq.write_table(table, tmp_path / "Summary.parquet", row_group_size=n)
     result = _bounded_read(tmp_path / "Summary.parquet", address_space=0)  # pyarrow reserves address space
-    assert result["outcome"] == "read" and result["peak_mb"] < 400, result
+    assert "has 2000000 rows" in result["outcome"] and result["peak_mb"] < 400, result
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from kernelsweep.sim.ntff import MAGIC
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import profiler, tracing
+from kernelsweep.toolchain.process import recording
 from kernelsweep.toolchain.resolve import Toolchain
 
 POINT = Point(
@@ -67,7 +68,7 @@ def test_every_view_format_normalises_to_the_same_metrics(captured, tmp_path):
     for fmt in ("json", "summary-json", "parquet"):
         out = tmp_path / fmt
         out.mkdir()
-        path = profiler.view(sim, neff, ntff, out, timeout_seconds=120, profile_format=fmt)
+        path = profiler.view(sim, neff, ntff, out, timeout_seconds=120, profile_format=fmt).path
         read[fmt] = read_profile(path)
         assert read[fmt].source_format == fmt
     assert read["summary-json"].percent_unit == "fraction" and read["parquet"].percent_unit == "percent"
@@ -83,16 +84,19 @@ def test_every_view_format_normalises_to_the_same_metrics(captured, tmp_path):
 
 def test_summary_json_keeps_fractions_keyed_by_profile_id(captured, tmp_path):
     sim, neff, ntff = captured
-    path = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="summary-json")
-    (profile_id, record), = json.loads(path.read_text()).items()  # fmt: skip
-    assert profile_id.startswith("n_")
-    assert 0 < record["tensor_engine_active_time_percent"] <= 1 and record["is_simulation"] is True
+    path = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="summary-json").path
+    entries = json.loads(path.read_text())  # one per physical core at LNC=2
+    assert len(entries) == 2 and all(profile_id.startswith("n_") for profile_id in entries)
+    first, second = entries.values()  # one [128, 32] tile: the first core does it all, the second idles
+    assert 0 < first["tensor_engine_active_time_percent"] <= 1 and first["is_simulation"] is True
+    assert second["vector_engine_active_time_percent"] == 0 and second["total_time"] < first["total_time"]
 
 
 def test_parquet_is_an_explorer_folder_with_summary_and_metadata(captured, tmp_path):
     sim, neff, ntff = captured
-    folder = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="parquet")
-    assert folder.is_dir() and {p.name for p in folder.iterdir()} == {"Summary.parquet", "Metadata.parquet"}
+    folder = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="parquet").path
+    tables = {"Summary.parquet", "Metadata.parquet", "SchemaFields.parquet", "Warning.parquet"}
+    assert folder.is_dir() and {p.name for p in folder.iterdir()} == tables
     info = read_profile(folder).info
     assert info["profile_schema_version"] == "7.4.0" and info["is_simulation"] == "true"
     assert info["compiler_version"].endswith("+kernelsweep.sim") and info["instance_type"] == "trn2.sim"
@@ -115,8 +119,11 @@ def test_ntff_version_skew_is_the_real_deterministic_error(captured, tmp_path):
     future.write_bytes(MAGIC + json.dumps({**record, "ntff_version": 4}).encode())
     with pytest.raises(ExtractError) as info:
         profiler.view(sim, neff, future, tmp_path, 120, "json")
-    assert info.value.error_class == "VersionSkew" and info.value.retryable is False
-    assert "NTFF version 4 is not supported in this version of the tool (supported: 2 - 2)" in info.value.message
+    assert info.value.error_class == "ToolVersionMismatch" and info.value.retryable is False
+    assert info.value.message == (
+        "neuron-explorer view failed: NTFF version 4 is not supported by this neuron-explorer: the runtime that "
+        "wrote it is newer than the profiler; upgrade aws-neuronx-tools to the runtime's Neuron release"
+    )
 
 
 def test_injected_busy_core_fails_the_first_captures_then_clears(tmp_path):
@@ -172,3 +179,48 @@ def test_capture_passes_check_output_determinism(captured, tmp_path):
         timeout_seconds=120, check_output_determinism=True,
     )  # fmt: skip
     assert result.ntff.name == "profile_exec_2.ntff"
+
+
+def test_one_profile_reads_the_same_under_schema_7_and_schema_12_stand_ins(captured, tmp_path):
+    """The same NTFF viewed by a 7.4.0-shaped and a 12.0.1-shaped Explorer (the latter's times in
+    nanoseconds, a stand-in hypothesis its schema states) gives identical named columns in every format."""
+    from kernelsweep.toolchain import explorer
+
+    sim, neff, ntff = captured
+    later = Toolchain(kind="sim", commands=sim.commands, env={**sim.env, "KERNELSWEEP_SIM_TOOLS": "2.33"})
+    read = {}
+    for name, tools in (("7", sim), ("12", later)):
+        schema = explorer.ask_schema(tools)
+        for fmt in ("summary-json", "parquet"):  # full JSON ends with 2.33; test_stages reads 2.34's Parquet
+            out = tmp_path / name / fmt
+            out.mkdir(parents=True)
+            read[name, fmt] = read_profile(profiler.view(tools, neff, ntff, out, 120, fmt).path, schema=schema)
+    assert read["12", "summary-json"].schema.version == "12.0.1" and read["7", "summary-json"].schema.version == "7.4.0"
+    raw = json.loads((tmp_path / "12" / "summary-json" / "profile_summary.json").read_text())
+    assert all(isinstance(entry["total_time"], int) for entry in raw.values())  # nanoseconds, as stated
+    for fmt in ("summary-json", "parquet"):
+        assert read["12", fmt].values == read["7", fmt].values, fmt
+        assert read["12", fmt].values["total_time_us"] is not None and read["12", fmt].entries == 2
+
+
+@pytest.mark.slow  # the stage test covers the fallback in the default stage; this one pins the argv and the busy case
+def test_a_capture_that_times_out_with_dge_notifications_runs_again_without(captured, tmp_path):
+    sim, neff, _ = captured
+    faulty = Toolchain(kind="sim", commands=sim.commands, env={**sim.env, "KERNELSWEEP_SIM_FAULTS": "dge-timeout=1"})
+    with recording() as runs:
+        out = profiler.capture(
+            faulty, neff, inputs(POINT, tmp_path), tmp_path, num_exec=2, profile_nth_exec=2, visible_cores="0",
+            lnc=2, timeout_seconds=120, dge_notifs=True,
+        )  # fmt: skip
+    assert [profiler.DGE_NOTIFS_FLAG in run.argv for run in runs] == [True, False]
+    assert out.dge_notifs is False and out.note.startswith("with --enable-dge-notifs: ")
+    view = profiler.view(sim, neff, out.ntff, tmp_path, 120, "summary-json")
+    assert view.dma_warning == (
+        "WARN[0000] DMA results may not be accurate: DGE notifications were not collected; recapture with "
+        "--enable-dge-notifs"
+    )
+    busy = Toolchain(kind="sim", commands=sim.commands, env={**sim.env, "KERNELSWEEP_SIM_FAULTS": "capture-busy=1"})
+    with recording() as runs, pytest.raises(DeviceBusyError):  # only a timeout is the flag's to drop
+        profiler.capture(busy, neff, inputs(POINT, tmp_path), tmp_path, num_exec=2, profile_nth_exec=2,
+                         visible_cores="0", lnc=2, timeout_seconds=120, dge_notifs=True)  # fmt: skip
+    assert len(runs) == 1

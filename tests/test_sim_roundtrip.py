@@ -150,6 +150,19 @@ def test_a_neff_for_another_platform_is_refused_at_load(tmp_path):
     assert _capture(allowed, neff, trn1, tmp_path).ntff.is_file()  # the runtime's testing-only escape hatch
 
 
+def test_trn3_compiles_but_the_simulated_runtime_will_not_make_up_its_timing(sim, tmp_path):
+    """trn3's TensorE and profiler clocks are unpublished: the simulator refuses to model them."""
+    trn3 = MLP_POINT.model_copy(update={"platform": "trn3", "params": {"b": 1, "s": 128, "h": 256, "i": 256}})
+    neff = _compiled(sim, trn3, tmp_path)
+    with pytest.raises(CaptureError) as info:
+        _capture(sim, neff, trn3, tmp_path)
+    assert info.value.message == (
+        "neuron-explorer capture failed: the simulated runtime has no model of trn3 (its clocks are unpublished); "
+        "capture trn3 points on a trn3 host"
+    )
+    assert info.value.retryable is False
+
+
 def test_a_neff_for_another_lnc_is_refused_at_load(sim, tmp_path):
     neff = _compiled(sim, MLP_POINT, tmp_path)  # LNC=2
     with pytest.raises(CaptureError, match="Failed to load NN") as info:
@@ -165,7 +178,7 @@ def test_explorer_parquet_view_does_not_return_without_ingest_only(sim, tmp_path
     assert argv[-2:] == ["--ingest-only", "--data-path=explorer-data"]
     hanging = run_tool(argv[:-2], cwd=tmp_path, env=sim.env, timeout_seconds=8)
     assert hanging.timed_out and "localhost:3001" in hanging.stdout
-    folder = profiler.view(sim, neff, ntff, tmp_path, 120, "parquet")
+    folder = profiler.view(sim, neff, ntff, tmp_path, 120, "parquet").path
     assert (folder / "Summary.parquet").is_file() and (tmp_path / "explorer-data").is_dir()
 
 
@@ -174,7 +187,7 @@ def test_sim_profile_round_trips_through_the_real_parser(sim, tmp_path):
     captured = _capture(sim, neff, MLP_POINT, tmp_path)
     assert captured.ntff.name == "profile.ntff"
     for fmt in ("summary-json", "json"):
-        metrics = read_profile(profiler.view(sim, neff, captured.ntff, tmp_path, 120, fmt))
+        metrics = read_profile(profiler.view(sim, neff, captured.ntff, tmp_path, 120, fmt).path)
         assert metrics.source_format == fmt and metrics.info["is_simulation"] == "true"
         total = metrics.values["total_time_us"]
         assert 10 < total < 200

@@ -46,7 +46,7 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
     [
         (
             lambda s: s.replace('"trn2"', '"trn9"'),
-            "unknown platform 'trn9' at platforms.0; use one of trn1, trn2, inf2",
+            "unknown platform 'trn9' at platforms.0; use one of trn1, trn2, inf2, trn3",
         ),
         (
             lambda s: s.replace("kernelsweep.kernels.mlp:mlp", "nosuch.module:k"),

@@ -128,3 +128,53 @@ def test_inputs_are_the_definitions_arrays_byte_for_byte(tmp_path):
     for name, ref in inputs.inputs.items():
         fetched = ctx.store.fetch(ref, tmp_path / "check" / names.input_file(name))
         assert fetched.read_bytes() == arrays[name].tobytes()
+
+
+def test_trn2_captures_collect_dge_notifications_and_fall_back_once_after_a_timeout(tmp_path):
+    """On trn2 captures pass --enable-dge-notifs (Explorer: DMA figures "may not be accurate" without);
+    a capture that times out with it runs again without, and the row says so and flags its DMA figures."""
+    from kernelsweep.results.row_parts import Costed, Measured
+
+    p = point()
+    ctx = sim_context(tmp_path)
+    compiled, inputs = compile_stage(ctx, p, trace_stage(ctx, p)), inputs_stage(ctx, p)
+    captured = capture_stage(ctx, p, compiled, inputs)
+    extracted = extract_stage(ctx, p, compiled, inputs, captured)
+    assert captured.dge_notifs == (True,) and captured.notes == ()
+    assert (extracted.dge_notifs, extracted.dma_warning, extracted.metrics.entries) == (True, None, 2)
+
+    faulty = dataclasses.replace(ctx.toolchain, env={**ctx.toolchain.env, "KERNELSWEEP_SIM_FAULTS": "dge-timeout=1"})
+    ctx = dataclasses.replace(ctx, toolchain=faulty, capture=ctx.capture.model_copy(update={"repeats": 2}))
+    captured = capture_stage(ctx, p, compiled, inputs)
+    assert captured.dge_notifs == (False, False)  # the second repeat does not try again
+    assert captured.notes == (
+        "with --enable-dge-notifs: neuron-explorer capture failed: NRT_TIMEOUT: execution timed out (DGE "
+        "notifications on); captured again without (DMA figures may be understated)",
+    )
+    extracted = extract_stage(ctx, p, compiled, inputs, captured)
+    assert extracted.dge_notifs is False and "DMA results may not be accurate" in extracted.dma_warning
+    measured = Measured.of(p, Costed.of(p), extracted)
+    assert (measured.dge_notifs, measured.dma_unreliable, measured.profile_entries) == (False, True, 2)
+    assert measured.hw_mfu_percent is not None and 0 < measured.hw_mfu_percent < 100
+
+    off = dataclasses.replace(ctx, capture=ctx.capture.model_copy(update={"dge_notifs": "off", "repeats": 1}))
+    assert capture_stage(off, p, compiled, inputs).dge_notifs == (False,)
+
+
+def test_trn1_captures_without_dge_notifications(tmp_path):
+    ctx, p = sim_context(tmp_path), point(platform="trn1")
+    compiled, inputs = compile_stage(ctx, p, trace_stage(ctx, p)), inputs_stage(ctx, p)
+    assert capture_stage(ctx, p, compiled, inputs).dge_notifs == (False,)
+
+
+@pytest.mark.slow
+def test_full_json_asked_of_explorer_2_34_is_read_from_parquet(tmp_path):
+    """2.33 was the last Explorer with full-profile JSON: a spec asking for it gets Parquet's figures,
+    read in the schema 2.34's stand-in states (nanosecond times, a hypothesis of sim.tools)."""
+    ctx = sim_context(tmp_path, env={"KERNELSWEEP_SIM_TOOLS": "2.34"}, profile_format="json")
+    p = point()
+    compiled, inputs = compile_stage(ctx, p, trace_stage(ctx, p)), inputs_stage(ctx, p)
+    metrics = extract_stage(ctx, p, compiled, inputs, capture_stage(ctx, p, compiled, inputs)).metrics
+    assert metrics.source_format == "parquet" and metrics.entries == 2
+    assert metrics.schema.version == "12.0.1" and metrics.schema.units["total_time"] == "nanoseconds"
+    assert 1 < metrics.values["total_time_us"] < 1000

@@ -30,7 +30,7 @@ def _properties(schema: dict):
 def test_the_run_form_is_typed_field_by_field(flow):
     schema = parameter_schema(flow).model_dump()
     props = dict(_properties(schema))
-    assert props["SweepSpec.platforms"]["items"]["enum"] == ["trn1", "trn2", "inf2"]  # a multi-select
+    assert props["SweepSpec.platforms"]["items"]["enum"] == ["trn1", "trn2", "inf2", "trn3"]  # a multi-select
     assert props["KernelGrid.kernel"]["enum"] == ["mlp", "matmul", "vector_add", "custom"]  # a dropdown
     assert props["KernelGrid.custom_kernel"]["type"] == "string"  # user kernels: module:attribute
     assert props["KernelGrid.grid"]["items"] == {"$ref": "#/definitions/GridAxis"}

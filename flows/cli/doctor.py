@@ -10,13 +10,15 @@ from kernelsweep.platforms import PLATFORM_NAMES
 
 
 @click.command()
-@click.option("--smoke", is_flag=True, help="Run one point through trace, compile, capture and view, step by step.")
+@click.option(
+    "--smoke", is_flag=True, help="Run a bf16 matmul and MLP through trace, compile, capture and view, step by step."
+)
 @click.option(
     "--toolchain", "kind", type=click.Choice(["auto", "neuron", "cpu", "sim"]), default="auto", show_default=True,
     help="--smoke: which tools to run (auto: the real ones when present).",
 )  # fmt: skip
 @click.option(
-    "--platform", type=click.Choice(PLATFORM_NAMES), help="--smoke: the point's platform (default: this host's)."
+    "--platform", type=click.Choice(PLATFORM_NAMES), help="--smoke: the points' platform (default: this host's)."
 )
 @click.option(
     "--report", type=click.Path(dir_okay=False, path_type=Path), help="--smoke: where to write the report file."
@@ -40,17 +42,28 @@ def doctor(smoke: bool, kind: str, platform: str | None, report: Path | None) ->
 
 def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
     from kernelsweep.context import neuron_python, resolve_toolchain
-    from kernelsweep.doctor.host_checks import smoke_platform
+    from kernelsweep.doctor.host_checks import host_family, platform_mismatch
+    from kernelsweep.doctor.risks import summary as risk_summary
     from kernelsweep.doctor.smoke import STEPS, run_smoke, smoke_point
     from kernelsweep.doctor.smoke_render import exit_code, header, render_step, summary, write_report
+    from kernelsweep.errors import UsageError
     from kernelsweep.flows.settings import locations_from_env
 
+    if report is not None:
+        _check_writable(report)
     locations = locations_from_env()
     python = neuron_python(None, locations) if kind != "sim" else None
     toolchain, notice = resolve_toolchain(kind, locations.sim_state_dir, locations.tool_paths, python)
+    family, source = host_family(toolchain)
+    mismatch = platform and platform_mismatch(platform, family, source)
+    if mismatch:
+        raise UsageError(mismatch)
+    point = smoke_point(platform or family or "trn2")
+    path = report or Path(f"kernelsweep-smoke-{point.platform}.txt")
+    if report is None:
+        _check_writable(path)
     if notice:
         click.echo(notice, err=True)
-    point = smoke_point(platform or smoke_platform(toolchain))
     head = header(toolchain, point)
     click.echo(head + "\n")
     steps = []
@@ -58,6 +71,23 @@ def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
         for index, step in enumerate(run_smoke(toolchain, point, Path(workdir)), 1):
             steps.append(step)
             click.echo(render_step(index, len(STEPS), step) + "\n")
-    path = write_report(report or Path(f"kernelsweep-smoke-{point.platform}.txt"), head, steps)
+    write_report(path, head, steps)
+    click.echo(risk_summary(steps) + "\n")
     click.echo(summary(steps, path))
     return exit_code(steps)
+
+
+def _check_writable(path: Path) -> None:
+    """The report file can be written, found out before any step runs; nothing is left behind."""
+    from kernelsweep.errors import UsageError
+
+    if path.is_dir():
+        raise UsageError(f"--report {path}: is a folder; give a file name")
+    existed = path.exists()
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--report {path}: cannot write it ({exc.strerror or exc}); give a writable path") from None
+    if not existed:
+        path.unlink()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.host import family_of
+from kernelsweep.platforms import PLATFORM_NAMES, get_platform
 from kernelsweep.toolchain import packages, tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import DeviceInventory, list_devices
@@ -83,6 +84,7 @@ def diagnose(host: Host | None = None) -> list[Check]:
         _python_check(python, probed, problem),
         _tracer(probed),
         _sdk_packages(python, probed),
+        *_support(_installed_nki(python, probed), family_of(versions.instance_type(host.dmi_product_name))),
         _core_packages(),
         _instance(host),
         _verdict(tools, host, probed),
@@ -181,7 +183,7 @@ def _devices(host: Host) -> Check:
             "devices",
             MISSING,
             f"no {host.dev_dir / 'neuron*'}",
-            "run on a trn1/trn2/inf2 instance with the Neuron driver (aws-neuronx-dkms) loaded",
+            "run on a trn1/trn2/inf2/trn3 instance with the Neuron driver (aws-neuronx-dkms) loaded",
         )
     shown = ", ".join(map(str, found)) if len(found) <= 4 else f"{len(found)} nodes, {found[0]} ... {found[-1]}"
     return Check("devices", OK, shown)
@@ -241,6 +243,33 @@ def _sdk_packages(python: NeuronPython, probed: tracing.TracerProbe | None) -> C
     return Check("SDK packages", OK, text)
 
 
+def _installed_nki(python: NeuronPython, probed: tracing.TracerProbe | None) -> str | None:
+    """The NKI the trace worker will import: the SDK environment's when that is another interpreter."""
+    if python.foreign:
+        return probed.packages.get("nki") if probed else None
+    return packages.nki_version()
+
+
+def _support(nki: str | None, this_family: str | None) -> list[Check]:
+    """One row per family: which NKI AWS supports there (and the source), against the installed one;
+    a warning for this host's own family, a note for the others (a fleet's other hosts)."""
+    checks = []
+    for name in PLATFORM_NAMES:
+        support = get_platform(name).nki_support
+        verdict = support.verdict(nki)
+        found = f"{support.text} ({support.source})"
+        if verdict is None:
+            checks.append(Check(f"support {name}", INFO, found))
+        elif verdict:
+            checks.append(Check(f"support {name}", OK, f"nki {nki}: {found}"))
+        elif name == this_family:
+            fix = f"sweep {name} with an SDK whose NKI it supports, or expect unsupported kernels to fail"
+            checks.append(Check(f"support {name}", WARN, f"nki {nki} is outside it: {found}", fix))
+        else:
+            checks.append(Check(f"support {name}", INFO, f"nki {nki} is outside it: {found}"))
+    return checks
+
+
 def _core_packages() -> Check:
     present, missing = [], []
     for name in CORE_PACKAGES:
@@ -284,16 +313,27 @@ def _verdict(tools: dict[str, tuple[str, ...]], host: Host, probed: tracing.Trac
     )
 
 
-def smoke_platform(toolchain: Toolchain, dmi_product_name: Path = versions.DMI_PRODUCT_NAME) -> str:
-    """The smoke check's platform: this host's family, from the instance type (DMI, else neuron-ls);
-    trn2 where neither names one (a simulator emulating every family)."""
+def host_family(toolchain: Toolchain, dmi_product_name: Path = versions.DMI_PRODUCT_NAME) -> tuple[str | None, str]:
+    """This host's family and the instance type it was read from (DMI, else neuron-ls); (None, why)
+    where neither names one (a simulator emulating every family, or a host off EC2)."""
     instance = toolchain.fixed_versions.get("instance_type") or versions.instance_type(dmi_product_name)
     if family_of(instance) is None and "neuron-ls" in toolchain.commands:
         try:
             instance = list_devices(toolchain).instance_type
         except KernelsweepError:
             instance = None
-    return family_of(instance) or "trn2"
+    family = family_of(instance)
+    return family, f"instance type {instance}" if family else "no instance type names a Neuron family"
+
+
+def platform_mismatch(asked: str, family: str | None, source: str) -> str | None:
+    """One line when `--platform` names another family than this host's (its NEFFs would not load)."""
+    if family is None or family == asked:
+        return None
+    return (
+        f"doctor --smoke --platform {asked}: this host is {family} ({source}), and a {asked} NEFF cannot "
+        f"run on it; run the smoke on a {asked} host, or leave out --platform to check this {family}"
+    )
 
 
 def render(checks: Sequence[Check]) -> str:

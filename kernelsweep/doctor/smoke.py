@@ -1,13 +1,16 @@
-"""`kernelsweep doctor --smoke`: one point through trace, compile, capture and view on this host, each
-step showing the commands it ran, their output and a verdict, plus a report file for a bug report.
+"""`kernelsweep doctor --smoke`: the real instruction mix through trace, compile, capture and view on
+this host, each step showing the commands it ran, their output, a verdict and the risks it rules out
+(kernelsweep.doctor.risks), plus a report file for a bug report.
 
 It is the first thing to run on a new Neuron instance. Every tool call goes through the same adapters
-a sweep uses (the runs are recorded by kernelsweep.toolchain.process), and the steps also ask the
-questions no document answers, which the real-host audit (section 7) lists as unverifiable without
-a host: the `neuron-explorer --version` format (step 2); whether importing the SDK holds a core (3);
-what `_write_tensorizer_ir` writes (5); whether `+=` on an NkiTensor traces (6); how many entries
-summary-json has at LNC=2 (9); the full-JSON view's files (10); whether the Parquet view returns
-without `--ingest-only` (11); the busy-core wording of this runtime (12).
+a sweep uses (the runs are recorded by kernelsweep.toolchain.process). The point is a bf16 matmul
+that gives each core of LNC=2 work, and a bf16 MLP follows it (kernelsweep.doctor.smoke_mix); the
+steps also ask the questions no document answers: the `neuron-explorer --version` format; whether
+importing the SDK holds a core; the compile API's signatures (NKI 0.7's are unpublished); what
+`_write_tensorizer_ir` writes; whether `+=` on an NkiTensor traces; how many summary entries a
+profile has at LNC=2; whether DGE notifications change the DMA figures; the profile schema's
+version and names; the full-JSON view's files; whether the Parquet view returns without
+`--ingest-only`; the busy-core wording of this runtime.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from kernelsweep.doctor import smoke_mix
 from kernelsweep.doctor.smoke_steps import (
     FAIL,
     INFO,
@@ -38,6 +42,7 @@ from kernelsweep.doctor.smoke_steps import (
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.kernels.probes import plus_equals_probe
+from kernelsweep.metrics import read_profile
 from kernelsweep.platforms import get_platform
 from kernelsweep.spec import Point
 from kernelsweep.toolchain import profiler, tracing
@@ -51,24 +56,15 @@ STEP_TIMEOUT_SECONDS = 900.0
 
 
 def smoke_point(platform: str) -> Point:
-    """A vector add of two [128, 16] tiles: both cores of LNC=2 get one."""
-    return Point(
-        sweep="smoke",
-        kernel="vector_add",
-        kernel_ref="kernelsweep.kernels.vector_add:vector_add",
-        params={"n": 4096, "partition_size": 128, "free_size": 16},
-        dtype="float32",
-        platform=platform,
-        lnc=get_platform(platform).default_lnc,
-        seed=0,
-    )
+    """The bf16 matmul of the real-host audit (N6): two 512-wide n tiles, one per core at LNC=2."""
+    return smoke_mix.mix_point("matmul", platform)
 
 
 def run_smoke(toolchain: Toolchain, point: Point, workdir: Path) -> Iterator[Step]:
     """The steps, each yielded as soon as it is done; a failed step skips those that need its result."""
     state = Smoke(toolchain, point, workdir)
-    for title, check in STEPS:
-        step = Step(title)
+    for title, check, risks in STEPS:
+        step = Step(title, risks=risks)
         with recording() as runs:
             try:
                 check(state, step)
@@ -92,6 +88,7 @@ def _trace(state: Smoke, step: Step) -> None:
     )
     state.neff = out.neff_path or state.compile_legacy(out.ir_path)
     info = state.neff_info()
+    step.details += [f"trace {out.trace_seconds:.1f} s, of which compile {out.compile_seconds or 0:.1f} s"]
     step.details += [f"IR archive: {', '.join(_members(out.ir_path)) or 'empty'}"]
     step.details += [
         f"NEFF header name {info.name!r}, packaging_version {info.packaging_version}, num_tpb {info.num_tpb}"
@@ -151,17 +148,20 @@ def _capture(state: Smoke, step: Step) -> None:
         visible_cores=state.core,
         lnc=state.point.lnc,
         timeout_seconds=STEP_TIMEOUT_SECONDS,
+        dge_notifs=get_platform(state.point.platform).dge_notifs_default,  # as a sweep captures here
     )
     state.ntff, state.saved = result.ntff, result.outputs
     written = ntff_listing(run_dir)
     step.details.append(f"NTFFs written: {', '.join(written)}; saved outputs: {sorted(result.outputs)}")
+    if result.note:
+        step.details.append(result.note)
     expected = profiler.expected_ntff_names(4, 2)
     step.status = OK if written == expected else WARN
     step.verdict = f"--num-exec=4 --profile-nth-exec=2 wrote {written} (expected every 2nd: {expected})"
 
 
 def _summary_json(state: Smoke, step: Step) -> None:
-    path = profiler.view(
+    view = profiler.view(
         state.toolchain,
         needs(state.neff, "a NEFF"),
         needs(state.ntff, "an NTFF"),
@@ -169,20 +169,21 @@ def _summary_json(state: Smoke, step: Step) -> None:
         STEP_TIMEOUT_SECONDS,
         "summary-json",
     )
+    path, view_warning = view.path, view.dma_warning
     entries = json.loads(path.read_text())
     keys = list(entries) if isinstance(entries, dict) else []
-    profile_ids = [k for k in keys if k.startswith("n_")]
-    state.read_metrics(path, step)
+    state.metrics = state.read_metrics(path, step)
     step.details.append(f"top-level keys: {keys[:6]}{' ...' if len(keys) > 6 else ''}")
-    step.status = INFO if len(profile_ids) > 1 else OK
-    step.verdict = (
-        f"{len(profile_ids) or 'no'} profile entr{'y' if len(profile_ids) == 1 else 'ies'} at LNC={state.point.lnc}"
-    )
-    if len(profile_ids) > 1:
-        step.verdict += " (one per physical core?): rows report the first"
+    count = state.metrics.entries
+    step.verdict = f"{count} summary entr{'y' if count == 1 else 'ies'} at LNC={state.point.lnc}"
+    if count > 1:
+        step.verdict += ": rows combine them (max of times, sum of counters; docs/schema.md)"
+    if view_warning:
+        step.details.append(f"view warning: {view_warning}")
 
 
 def _full_json(state: Smoke, step: Step) -> None:
+    smoke_mix.full_json_gone(state)
     folder = state.fresh("json")
     profiler.view(
         state.toolchain, needs(state.neff, "a NEFF"), needs(state.ntff, "an NTFF"), folder, STEP_TIMEOUT_SECONDS, "json"
@@ -197,7 +198,9 @@ def _parquet(state: Smoke, step: Step) -> None:
     if state.toolchain.profiler != "neuron-explorer":
         raise Skipped("Parquet output needs neuron-explorer")
     neff, ntff = needs(state.neff, "a NEFF"), needs(state.ntff, "an NTFF")
-    folder = profiler.view(state.toolchain, neff, ntff, state.fresh("parquet"), STEP_TIMEOUT_SECONDS, "parquet")
+    folder = profiler.view(state.toolchain, neff, ntff, state.fresh("parquet"), STEP_TIMEOUT_SECONDS, "parquet").path
+    metrics = read_profile(folder)
+    step.details.append(f"read: {metrics.entries} entries, schema {metrics.schema.version} ({metrics.schema.source})")
     step.details.append(f"with --ingest-only: {sorted(p.name for p in folder.iterdir())}")
     plain = profiler.view_argv(state.toolchain, str(neff), str(ntff), "parquet")[:-2]  # no --ingest-only
     probe_dir = state.fresh("parquet-plain")
@@ -262,17 +265,23 @@ def _members(archive: Path) -> list[str]:
         return sorted(m.name for m in tar.getmembers() if m.isfile())
 
 
-STEPS: tuple[tuple[str, Callable[[Smoke, Step], None]], ...] = (
-    ("devices: neuron-ls under the sweep's LNC", devices),
-    ("versions: compiler and profiler", versions_step),
-    ("tracers: which NKI API this host has", lambda s, step: s.probe(step)),
-    ("trace and compile one point", _trace),
-    ("what _write_tensorizer_ir writes", _tensorizer_ir),
-    ("does `acc += nl.matmul(...)` trace", _plus_equals),
-    ("capture: every 2nd of 4 executions", _capture),
-    ("outputs: saved by name, checked against numpy", correctness),
-    ("view: summary-json", _summary_json),
-    ("view: full JSON", _full_json),
-    ("view: Parquet, with and without --ingest-only", _parquet),
-    ("busy core: a second capture on a held core", _busy_wording),
+Check = Callable[[Smoke, Step], None]
+STEPS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
+    ("devices: neuron-ls under the sweep's LNC", devices, ("F17",)),
+    ("versions: compiler and profiler", versions_step, ()),
+    ("tracers: which NKI API this host has", lambda s, step: s.probe(step), ("N7",)),
+    ("signatures: the SDK's compile API, as installed", smoke_mix.driver_signatures, ("O1",)),
+    ("trace and compile the bf16 matmul", _trace, ("N1",)),
+    ("what _write_tensorizer_ir writes", _tensorizer_ir, ()),
+    ("does `acc += nl.matmul(...)` trace", _plus_equals, ("O5",)),
+    ("capture: every 2nd of 4 executions", _capture, ()),
+    ("outputs: saved by name, checked against numpy", correctness, ("N6",)),
+    ("view: summary-json, its entries at this LNC", _summary_json, ("N4",)),
+    ("plausibility: time, MFU, hardware FLOPs", smoke_mix.plausibility, ("N4", "N6")),
+    ("DGE notifications: a capture with and one without", smoke_mix.dge_comparison, ("N3",)),
+    ("the bf16 MLP: trace, capture, outputs, plausibility", smoke_mix.mlp, ("N6", "N7")),
+    ("profile schema: what this Explorer names", smoke_mix.profile_schema, ("C3",)),
+    ("view: full JSON", _full_json, ()),
+    ("view: Parquet, with and without --ingest-only", _parquet, ("F16",)),
+    ("busy core: a second capture on a held core", _busy_wording, ()),
 )

@@ -1,7 +1,8 @@
 """How `doctor --smoke` shows its steps: on the terminal as they finish (each tool run's first lines),
-and in full in a report file to attach to a bug report.
+and in full in a report file to attach to a bug report; each step ends with the risks it rules out
+or leaves open, and the check ends with every risk's state (kernelsweep.doctor.risks).
 
-    == 7/12 capture: every 2nd of 4 executions
+    == 8/17 capture: every 2nd of 4 executions
     $ NEURON_LOGICAL_NC_CONFIG=2 NEURON_RT_VISIBLE_CORES=0 neuron-explorer capture -n ... --num-exec=4 ...
     | saved output "out" as "out"
     ok    --num-exec=4 --profile-nth-exec=2 wrote ['profile_exec_2.ntff', 'profile_exec_4.ntff'] ...
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kernelsweep.doctor import risks
 from kernelsweep.doctor.smoke_steps import FAIL, Step
 from kernelsweep.spec import Point
 from kernelsweep.toolchain.process import ToolResult
@@ -29,7 +31,7 @@ def header(toolchain: Toolchain, point: Point) -> str:
     kind = "simulated toolchain (every result below is SIMULATED)" if toolchain.is_simulation else "Neuron toolchain"
     return (
         f"kernelsweep doctor --smoke: {kind}, platform {point.platform} at LNC={point.lnc}\n"
-        f"point: {point.kernel} {point.shape} {point.dtype}; host {host.node()}, "
+        f"points: {point.kernel} {point.shape} {point.dtype}, then mlp; host {host.node()}, "
         f"{datetime.now(UTC).isoformat(timespec='seconds')}"
     )
 
@@ -44,7 +46,7 @@ def render_step(index: int, total: int, step: Step, full: bool = False) -> str:
     for run in step.runs:
         lines.append(command_line(run))
         output = [line for line in run.output.splitlines() if line.strip()]
-        shown = output if full else output[:SHOWN_LINES]
+        shown = output if full or step.show_all else output[:SHOWN_LINES]
         lines += [f"| {line}" for line in shown]
         if len(shown) < len(output):
             lines.append(f"| ... {len(output) - len(shown)} more lines in the report")
@@ -52,6 +54,7 @@ def render_step(index: int, total: int, step: Step, full: bool = False) -> str:
         lines.append(f"  ({ending})")
     lines += [f"  {detail}" for detail in step.details]
     lines.append(f"{step.status:<5} {step.verdict}")
+    lines += [f"      {line}" for line in risks.risk_lines(step)]
     return "\n".join(lines)
 
 
@@ -69,5 +72,5 @@ def exit_code(steps: Sequence[Step]) -> int:
 
 def write_report(path: Path, head: str, steps: Sequence[Step]) -> Path:
     body = [head, ""] + [render_step(i, len(steps), step, full=True) + "\n" for i, step in enumerate(steps, 1)]
-    path.write_text("\n".join(body) + summary(steps, None) + "\n")
+    path.write_text("\n".join(body) + risks.summary(steps) + "\n\n" + summary(steps, None) + "\n")
     return path

@@ -14,7 +14,7 @@ from kernelsweep import names
 from kernelsweep.correctness import check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.kernels import load_kernel
-from kernelsweep.metrics import read_profile
+from kernelsweep.metrics import ProfileMetrics, read_profile
 from kernelsweep.neff import NeffInfo, read_neff
 from kernelsweep.platforms import get_platform
 from kernelsweep.spec import Point
@@ -36,6 +36,8 @@ class Step:
     verdict: str = ""
     runs: list[ToolResult] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
+    risks: tuple[str, ...] = ()  # what it rules out when it passes (kernelsweep.doctor.risks)
+    show_all: bool = False  # every line of its tools' output on the terminal, not just the first
 
 
 class Skipped(Exception):
@@ -60,6 +62,8 @@ class Smoke:
     neff: Path | None = None
     ntff: Path | None = None
     saved: dict[str, Path] = field(default_factory=dict)
+    profiler_version: str | None = None
+    metrics: ProfileMetrics | None = None  # the point's summary-json profile, read as a sweep reads it
 
     @property
     def target(self) -> str:
@@ -71,8 +75,9 @@ class Smoke:
         folder.mkdir(parents=True)
         return folder
 
-    def input_files(self, folder: Path) -> dict[str, Path]:
-        arrays = load_kernel(self.point.kernel_ref).build_inputs(self.point.params, self.point.dtype, self.point.seed)
+    def input_files(self, folder: Path, point: Point | None = None) -> dict[str, Path]:
+        point = point or self.point
+        arrays = load_kernel(point.kernel_ref).build_inputs(point.params, point.dtype, point.seed)
         files = {}
         for name, array in arrays.items():
             files[name] = folder / names.input_file(name)
@@ -108,11 +113,12 @@ class Smoke:
         )
         step.status = WARN if found.holds_device else OK
 
-    def read_metrics(self, path: Path, step: Step) -> None:
+    def read_metrics(self, path: Path, step: Step) -> ProfileMetrics:
         metrics = read_profile(path)
-        step.details.append(
-            f"total_time {metrics.values.get('total_time_us')} us, percents read as {metrics.percent_unit}"
-        )
+        total = metrics.values.get("total_time_us")
+        shown = "none" if total is None else f"{total:.3f}"
+        step.details.append(f"total_time {shown} us, percents read as {metrics.percent_unit}")
+        return metrics
 
 
 def devices(state: Smoke, step: Step) -> None:
@@ -139,6 +145,7 @@ def versions_step(state: Smoke, step: Step) -> None:
                       timeout_seconds=60)  # fmt: skip
     banner = next((line for line in result.output.splitlines() if line.strip()), "")
     parsed = parse_profiler_version(result.output) if result.returncode == 0 else None
+    state.profiler_version = parsed
     step.verdict = (
         f"neuronx-cc {compiler_found or 'not found'}; {state.toolchain.profiler} {parsed or 'version unknown'}"
     )
@@ -151,31 +158,34 @@ def versions_step(state: Smoke, step: Step) -> None:
 def correctness(state: Smoke, step: Step) -> None:
     if state.neff is None or not state.saved:
         raise Skipped("needs a capture's saved outputs")
-    definition = load_kernel(state.point.kernel_ref)
-    wanted = [t.name for t in definition.output_infos(state.point.params, state.point.dtype)]
-    mapped = profiler.outputs_by_kernel_name(state.saved, state.neff_info().outputs, wanted)
-    folder = state.workdir / "capture"
+    step.status, step.verdict = outputs_check(
+        state.point, state.neff_info().outputs, state.saved, state.workdir / "capture"
+    )
+
+
+def outputs_check(point: Point, neff_outputs: list[str], saved: dict[str, Path], folder: Path) -> tuple[str, str]:
+    """(status, verdict): the outputs a capture saved in `folder`, mapped to the kernel's names (else
+    by NEFF position), against the numpy reference on the very inputs written there."""
+    definition = load_kernel(point.kernel_ref)
+    wanted = [t.name for t in definition.output_infos(point.params, point.dtype)]
+    mapped = profiler.outputs_by_kernel_name(saved, neff_outputs, wanted)
     arrays = {
         t.name: np.fromfile(folder / names.input_file(t.name), dtype=numpy_dtype(t.dtype)).reshape(t.shape)
-        for t in definition.input_infos(state.point.params, state.point.dtype)
+        for t in definition.input_infos(point.params, point.dtype)
     }
     actual = {
         t.name: np.fromfile(mapped[t.name], dtype=numpy_dtype(t.dtype)).reshape(t.shape)
-        for t in definition.output_infos(state.point.params, state.point.dtype)
+        for t in definition.output_infos(point.params, point.dtype)
         if t.name in mapped
     }
     if len(actual) != len(wanted):
-        step.status, step.verdict = (
-            FAIL,
-            f"saved {sorted(state.saved)}: no file for {sorted(set(wanted) - set(actual))}",
-        )
-        return
-    check = check_outputs(actual, definition.reference(arrays, state.point.params), state.point.dtype)
+        return FAIL, f"saved {sorted(saved)}: no file for {sorted(set(wanted) - set(actual))}"
+    check = check_outputs(actual, definition.reference(arrays, point.params), point.dtype)
     renamed = {k: v.name for k, v in mapped.items() if v.name != k}
-    step.status = OK if check.passed else FAIL
-    step.verdict = f"{'correct' if check.passed else 'WRONG'}: max abs error {check.max_abs_error:.3g}"
+    verdict = f"{'correct' if check.passed else 'WRONG'}: max abs error {check.max_abs_error:.3g}"
     if renamed:
-        step.verdict += f" (outputs mapped by NEFF position: {renamed})"
+        verdict += f" (outputs mapped by NEFF position: {renamed})"
+    return (OK if check.passed else FAIL), verdict
 
 
 def ntff_listing(folder: Path) -> list[str]:

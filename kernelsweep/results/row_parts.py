@@ -73,8 +73,12 @@ class Measured:
     profile_format: str | None
     profile_percent_unit: str | None
     profile_schema_version: str | None
+    profile_entries: int | None
+    dge_notifs: bool | None
+    dma_unreliable: bool | None
     achieved_tflops: float | None
     mfu_percent: float | None
+    hw_mfu_percent: float | None
     roofline_percent: float | None
     repeats: int | None
     latency_median_us: float | None
@@ -95,19 +99,28 @@ class Measured:
         metrics, latency, checked = extracted.metrics, extracted.latency, extracted.correctness
         total_s = float(metrics.values.get("total_time_us") or 0) * 1e-6
         rates: tuple[float | None, float | None, float | None] = (None, None, None)
+        hardware_mfu = None
         if total_s > 0:  # a zero time is a broken profile: no rate is better than an infinite one
-            peak = get_platform(point.platform).peak_flops(point.dtype, point.lnc)
+            platform = get_platform(point.platform)
+            peak = platform.peak_flops(point.dtype, point.lnc)
             flops = costed.cost_flops
             rates = (flops / total_s / 1e12, 100 * flops / total_s / peak, 100 * costed.roofline_us * 1e-6 / total_s)
-        schema = metrics.info.get("profile_schema_version")
+            hardware, transpose = metrics.values.get("hardware_flops"), metrics.values.get("transpose_flops")
+            if hardware is not None:
+                hardware_mfu = platform.hardware_mfu_percent(hardware, transpose or 0, total_s, point.lnc)
+        schema = metrics.info.get("profile_schema_version") or metrics.schema.version
         return cls(
             metrics=dict(metrics.values),
             extra_metrics={k: float(v) for k, v in metrics.extra.items() if v is not None},
             profile_format=metrics.source_format,
             profile_percent_unit=metrics.percent_unit,
             profile_schema_version=None if schema is None else str(schema),
+            profile_entries=metrics.entries,
+            dge_notifs=extracted.dge_notifs,
+            dma_unreliable=extracted.dma_warning is not None,
             achieved_tflops=rates[0],
             mfu_percent=rates[1],
+            hw_mfu_percent=hardware_mfu,
             roofline_percent=rates[2],
             repeats=latency.repeats,
             latency_median_us=latency.median_us,

@@ -72,11 +72,15 @@ class Row:
     profile_format: str | None = None
     profile_percent_unit: str | None = None
     profile_schema_version: str | None = None
+    profile_entries: int | None = None
+    dge_notifs: bool | None = None
+    dma_unreliable: bool | None = None
     # derived
     cost_flops: int | None = None
     cost_hbm_bytes: int | None = None
     achieved_tflops: float | None = None
     mfu_percent: float | None = None
+    hw_mfu_percent: float | None = None
     roofline_us: float | None = None
     roofline_percent: float | None = None
     roofline_bound: str | None = None

@@ -50,12 +50,16 @@ _METRICS = [pa.field(name, pa.int64() if kind is int else pa.float64()) for name
     pa.field("profile_format", pa.string()),
     pa.field("profile_percent_unit", pa.string()),
     pa.field("profile_schema_version", pa.string()),
+    pa.field("profile_entries", pa.int32()),
+    pa.field("dge_notifs", pa.bool_()),
+    pa.field("dma_unreliable", pa.bool_()),
 ]
 _DERIVED = [
     pa.field("cost_flops", pa.int64()),
     pa.field("cost_hbm_bytes", pa.int64()),
     pa.field("achieved_tflops", pa.float64()),
     pa.field("mfu_percent", pa.float64()),
+    pa.field("hw_mfu_percent", pa.float64()),
     pa.field("roofline_us", pa.float64()),
     pa.field("roofline_percent", pa.float64()),
     pa.field("roofline_bound", pa.string()),

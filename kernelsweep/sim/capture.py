@@ -9,8 +9,11 @@ What the real runtime enforces, this enforces, with the runtime's log lines:
   * the NEFF's outputs are saved under the NEFF's own output names (`output_0` ... for a NEFF
     compiled without output names), announced as `saved output "<name>" as "<file>"`;
   * `--profile-nth-exec=M` profiles every Mth execution: profile.ntff for execution 1 and
-    profile_exec_<i>.ntff for execution i.
-The device's result is the kernel definition's numpy reference, rounded to the output dtype.
+    profile_exec_<i>.ntff for execution i;
+  * `--enable-dge-notifs` is recorded in the NTFF, and `view` models what its absence costs.
+The device's result is the kernel definition's numpy reference, rounded to the output dtype. A
+platform the performance model has no calibration for (trn3, whose clocks are unpublished) is
+refused at load: the simulator will not make up its timing.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from kernelsweep.sim import views
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.faults import take
 from kernelsweep.sim.latency import CAPTURE, emulate, ir_point_key
-from kernelsweep.sim.model import predict
+from kernelsweep.sim.model import CALIBRATION, predict
 from kernelsweep.sim.nrt import RuntimeFailure, busy, nrt
 from kernelsweep.sim.ntff import write_ntff
 
@@ -59,6 +62,13 @@ def load(neff_path: str, config: SimConfig, lnc: int) -> tuple[NeffInfo, dict]:
     ir = neff.neff.get("kernelsweep_sim")
     if ir is None:
         raise RuntimeFailure(nrt("NRT:nrt_load", "NRT_UNSUPPORTED_NEFF_VERSION: the simulator runs only its own NEFFs"))
+    if ir["platform"] not in CALIBRATION:
+        raise RuntimeFailure(
+            nrt(
+                "NRT:nrt_load", f"the simulated runtime has no model of {ir['platform']} (its clocks are unpublished); "
+            )
+            + f"capture {ir['platform']} points on a {ir['platform']} host"
+        )
     target = str(neff.info.get("target", ir["platform"]))
     family = "trn1" if target == "trn1n" else target
     host = config.platform
@@ -117,6 +127,8 @@ def run(args: Any, config: SimConfig) -> str:
         hold(stack, config, physical, f"nc{requested}-nc{requested}")
         if take(config.state_dir, "capture-timeout", config.faults.capture_timeout):
             time.sleep(HANG_SECONDS)
+        if args.enable_dge_notifs and take(config.state_dir, "dge-timeout", config.faults.dge_timeout):
+            raise RuntimeFailure(nrt("NRT:nrt_execute", "NRT_TIMEOUT: execution timed out (DGE notifications on)"))
         from kernelsweep.sim import execute  # numpy: only a capture that runs the kernel needs it
 
         inputs = execute.load_inputs(args.inputs, ir, RuntimeFailure, nrt)
@@ -132,7 +144,8 @@ def run(args: Any, config: SimConfig) -> str:
         run_key = hashlib.sha256(neff_bytes + salt).hexdigest()
         nth = 1 if args.profile_nth_exec is None else args.profile_nth_exec
         for index, name in ntff_names(args.session_file, args.num_exec, nth):
-            write_ntff(Path(name), {"exec_index": index, "run_key": run_key, "ir": ir})
+            record = {"exec_index": index, "run_key": run_key, "ir": ir, "dge_notifs": args.enable_dge_notifs}
+            write_ntff(Path(name), record)
         if args.save_output or args.save_output_npy:
             named = dict(zip(neff.outputs, outputs.values(), strict=True))  # the NEFF's names, in its order
             for line in execute.save_outputs(named, npy=args.save_output_npy, failure=RuntimeFailure):

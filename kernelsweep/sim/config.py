@@ -15,6 +15,10 @@ KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=
                               capture-busy=N     first N captures: the NRT busy error (transient)
                               capture-timeout=N  first N captures hang until the caller's timeout
                               compile-error=K    compiles of kernel K: an NCC diagnostic (deterministic)
+                              dge-timeout=N      first N captures with --enable-dge-notifs: NRT_TIMEOUT
+KERNELSWEEP_SIM_TOOLS       the aws-neuronx-tools generation the stand-in profiler and neuron-ls speak: 2.31
+                            (default: profile schema 7.4.0), 2.33 (schema 12.0.1) or 2.34 (no full JSON, no
+                            `neuron-ls -j`); see sim.tools
 KERNELSWEEP_SIM_COMPILER_VERSION  the version the simulated compiler reports and stamps into every NEFF it
                             builds (default 2.21.33363.0; `+kernelsweep.sim` is always appended), to play a
                             compiler upgrade: the compile cache keys on it, so the new version recompiles
@@ -38,6 +42,7 @@ from typing import Any
 
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
+from kernelsweep.sim.tools import TOOLS_ENV, ToolsRelease, release
 
 IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
 NKI_ENV = "KERNELSWEEP_SIM_NKI"
@@ -87,6 +92,7 @@ class SimConfig:
     compiler_version: str = COMPILER_VERSION
     slowdowns: tuple[Slowdown, ...] = ()
     noise_seed: str | None = None
+    tools: ToolsRelease = field(default_factory=lambda: release(None))
 
     def slowdown(self, kernel: str, params: dict[str, int]) -> float:
         return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
@@ -121,6 +127,7 @@ class SimConfig:
             compiler_version=_simulated(env.get("KERNELSWEEP_SIM_COMPILER_VERSION")) or COMPILER_VERSION,
             slowdowns=parse_slowdowns(env.get(SLOWDOWN_ENV, "")),
             noise_seed=env.get("KERNELSWEEP_SIM_NOISE_SEED") or None,
+            tools=release(env.get(TOOLS_ENV)),
         )
 
 

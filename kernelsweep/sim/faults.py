@@ -6,6 +6,8 @@
     capture-timeout=N     the first N captures hang until the caller's timeout kills them
     compile-error=KERNEL  every compile of KERNEL (a kernel name, e.g. mlp) fails with an NCC
                           diagnostic; repeat the entry for several kernels
+    dge-timeout=N         the first N captures run with --enable-dge-notifs fail with NRT_TIMEOUT,
+                          as Explorer warns the flag can for large NEFFs (troubleshooting.rst:229-233)
 
 Counts are kept in the simulator's state dir under an exclusive lock, so they hold across the
 separate processes a sweep runs the tools in, and each test's own state dir starts from zero.
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FAULTS_ENV = "KERNELSWEEP_SIM_FAULTS"
-_COUNTED = ("capture-busy", "capture-timeout")
+_COUNTED = ("capture-busy", "capture-timeout", "dge-timeout")
 _KNOWN = (*_COUNTED, "compile-error")
 
 
@@ -28,6 +30,7 @@ class Faults:
     capture_busy: int = 0
     capture_timeout: int = 0
     compile_errors: frozenset[str] = frozenset()
+    dge_timeout: int = 0
 
 
 def parse_faults(text: str) -> Faults:
@@ -44,7 +47,7 @@ def parse_faults(text: str) -> Faults:
             raise ValueError(f"{FAULTS_ENV}: {name} takes a count, got {value!r}")
         else:
             counts[name] = int(value)
-    return Faults(counts["capture-busy"], counts["capture-timeout"], frozenset(kernels))
+    return Faults(counts["capture-busy"], counts["capture-timeout"], frozenset(kernels), counts["dge-timeout"])
 
 
 def take(state_dir: Path, fault: str, limit: int) -> bool:

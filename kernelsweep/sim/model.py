@@ -98,6 +98,13 @@ class Timing:
     dma_overhead: float
 
 
+def published(value: float | None, what: str) -> float:
+    """A platform fact the model needs; platforms whose fact is unpublished are refused before this."""
+    if value is None:
+        raise ValueError(f"the simulator needs the {what}, which is not published for this platform")
+    return value
+
+
 def peak_rate(w: Workload) -> float:
     if w.engine == "vector":
         return VECTOR_LANES * VECTOR_CLOCK_HZ[w.platform.neuroncore_version] * w.cores
@@ -115,7 +122,7 @@ def model_timing(w: Workload, cal: Calibration) -> Timing:
     """The noiseless model under explicit constants (benchmarks/calibrate.py fits through this)."""
     compute = w.flops / (peak_rate(w) * cal.compute_efficiency)
     if w.engine == "tensor":
-        compute += cal.tensor_fixed_cycles / w.platform.tensor_engine_clock_hz
+        compute += cal.tensor_fixed_cycles / published(w.platform.tensor_engine_clock_hz, "TensorE clock")
     memory = hbm_traffic(w) / (w.platform.hbm_bandwidth(1) * w.cores * cal.memory_efficiency)
     dma = w.dma_transfers * cal.per_dma_seconds
     total = cal.launch_seconds + dma + max(compute, memory) + cal.overlap * min(compute, memory)
@@ -157,7 +164,7 @@ def summary(w: Workload, timing: Timing) -> dict[str, float | int]:
     peak = w.platform.peak_flops(w.dtype, w.lnc)
     record: dict[str, float | int] = {
         "total_time": total,
-        "neuroncore_cycle_count": int(total * w.platform.profiler_clock_hz),  # seed 000 truncates: 54307
+        "neuroncore_cycle_count": int(total * published(w.platform.profiler_clock_hz, "profiler clock")),  # 54307
         "model_flops": w.flops,
         "hardware_flops": hardware_flops,
         "transpose_flops": transpose_flops,

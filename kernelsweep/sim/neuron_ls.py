@@ -1,8 +1,12 @@
-"""Stand-in `neuron-ls -j`: one simulated device, its physical cores grouped at the caller's LNC.
+"""Stand-in `neuron-ls` JSON: one simulated device, its physical cores grouped at the caller's LNC.
 
 Like the real tool on trn2 it reports cores at the NEURON_LOGICAL_NC_CONFIG of its environment
 (else the device's own config), so the same device shows 4 cores at LNC=2 and 8 at LNC=1; a device
 of a trn1 or inf2 host has no logical core config and reports no `logical_neuroncore_config`.
+
+`-j` is the JSON of every release before 2.34; 2.34 removes it for `--output-format json`, which
+"adds top-level fields ... such as instance and UltraServer details" (announced, layout unpublished:
+this stand-in's `instance` / `ultraserver` / `neuron_devices` keys are a guess at it, see sim.tools).
 """
 
 from __future__ import annotations
@@ -41,12 +45,26 @@ def inventory(config: SimConfig, requested_lnc: str | None = None) -> list[dict]
     ]
 
 
+def new_format(config: SimConfig, devices: list[dict]) -> dict:
+    """2.34's `--output-format json` as this stand-in guesses it: shared facts at the top level."""
+    per_device = [{k: v for k, v in d.items() if k != "instance_type"} for d in devices]
+    return {"instance": {"instance_type": f"{config.platform}.sim"} if config.platform else {},
+            "ultraserver": None, "neuron_devices": per_device}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
+    config = SimConfig.from_env()
     parser = argparse.ArgumentParser(prog="neuron-ls")
-    parser.add_argument("-j", "--json-output", action="store_true")
+    if config.tools.neuron_ls_j:
+        parser.add_argument("-j", "--json-output", action="store_true")
+    parser.add_argument("--output-format", choices=["json", "table"])
     args = parser.parse_args(argv)
-    devices = inventory(SimConfig.from_env(), os.environ.get("NEURON_LOGICAL_NC_CONFIG"))
-    if args.json_output:
+    devices = inventory(config, os.environ.get("NEURON_LOGICAL_NC_CONFIG"))
+    if args.output_format == "json" and not config.tools.neuron_ls_j:
+        print(json.dumps(new_format(config, devices)))
+    elif args.output_format == "json":  # before 2.34 the flag is neuron-explorer's alone
+        parser.error("unrecognized arguments: --output-format json")
+    elif getattr(args, "json_output", False):
         print(json.dumps(devices))
     else:
         for d in devices:

@@ -1,11 +1,13 @@
 """Stand-in `neuron-profile` / `neuron-explorer`: `capture` on a simulated exclusive core, and `view`.
 
 capture takes -n, -s, --num-exec, --profile-nth-exec (every Nth execution), --save-output,
---check-output-determinism and NAME FILE input pairs, and runs the NEFF on the simulated runtime
-(sim.capture). view writes json, summary-json and summary-text and, as neuron-explorer only,
-Parquet (sim.views); Explorer's Parquet view needs `--ingest-only`: without it, like the real tool,
-it starts the UI and API servers and does not return (until the caller's timeout kills it). Errors
-are printed as runtime log lines. Configured faults (sim.faults) inject a busy core or a hang.
+--check-output-determinism, --enable-dge-notifs and NAME FILE input pairs, and runs the NEFF on the
+simulated runtime (sim.capture). view writes json, summary-json and summary-text and, as
+neuron-explorer only, Parquet (sim.views); Explorer's Parquet view needs `--ingest-only`: without
+it, like the real tool, it starts the UI and API servers and does not return (until the caller's
+timeout kills it). neuron-explorer prints its profile schema (`--show-profile-schema`, under `view`
+from schema 12). What each generation of the tools offers is sim.tools' (KERNELSWEEP_SIM_TOOLS).
+Errors are printed as runtime log lines. Configured faults (sim.faults) inject a busy core or a hang.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from kernelsweep.sim import PROFILER_VERSION
 from kernelsweep.sim.nrt import RuntimeFailure
+from kernelsweep.sim.tools import TOOLS_ENV, ToolsRelease, release
 
 EXIT_FAILED = 1
 HANG_SECONDS = 3600.0  # how long the UI "serves" before the caller's timeout kills it
@@ -30,9 +32,12 @@ class SessionFailure(Exception):
     """A view failure, printed as the profiler's own log line plus the bare message (aws-neuron-sdk#1007)."""
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
+def _parser(prog: str, tools: ToolsRelease) -> argparse.ArgumentParser:
+    explorer = prog == "neuron-explorer"
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--version", action="store_true")
+    if explorer and not tools.schema_under_view:
+        parser.add_argument("--show-profile-schema", action="store_true")
     sub = parser.add_subparsers(dest="command")
     cap = sub.add_parser("capture")
     cap.add_argument("-n", "--neff", required=True)
@@ -43,28 +48,41 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     cap.add_argument("--save-output-npy", action="store_true")
     cap.add_argument("--ignore-exec-errors", action="store_true")
     cap.add_argument("--check-output-determinism", action="store_true")
+    cap.add_argument("--enable-dge-notifs", action="store_true")
     cap.add_argument("-r", dest="workers", type=int, default=1)
     cap.add_argument("inputs", nargs="*", metavar="NAME FILE")
     view = sub.add_parser("view")
-    view.add_argument("-n", "--neff", required=True)
-    view.add_argument("-s", "--session-file", required=True)
-    formats = EXPLORER_VIEW_FORMATS if prog == "neuron-explorer" else VIEW_FORMATS
+    view.add_argument("-n", "--neff")
+    view.add_argument("-s", "--session-file")
+    formats: tuple[str, ...] = EXPLORER_VIEW_FORMATS if explorer else VIEW_FORMATS
+    if explorer and not tools.full_json:  # 2.34: "2.33.0 is the last release to support ... JSON output"
+        formats = tuple(f for f in formats if f != "json")
     view.add_argument("--output-format", default="summary-text", choices=formats)
     view.add_argument("--output-file")
-    if prog == "neuron-explorer":
+    if explorer:
         view.add_argument("--ingest-only", action="store_true")
         view.add_argument("--data-path")
+        if tools.schema_under_view:
+            view.add_argument("--show-profile-schema", action="store_true")
     return parser
 
 
-def view(args: argparse.Namespace) -> int:
+def view(args: argparse.Namespace, tools: ToolsRelease) -> int:
     from kernelsweep.sim import views
     from kernelsweep.sim.ntff import read_ntff
 
+    if getattr(args, "show_profile_schema", False):
+        print(views.schema_printout(tools))
+        return 0
+    if not (args.neff and args.session_file):
+        raise SessionFailure("view needs -n NEFF and -s NTFF")
     try:
         record = read_ntff(Path(args.session_file))
     except (OSError, ValueError) as exc:
         raise SessionFailure(str(exc)) from None
+    warning = views.dma_warning(record)
+    if warning:
+        print(f"WARN[0000] {warning}", file=sys.stderr)
     if args.output_format == "parquet":
         if args.data_path:
             Path(args.data_path).mkdir(parents=True, exist_ok=True)
@@ -73,13 +91,13 @@ def view(args: argparse.Namespace) -> int:
             if args.output_file
             else Path(args.data_path or ".") / "profiles/global/profile@latest"
         )
-        views.write_parquet(record, folder)
+        views.write_parquet(record, folder, tools)
         if not args.ingest_only:  # the real view goes on to serve the UI (ports 3001/3002)
             print("Neuron Explorer UI at http://localhost:3001 (API on 3002); press Ctrl+C to stop", flush=True)
             time.sleep(HANG_SECONDS)
         return 0
     render = {"json": views.full_json, "summary-json": views.summary_json, "summary-text": views.summary_text}
-    text = render[args.output_format](record)
+    text = render[args.output_format](record, tools)
     if args.output_file:
         Path(args.output_file).write_text(text)
     else:
@@ -98,16 +116,22 @@ def capture(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
-    parser = _parser(prog)
+    tools = release(os.environ.get(TOOLS_ENV))
+    parser = _parser(prog, tools)
     args = parser.parse_args(argv)
     if args.version:
-        print(f"{parser.prog} {PROFILER_VERSION}{BUILD}")
+        print(f"{parser.prog} {tools.profiler_version}{BUILD}")
         return 0
     try:
+        if getattr(args, "show_profile_schema", False) and args.command is None:  # 7.x: a top-level flag
+            from kernelsweep.sim.views import schema_printout
+
+            print(schema_printout(tools))
+            return 0
         if args.command == "capture":
             return capture(args)
         if args.command == "view":
-            return view(args)
+            return view(args, tools)
     except RuntimeFailure as exc:
         from datetime import datetime, timezone
 
@@ -117,7 +141,10 @@ def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
         return EXIT_FAILED
     except SessionFailure as exc:
         print(f'ERRO[0000] Failed to load profile session  NTFF={args.session_file} error="{exc}"', file=sys.stderr)
-        print(f"{parser.prog} exited with an error.{parser.prog} {PROFILER_VERSION}{BUILD}\n\n{exc}", file=sys.stderr)
+        print(
+            f"{parser.prog} exited with an error.{parser.prog} {tools.profiler_version}{BUILD}\n\n{exc}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     parser.print_usage(sys.stderr)
     return 2

@@ -38,7 +38,9 @@ def _rule(regex: str, error_class: str, retryable: bool, error_type: type[Kernel
 _INTERNAL_COMPILER_ERROR = _rule(r"An Internal Compiler Error has occurred", "InternalCompilerError", False)
 _PARTITION_LIMIT = _rule(r"number of partitions \d+ exceed architecture limitation of \d+", "KernelConstraint", False)
 _NKI_DOCUMENTED_ERROR = _rule(r"nki\.errors\.html#err-", "KernelConstraint", False)
-_NTFF_SKEW = _rule(r"NTFF version \d+ is not supported", "VersionSkew", False)
+# The profiler is older than the runtime that wrote the NTFF (aws-neuron-sdk#1007): no retry helps.
+_NTFF_SKEW = _rule(r"NTFF version (\d+) is not supported", "ToolVersionMismatch", False)
+TOOLS_PACKAGE = "aws-neuronx-tools"
 
 COMPILER_RULES: Sequence[Rule] = (
     # NKI 0.7: "NKI kernel '<k>' is configured with LNC=<a>, but neuronx-cc is using LNC=<b>" (addendum F10)
@@ -82,6 +84,8 @@ TRACE_RULES: Sequence[Rule] = (
 
 _SUPPORT_TICKET = re.compile(r"\s+-\s+Please open a support ticket.*$")
 _LOG_PREFIX = re.compile(r"^.*?\[neuronx-cc\]:\s*")  # "2023-07-14T18:16:48Z ERROR 26345 [neuronx-cc]: "
+# The runtime's: "2024-Aug-02 17:21:14.123456 7434:7434  ERROR   NRT:nrt_init   " (reference section 4)
+_NRT_PREFIX = re.compile(r"^\d{4}-\w{3}-\d{2} [\d:.]+ \d+:\d+\s+[A-Z]+\s+\S+\s+")
 
 
 def match(rules: Sequence[Rule], text: str) -> tuple[Rule, str] | None:
@@ -110,7 +114,7 @@ def _internal_error_summary(text: str) -> str | None:
 
 
 def _last_line(text: str, fallback: str) -> str:
-    lines = [_LOG_PREFIX.sub("", line).strip() for line in text.splitlines()]
+    lines = [_NRT_PREFIX.sub("", _LOG_PREFIX.sub("", line)).strip() for line in text.splitlines()]
     lines = [line for line in lines if line and not line.startswith("Diagnostic logs stored in")]
     return lines[-1] if lines else fallback
 
@@ -143,6 +147,18 @@ def compile_failure(result: ToolResult, timeout_seconds: float) -> CompileError:
     )
 
 
+def _upgrade_hint(rule: Rule, message: str, tool: str) -> str:
+    """An NTFF newer than the profiler: say which package to upgrade, in one line."""
+    if rule is not _NTFF_SKEW:
+        return message
+    found = rule.pattern.search(message)
+    version = found.group(1) if found else "?"
+    return (
+        f"NTFF version {version} is not supported by this {tool}: the runtime that wrote it is newer than "
+        f"the profiler; upgrade {TOOLS_PACKAGE} to the runtime's Neuron release"
+    )
+
+
 def _timed_out(error_type: type[E], what: str, result: ToolResult) -> E:
     """A run killed at its timeout: transient, whichever tool it was."""
     return error_type(
@@ -165,7 +181,7 @@ def capture_failure(result: ToolResult, tool: str) -> CaptureError:
     rule, message = found
     error_type = rule.error_type if rule.error_type and issubclass(rule.error_type, CaptureError) else CaptureError
     return error_type(
-        f"{tool} capture failed: {message}",
+        f"{tool} capture failed: {_upgrade_hint(rule, message, tool)}",
         retryable=rule.retryable,
         error_class=rule.error_class,
         argv=result.argv,
@@ -179,7 +195,7 @@ def view_failure(result: ToolResult, tool: str) -> ExtractError:
     if result.timed_out:
         return _timed_out(ExtractError, f"{tool} view", result)
     found = match(VIEW_RULES, result.output)
-    message = found[1] if found else _last_line(result.output, f"exit code {result.returncode}")
+    message = _upgrade_hint(*found, tool) if found else _last_line(result.output, f"exit code {result.returncode}")
     return ExtractError(
         f"{tool} view failed: {message}",
         retryable=False,

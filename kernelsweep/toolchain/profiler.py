@@ -6,13 +6,19 @@ Both executables take the same `capture` interface (neuron-explorer replaced neu
 execution. The default view is `summary-json` on stdout, which both tools support; Explorer's full
 JSON is legacy with an undocumented layout, and its Parquet view needs `--ingest-only` or it starts
 the UI servers and does not return.
+
+DGE notifications: without `--enable-dge-notifs` Explorer's DMA figures "may not be accurate", and
+with it "this can result in timeout errors for large NEFFs" (SDK neuron-explorer troubleshooting.rst
+229-233). So a capture asked to collect them that times out is run once more without, and says so;
+a view that prints the accuracy warning marks its profile's DMA figures unreliable.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kernelsweep import names
@@ -34,6 +40,9 @@ _SAVED_OUTPUT = re.compile(r'saved output "([^"]+)" as "([^"]+)"')
 # `neuron-explorer --version` prints an undocumented format: the first dotted version anywhere counts.
 _VERSION = re.compile(r"neuron-(?:profile|explorer)\s+v?(\d+(?:\.\d+)+(?:\+[\w.]+)?)")
 _ANY_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)+(?:\+[\w.]+)?)")
+DGE_NOTIFS_FLAG = "--enable-dge-notifs"
+# Explorer's words (troubleshooting.rst:229), and the JSON warning's as seen on hosts (observed, third-party notes).
+DMA_WARNING = re.compile(r"DMA results may not be accurate|Missing additional dynamic DMA metadata")
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,14 @@ class CaptureOutput:
     ntff: Path  # the last profiled execution's trace: the one a row reports
     outputs: dict[str, Path]  # as the runtime saved them, by the NEFF's output names
     ntffs: tuple[Path, ...] = ()  # every NTFF the capture wrote
+    dge_notifs: bool = False  # whether this capture collected DGE notifications
+    note: str | None = None  # a fallback taken (DGE notifications dropped after a timeout)
+
+
+@dataclass(frozen=True)
+class View:
+    path: Path  # the profile in the format asked for (a folder for parquet)
+    dma_warning: str | None = None  # the view's line saying its DMA figures may not be accurate
 
 
 def expected_ntff_names(num_exec: int, profile_nth_exec: int | None) -> list[str]:
@@ -67,10 +84,13 @@ def capture_argv(
     profile_nth_exec: int | None,
     save_output: bool = True,
     check_output_determinism: bool = False,
+    dge_notifs: bool = False,
 ) -> list[str]:
     argv = toolchain.command(toolchain.profiler) + ["capture", "-n", neff, "-s", SESSION_NAME]
     nth = num_exec if profile_nth_exec is None else profile_nth_exec
     argv += [f"--num-exec={num_exec}", f"--profile-nth-exec={nth}"]
+    if dge_notifs:
+        argv.append(DGE_NOTIFS_FLAG)
     if check_output_determinism:
         argv.append("--check-output-determinism")
     if save_output:
@@ -92,6 +112,40 @@ def capture(
     lnc: int,
     timeout_seconds: float,
     check_output_determinism: bool = False,
+    dge_notifs: bool = False,
+) -> CaptureOutput:
+    """One capture; with `dge_notifs`, a timeout is retried once without them (the flag's known cost)."""
+    once = functools.partial(
+        _capture_once, toolchain, neff, inputs, workdir, num_exec=num_exec, profile_nth_exec=profile_nth_exec,
+        visible_cores=visible_cores, lnc=lnc, timeout_seconds=timeout_seconds,
+        check_output_determinism=check_output_determinism,
+    )  # fmt: skip
+    try:
+        return once(dge_notifs=dge_notifs)
+    except CaptureError as exc:
+        if not dge_notifs or exc.error_class != "Timeout":
+            raise
+        first = exc.message
+    for stale in workdir.glob("*.ntff"):  # a killed capture may have left some
+        stale.unlink()
+    out = once(dge_notifs=False)
+    note = f"with {DGE_NOTIFS_FLAG}: {first}; captured again without (DMA figures may be understated)"
+    return replace(out, note=note)
+
+
+def _capture_once(
+    toolchain: Toolchain,
+    neff: Path,
+    inputs: Mapping[str, Path],
+    workdir: Path,
+    *,
+    num_exec: int,
+    profile_nth_exec: int | None,
+    visible_cores: str,
+    lnc: int,
+    timeout_seconds: float,
+    check_output_determinism: bool,
+    dge_notifs: bool,
 ) -> CaptureOutput:
     argv = capture_argv(
         toolchain,
@@ -100,6 +154,7 @@ def capture(
         num_exec=num_exec,
         profile_nth_exec=profile_nth_exec,
         check_output_determinism=check_output_determinism,
+        dge_notifs=dge_notifs,
     )
     env = {**toolchain.env, "NEURON_RT_VISIBLE_CORES": visible_cores, "NEURON_LOGICAL_NC_CONFIG": str(lnc)}
     result = run_tool(argv, cwd=workdir, env=env, unset=CAPTURE_UNSET, timeout_seconds=timeout_seconds)
@@ -115,7 +170,12 @@ def capture(
             stderr_tail=result.output,
         )
     outputs = {name: workdir / file for name, file in _SAVED_OUTPUT.findall(result.stdout)}
-    return CaptureOutput(ntff=workdir / expected[-1], outputs=outputs, ntffs=tuple(workdir / n for n in expected))
+    return CaptureOutput(
+        ntff=workdir / expected[-1],
+        outputs=outputs,
+        ntffs=tuple(workdir / n for n in expected),
+        dge_notifs=dge_notifs,
+    )
 
 
 def view_argv(toolchain: Toolchain, neff: str, ntff: str, profile_format: str = "summary-json") -> list[str]:
@@ -139,8 +199,9 @@ def view(
     workdir: Path,
     timeout_seconds: float,
     profile_format: str = "summary-json",
-) -> Path:
-    """Write the profile in `profile_format` under `workdir` and return its path (a folder for parquet)."""
+) -> View:
+    """Write the profile in `profile_format` under `workdir`; its path (a folder for parquet), and
+    the view's DMA accuracy warning if it printed one."""
     argv = view_argv(toolchain, str(neff), str(ntff), profile_format)
     result = run_tool(argv, cwd=workdir, env=toolchain.env, timeout_seconds=timeout_seconds)
     if result.timed_out or result.returncode != 0:
@@ -163,7 +224,12 @@ def view(
             argv=argv,
             stderr_tail=result.output,
         )
-    return profile
+    return View(profile, dma_warning(result.output))
+
+
+def dma_warning(text: str) -> str | None:
+    """The line of a view's output (or a profile's warning) saying its DMA figures may be inaccurate."""
+    return next((" ".join(line.split()) for line in text.splitlines() if DMA_WARNING.search(line)), None)
 
 
 def outputs_by_kernel_name(
@@ -186,12 +252,6 @@ def summary_table(folder: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
-
-
-def default_profile_format(profiler_tool: str, profiler_version: str | None) -> str:
-    """summary-json for both tools and every version, known or not: it is the one format both
-    document for automation (full JSON is legacy on Explorer; Parquet needs neuron-explorer)."""
-    return "summary-json"
 
 
 def parse_profiler_version(output: str) -> str | None:

@@ -41,7 +41,9 @@ def workload(ir: dict) -> Workload:
 def modelled(record: dict) -> tuple[dict[str, float | int], dict[str, object], float]:
     """(summary fields in the profiler's names and units, version facts, seconds) for one NTFF."""
     w = workload(record["ir"])
-    timing = predict(w, jitter_key=f"{record['run_key']}:{record['exec_index']}")
+    timing = predict(
+        w, jitter_key=f"{record['run_key']}:{record['exec_index']}", run_factor=record.get("run_factor", 1.0)
+    )
     info = {
         "instance_type": f"{w.platform.name}.sim",
         "compiler_version": record["ir"].get("compiler_version", COMPILER_VERSION),

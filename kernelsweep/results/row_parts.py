@@ -17,6 +17,7 @@ from kernelsweep.correctness import Correctness
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import get_platform
+from kernelsweep.results.schema import FAILED, INCORRECT, OK
 from kernelsweep.spec import Point
 from kernelsweep.stages import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
 
@@ -33,8 +34,7 @@ def error_summary(error: BaseException) -> tuple[str, str]:
     return type(error).__name__, " ".join(str(error).split()) or type(error).__name__
 
 
-INCORRECT = "incorrect"  # measured, but the output is outside tolerance: its latency is no result
-CHECK_STAGE = "check"
+CHECK_STAGE = "check"  # an incorrect row's error stage: measured, but the output is outside tolerance
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,10 @@ class Status:
     def of(cls, error: BaseException | None, stage: str | None, checked: Correctness | None = None) -> Status:
         if error is not None:
             error_class, message = error_summary(error)
-            return cls("failed", stage, error_class, message)
+            return cls(FAILED, stage, error_class, message)
         if checked is not None and not checked.passed:
             return cls(INCORRECT, CHECK_STAGE, "IncorrectOutput", checked.message())
-        return cls("ok")
+        return cls(OK)
 
 
 @dataclass(frozen=True)

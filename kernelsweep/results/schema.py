@@ -13,6 +13,7 @@ from kernelsweep.metrics import METRIC_FIELDS
 
 SCHEMA_VERSION = 2  # 2 added `latencies_us`; v1 rows read back with it null
 PARAM_PREFIX = "param_"
+OK, FAILED, INCORRECT = "ok", "failed", "incorrect"  # a row's status: docs/schema.md
 
 _ARTIFACT = pa.struct(
     [("name", pa.string()), ("uri", pa.string()), ("sha256", pa.string()), ("size_bytes", pa.int64())]

@@ -49,7 +49,10 @@ def parse_faults(text: str) -> Faults:
         else:
             counts[name] = int(value)
     return Faults(
-        counts["capture-busy"], counts["capture-timeout"], frozenset(kernels["compile-error"]), frozenset(kernels["zeros"])
+        counts["capture-busy"],
+        counts["capture-timeout"],
+        frozenset(kernels["compile-error"]),
+        frozenset(kernels["zeros"]),
     )
 
 

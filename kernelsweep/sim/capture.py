@@ -134,7 +134,7 @@ def run(args: Any, config: SimConfig) -> str:
         salt = _noise_salt(config, hashlib.sha256(neff_bytes).hexdigest())
         run_key = hashlib.sha256(neff_bytes + salt).hexdigest()
         nth = 1 if args.profile_nth_exec is None else args.profile_nth_exec
-        factor = run_factor(config)
+        factor = run_factor(config, ir_point_key(ir))
         for index, name in ntff_names(args.session_file, args.num_exec, nth):
             write_ntff(Path(name), {"exec_index": index, "run_key": run_key, "ir": ir, "run_factor": factor})
         if args.save_output or args.save_output_npy:

@@ -26,11 +26,11 @@ KERNELSWEEP_SIM_COMPILER_SLOWDOWN  code this compiler emits runs slower, as a co
 KERNELSWEEP_SIM_NOISE_SEED  make the noise repeatable: the k-th capture of a NEFF in this state dir draws the
                             same per-repeat noise, and the k-th session the same run shift, for the same
                             seed (unset: fresh noise every capture and every session)
-KERNELSWEEP_SIM_RUN_NOISE   standard deviation of the shift a whole run (a session of the simulated device:
-                            every capture of one flow run) takes, as a fraction (default 0.01, docs/reports.md
-                            says why; 0 turns it off). Every capture of a session shares it
-KERNELSWEEP_SIM_HOST_NOISE  standard deviation of a simulated host's own lasting shift (default 0.005); the
-                            host is KERNELSWEEP_SIM_HOST (default `sim-host`), so runs on different hosts differ
+KERNELSWEEP_SIM_RUN_NOISE   standard deviation of the shift a point takes for a whole run (a session of the
+                            simulated device: one flow run), as a fraction (default 0.01, docs/reports.md
+                            says why; 0 turns it off); every repeat of the point in that run shares it
+KERNELSWEEP_SIM_HOST_NOISE  standard deviation of a simulated host's own lasting shift, shared by every point
+                            it runs (default 0.005); the host is KERNELSWEEP_SIM_HOST (default `sim-host`)
 KERNELSWEEP_SIM_SESSION     the session a capture belongs to; set by the simulated toolchain each time it is
                             set up (once per flow run), never by hand
 """

@@ -5,11 +5,12 @@ another NeuronCore and its HBM placement, clocks and thermals, another host of t
 repeats of one run cannot show that, so a test that only sees per-repeat jitter proves nothing about
 run-against-run verdicts. Here every capture's modelled time is multiplied by
 
-    (1 + run_noise x N_session) x (1 + host_noise x N_host)
+    (1 + run_noise x N_session,point) x (1 + host_noise x N_host)
 
-where N_session is one standard normal draw per session of the simulated device (each time the
-simulated toolchain is set up, i.e. once per flow run) and N_host one per host name. With
-KERNELSWEEP_SIM_NOISE_SEED the k-th session of a state dir draws the same shift for the same seed.
+where N_session,point is one standard normal draw per point per session of the simulated device (a
+session: each time the simulated toolchain is set up, i.e. once per flow run), shared by all the
+repeats of that point in that run, and N_host one per host name, shared by everything the host
+runs. With KERNELSWEEP_SIM_NOISE_SEED the k-th session of a state dir draws the same shifts.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ def new_session(state_dir: Path) -> str:
     return f"{count}:{uuid.uuid4().hex}"
 
 
-def run_factor(config: SimConfig) -> float:
-    """What this capture's session and host multiply every execution's time by."""
+def run_factor(config: SimConfig, point: str) -> float:
+    """What this capture's session (for this point) and host multiply every execution's time by."""
     number, _, token = config.session.partition(":")
     session = f"seed {config.noise_seed}:session {number}" if config.noise_seed else f"session {token or number}"
+    session = f"{session}:{point}"
     host = f"host {config.host}:seed {config.noise_seed or ''}"
     run = 1 + config.run_noise * unit_normal(session) if config.session else 1.0
     return run * (1 + config.host_noise * unit_normal(host))

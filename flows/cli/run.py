@@ -58,6 +58,13 @@ def load(
     expansion = expand_spec(spec, source=spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
     for notice in expansion.notices:
         console.print(escape(notice), highlight=False, soft_wrap=True)
+    from kernelsweep.report.ranks import reach_warning
+
+    verdicts = reach_warning(spec.capture.repeats, len(expansion.points))
+    if verdicts:  # before any work: a sweep whose comparisons can never decide is worth knowing about
+        console.print(
+            f"note: capture.repeats = {spec.capture.repeats}: {escape(verdicts)}", highlight=False, soft_wrap=True
+        )
     return spec, expansion.points
 
 

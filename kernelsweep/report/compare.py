@@ -18,7 +18,8 @@ from datetime import date, datetime
 from kernelsweep.errors import UsageError
 from kernelsweep.report import history
 from kernelsweep.report.load import ReportRow, latest, natural_order
-from kernelsweep.report.stats import Effect, Rule, decide, effect, geometric_mean, reach_warning
+from kernelsweep.report.ranks import reach_warning
+from kernelsweep.report.stats import Effect, Rule, decide, effect, geometric_mean
 
 TOOL_COLUMNS: dict[str, str] = {
     "compiler": "compiler_version",

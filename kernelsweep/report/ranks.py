@@ -65,6 +65,27 @@ def smallest_p(m: int, n: int) -> float:
     return 1 / math.comb(m + n, n)
 
 
+def repeats_needed(points: int, alpha: float = 0.05) -> int:
+    """The fewest repeats a side for which one changed point among `points` can be called, one run
+    a side: the best one-sided p, 1 / C(2n, n), must reach Benjamini-Hochberg's smallest threshold."""
+    n = 1
+    while smallest_p(n, n) > alpha / max(points, 1):
+        n += 1
+    return n
+
+
+def reach_warning(repeats: int, points: int, alpha: float = 0.05) -> str | None:
+    """One line when `repeats` a side cannot call a single changed point among `points`, else None."""
+    best = smallest_p(repeats, repeats)
+    if best <= alpha / max(points, 1):
+        return None
+    need = repeats_needed(points, alpha)
+    return (
+        f"{repeats} repeat(s) a side reach p={best:.2g} at best, above {alpha:g}/{points} (what a lone change "
+        f"among {points} point(s) needs): such a point can only be inconclusive; {need} repeats can decide it"
+    )
+
+
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
     """Exact two-sided Mann-Whitney p-value of two runs' raw latencies (ties count 1/2)."""
     diffs = np.subtract.outer(np.log(b), np.log(a))

@@ -10,9 +10,12 @@ maintained and has no other dependency than numpy and scipy. docs/reports.md has
 
 Whether it matters: each candidate is judged by the same rule as `compare` (stats.effect and
 stats.decide): the runs of the segment before against the runs of the segment after (up to a
-window each), the runs as the unit, with one family correction over every candidate of the report.
-A step is flagged the night it happens, with one run on its right. It is blamed on the lineage
-fields that differ between the last run before it and the first run after it.
+window each), the runs as the unit. PELT picks the places where a series moved most, so testing
+only those would flatter them: the family correction counts every place a step could have been
+(between any two runs of any series), the ones PELT did not propose counting as p = 1. A large
+step is flagged the night it happens, with one run on its right; a smaller one once the runs after
+it make its interval clear the threshold. It is blamed on the lineage fields that differ between
+the last run before it and the first run after it.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class History:
     series: SeriesKey
     rows: list[ReportRow]  # the series' successful rows, oldest first
     steps: list[Step]
-    tested: int = 0  # change points the correction counted for this series
+    tested: int = 0  # places a step could be (between two runs): what the correction counts
 
 
 @dataclass(frozen=True)
@@ -79,14 +82,15 @@ def track(results: list[ReportRow], rule: Rule | None = None, window: int = WIND
     rule = rule or Rule()
     series = {key: [r for r in rows if r.ok] for key, rows in by_series(results).items()}
     candidates = [c for key, rows in series.items() for c in _candidates(key, rows, rule, window)]
+    places = sum(max(0, len(rows) - 1) for rows in series.values())  # every place a step could be
     steps: dict[SeriesKey, list[Step]] = {key: [] for key in series}
-    for c, (decided, why, q) in zip(candidates, decide([c.effect for c in candidates], rule), strict=True):
+    verdicts = decide([c.effect for c in candidates], rule, family=places)
+    for c, (decided, why, q) in zip(candidates, verdicts, strict=True):
         if decided in ("slower", "faster"):
             changes = lineage_changes(c.before[-1], c.after[0])
             steps[c.series].append(Step(c.series, c.before, c.after, decided, c.effect, why, q, changes))
-    tested = {key: sum(c.series == key for c in candidates) for key in series}
     ordered = sorted(series.items(), key=lambda kv: natural_order(kv[0]))
-    return [History(key, rows, steps[key], tested[key]) for key, rows in ordered]
+    return [History(key, rows, steps[key], max(0, len(rows) - 1)) for key, rows in ordered]
 
 
 def change_points(levels: np.ndarray) -> list[int]:
@@ -100,30 +104,31 @@ def change_points(levels: np.ndarray) -> list[int]:
 
 
 def _candidates(key: SeriesKey, rows: list[ReportRow], rule: Rule, window: int) -> list[_Candidate]:
-    levels = np.array([r.sample().level for r in rows])
-    cuts = change_points(levels)
+    """Each change point PELT proposes, with the runs of its segments either side (up to a window)."""
+    cuts = change_points(np.array([r.sample().level for r in rows]))
     bounds = [0, *cuts, len(rows)]
-    found = []
-    for i, cut in enumerate(cuts, start=1):
-        before = rows[max(bounds[i - 1], cut - window) : cut]
-        after = rows[cut : min(bounds[i + 1], cut + window)]
-        spread = _rest(rows, before + after)
-        found.append(
-            _Candidate(
-                key,
-                before,
-                after,
-                effect(
-                    [r.sample() for r in before],
-                    [r.sample() for r in after],
-                    threshold=rule.threshold_for(key[0]),
-                    alpha=rule.alpha,
-                    spread_a=spread,
-                    spread_b=spread,
-                ),
-            )
+    return [
+        candidate(
+            key, rows, rows[max(bounds[i - 1], cut - window) : cut], rows[cut : min(bounds[i + 1], cut + window)], rule
         )
-    return found
+        for i, cut in enumerate(cuts, start=1)
+    ]
+
+
+def candidate(
+    key: SeriesKey, rows: list[ReportRow], before: list[ReportRow], after: list[ReportRow], rule: Rule
+) -> _Candidate:
+    """The runs after a place against the runs before it, the series' other runs as history."""
+    spread = _rest(rows, before + after)
+    found = effect(
+        [r.sample() for r in before],
+        [r.sample() for r in after],
+        threshold=rule.threshold_for(key[0]),
+        alpha=rule.alpha,
+        spread_a=spread,
+        spread_b=spread,
+    )
+    return _Candidate(key, before, after, found)
 
 
 def _rest(rows: list[ReportRow], used: list[ReportRow]) -> Spread:

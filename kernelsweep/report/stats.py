@@ -224,9 +224,12 @@ def _welch(a: Spread, b: Spread, runs_a: int, runs_b: int, pooled: bool) -> tupl
     return math.sqrt(va + vb), (va + vb) ** 2 / (va**2 / a.df + vb**2 / b.df)
 
 
-def adjusted(p_values: Sequence[float], correction: Correction) -> list[float]:
+def adjusted(p_values: Sequence[float], correction: Correction, family: int | None = None) -> list[float]:
     """Adjusted p-values: significant when <= alpha. BH keeps the expected share of false calls among
-    the calls <= alpha; Holm keeps the chance of any false call <= alpha."""
+    the calls <= alpha; Holm keeps the chance of any false call <= alpha. `family` counts tests whose
+    p-values are not given (hypotheses screened out before testing count as p = 1)."""
+    given = len(p_values)
+    p_values = [*p_values, *[1.0] * (max(given, family or 0) - given)]
     m = len(p_values)
     order = sorted(range(m), key=lambda i: p_values[i])
     out = [1.0] * m
@@ -235,13 +238,13 @@ def adjusted(p_values: Sequence[float], correction: Correction) -> list[float]:
         for rank, i in enumerate(order):
             running = max(running, min(1.0, (m - rank) * p_values[i]))
             out[i] = running
-        return out
+        return out[:given]
     running = 1.0
     for rank in range(m - 1, -1, -1):
         i = order[rank]
         running = min(running, p_values[i] * m / (rank + 1))
         out[i] = min(1.0, running)
-    return out
+    return out[:given]
 
 
 @dataclass(frozen=True)
@@ -265,10 +268,12 @@ class Rule:
         )
 
 
-def decide(effects: Sequence[Effect], rule: Rule) -> list[tuple[Verdict, str, float]]:
-    """(verdict, why, adjusted p) for one family: a comparison's points, or a report's steps."""
-    adjusted_p = adjusted([e.p_beyond for e in effects], rule.correction)
-    return [(*_verdict(e, q, rule, len(effects)), q) for e, q in zip(effects, adjusted_p, strict=True)]
+def decide(effects: Sequence[Effect], rule: Rule, family: int | None = None) -> list[tuple[Verdict, str, float]]:
+    """(verdict, why, adjusted p) for one family: a comparison's points, or a report's candidate steps
+    (then `family` is every place a step could have been, not only the candidates tested)."""
+    tested = max(len(effects), family or 0)
+    adjusted_p = adjusted([e.p_beyond for e in effects], rule.correction, tested)
+    return [(*_verdict(e, q, rule, tested), q) for e, q in zip(effects, adjusted_p, strict=True)]
 
 
 def interval(e: Effect) -> str:
@@ -289,27 +294,6 @@ def _verdict(e: Effect, q: float, rule: Rule, tested: int) -> tuple[Verdict, str
         return "inconclusive", f"{shown} lies beyond +-{t:.0%} but not after {name} over {tested} (p={q:.2g})"
     crossed = [f"{sign}{t:.0%}" for sign, edge in (("-", 1 - t), ("+", 1 + t)) if e.low < edge < e.high]
     return "inconclusive", f"{shown} crosses {' and '.join(crossed)}: more repeats or runs narrow it"
-
-
-def repeats_needed(points: int, alpha: float = DEFAULT_ALPHA) -> int:
-    """The fewest repeats a side for which one changed point among `points` can be called, one run
-    a side: the best one-sided p, 1 / C(2n, n), must reach Benjamini-Hochberg's smallest threshold."""
-    n = 1
-    while ranks.smallest_p(n, n) > alpha / max(points, 1):
-        n += 1
-    return n
-
-
-def reach_warning(repeats: int, points: int, alpha: float = DEFAULT_ALPHA) -> str | None:
-    """One line when `repeats` a side cannot call a single changed point among `points`, else None."""
-    best = ranks.smallest_p(repeats, repeats)
-    if best <= alpha / max(points, 1):
-        return None
-    need = repeats_needed(points, alpha)
-    return (
-        f"{repeats} repeat(s) a side reach p={best:.2g} at best, above {alpha:g}/{points} (what a lone change "
-        f"among {points} point(s) needs): such a point can only be inconclusive; {need} repeats can decide it"
-    )
 
 
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:

@@ -46,8 +46,8 @@ def chart(c: Comparison) -> bytes:
     ratio_axes.set_title(f"{c.title}: band = +-{threshold:.0%} threshold", fontsize=9)
     ratio_axes.legend(fontsize=7, loc="upper left")
     ratio_axes.grid(True, which="both", alpha=0.3)
-    for row, (mean, low, high) in enumerate(means.values()):
-        mean_axes.errorbar(mean, row, xerr=[[mean - low], [high - mean]], fmt="s", color="black", capsize=3)
+    for row, (mean, lowest, highest) in enumerate(means.values()):
+        mean_axes.errorbar(mean, row, xerr=[[mean - lowest], [highest - mean]], fmt="s", color="black", capsize=3)
     mean_axes.axvline(1.0, color="black", linewidth=0.8)
     mean_axes.axvspan(1 - threshold, 1 + threshold, color="#dddddd", alpha=0.6)
     mean_axes.set_yticks(range(len(means)), list(means), fontsize=8)

@@ -4,6 +4,7 @@ docs/report.schema.json) and for reviews (Markdown, fit for a pull-request comme
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from kernelsweep.report.compare import Comparison, PointComparison
@@ -78,7 +79,7 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _table(headers: list[str], rows: list[list[object]]) -> list[str]:
+def _table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     return lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
 

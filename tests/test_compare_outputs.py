@@ -65,6 +65,13 @@ def test_compare_json_validates_against_its_documented_schema(upgraded):
     assert list(Draft202012Validator(schema).iter_errors(broken))  # the schema says something
 
 
+def test_report_json_validates_against_its_documented_schema(upgraded):
+    schema = json.loads((REPO / "docs" / "report.schema.json").read_text())
+    document = json.loads(json.dumps(formats.report_json(_report(upgraded))))
+    Draft202012Validator(schema).validate(document)
+    assert document["exit_code"] == 1 and document["open_regressions"] == 2
+
+
 def test_markdown_renders_as_a_table(upgraded):
     comparison = compare_versions(upgraded, "compiler", "2.21", "2.22")
     html = MarkdownIt("commonmark").enable("table").render(formats.comparison_markdown(comparison))

@@ -9,9 +9,9 @@ from matplotlib.figure import Figure
 
 from kernelsweep.report.plots import MARKERS, error_bars, simulated_tag, to_png
 from kernelsweep.report.regress import History, Step
+from kernelsweep.sim import SIM_VERSION_SUFFIX as SIM_SUFFIX
 
 CAUSE_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f")
-SIM_SUFFIX = "+kernelsweep.sim"
 
 
 def short(text: str) -> str:

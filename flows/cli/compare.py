@@ -112,7 +112,7 @@ def render(c: Comparison) -> None:
     simulated = " (simulated)" if any(r.is_simulation for p in c.points for r in p.a + p.b) else ""
     table = Table(title=f"{c.title}{simulated}", title_justify="left")
     for column in c.key_names:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # a shape is read whole, never cut
     for column in ("A us", "B us", "B / A [CI]", "verdict", "why"):
         table.add_column(column, justify="right" if column in ("A us", "B us", "B / A [CI]") else "left")
     for p in c.points:
@@ -124,7 +124,9 @@ def render(c: Comparison) -> None:
             f"{p.b_us:.2f}" if p.b_us else "-",
             interval(p.effect) if p.effect else "-",
             verdict,
-            escape(p.why),
+            escape(
+                p.why.removeprefix(interval(p.effect)).strip() if p.effect else p.why
+            ),  # the interval has its column
         )
     out.print(table)
     for kernel, (mean, low, high) in c.geomeans().items():

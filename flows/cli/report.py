@@ -20,6 +20,7 @@ from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.report.load import Selection
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
 from kernelsweep.report.summary import Cell, Report
+from kernelsweep.sim import SIM_VERSION_SUFFIX
 
 _DATE = click.DateTime(formats=["%Y-%m-%d"])
 
@@ -187,14 +188,19 @@ def render(built: Report) -> None:
     title = f"Regressions: {len(regressions)} step(s) slower" if regressions else "Regressions: none"
     drop = ("flow_run_id", "dtype", "ci_low_percent", "ci_high_percent")
     out.print(_table(title, _with_interval(regressions), drop=drop) if regressions else title, highlight=False)
-    out.print(f"steps judged with {built.rule.describe(built.steps_tested)}", highlight=False)
+    out.print(f"steps judged with {built.method}", highlight=False)
     if len(built.platforms) > 1:
         out.print(_table("Across platforms: latency (us) and % of each platform's peak", built.cross_rows()))
 
 
 def _with_interval(rows: list[dict[str, Cell]]) -> list[dict[str, Cell]]:
+    """The change with its interval in one cell, and causes without the simulator's build suffix."""
     return [
-        {**r, "change_percent": f"{r['change_percent']:+} [{r['ci_low_percent']:+}, {r['ci_high_percent']:+}]"}
+        {
+            **r,
+            "change_percent": f"{r['change_percent']:+} [{r['ci_low_percent']:+}, {r['ci_high_percent']:+}]",
+            "cause": str(r["cause"]).replace(SIM_VERSION_SUFFIX, ""),
+        }
         for r in rows
     ]
 

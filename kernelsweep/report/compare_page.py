@@ -28,8 +28,6 @@ def chart(c: Comparison) -> bytes:
     ratio_axes, mean_axes = figure_.subplots(2, 1, height_ratios=[3, max(1, 0.4 * len(means))])
     threshold = c.rule.threshold
     ratio_axes.axhspan(1 - threshold, 1 + threshold, color="#dddddd", alpha=0.6)
-    ratio_axes.set_yscale("log")
-    mean_axes.set_xscale("log")
     for verdict, colour in VERDICT_COLOURS.items():
         mine = [(i, p.effect) for i, p in enumerate(points) if p.outcome == verdict and p.effect]
         if not mine:

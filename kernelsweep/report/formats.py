@@ -119,7 +119,7 @@ def report_json(r: Report, allow_incorrect: bool = False) -> dict[str, Any]:
         "selection": r.selection.describe(),
         "generated_at": r.generated_at.isoformat(),
         "simulated": r.is_simulation,
-        "method": r.rule.describe(r.steps_tested),
+        "method": r.rule.describe(r.steps_tested, "place(s) a step could be"),
         "latest": r.summary_rows(),
         "failed": r.failure_rows(),
         "regressions": r.regression_rows(),
@@ -134,7 +134,11 @@ def report_markdown(r: Report, allow_incorrect: bool = False) -> str:
         return _table(list(rows[0]), [list(row.values()) for row in rows]) if rows else ["(none)"]
 
     simulated = " (simulated)" if r.is_simulation else ""
-    lines = [f"### kernelsweep report{simulated}", "", f"{r.selection.describe()}; {r.rule.describe(r.steps_tested)}."]
+    lines = [
+        f"### kernelsweep report{simulated}",
+        "",
+        f"{r.selection.describe()}; {r.method}.",
+    ]
     lines += ["", "#### Regressions", "", *table(r.regression_rows())]
     lines += ["", "#### Failed or incorrect points", "", *table(r.failure_rows())]
     lines += ["", "#### Latest result per point", "", *table(r.summary_rows())]

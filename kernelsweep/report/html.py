@@ -63,8 +63,7 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         f"generated {report.generated_at:%Y-%m-%d %H:%M} UTC; {len(report.latest)} points, "
         f"{len(report.failed)} failed, {len(report.incorrect)} incorrect, "
         f"{len(report.regressions)} regression step(s), {len(report.open_regressions)} open.</p>",
-        f"<p class='method'>Steps found by change-point detection (PELT) and judged with "
-        f"{escape(report.rule.describe(report.steps_tested))}.</p>",
+        f"<p class='method'>Steps found by change-point detection (PELT) and judged with {escape(report.method)}.</p>",
     ]
     if report.is_simulation:
         parts.append("<p class='banner'>Simulated toolchain: these rows are not hardware measurements.</p>")

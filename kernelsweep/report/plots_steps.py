@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from kernelsweep.report.plots import MARKERS, error_bars, simulated_tag, to_png
 from kernelsweep.report.regress import History, Step
@@ -33,12 +34,13 @@ def steps_summary(steps: list[Step]) -> bytes:
     labels = [f"{' '.join(s.series)} ({s.first_after.run_date:%m-%d})" for s in ordered]
     axes.set_yticks(range(len(ordered)), labels, fontsize=7)
     axes.axvline(0, color="black", linewidth=0.8)
-    for cause in causes:
-        axes.barh([], [], color=colour[cause], label=cause)
     axes.set_xlabel("change at the step (%), with its interval")
     axes.set_title(f"Every step, by size{simulated_tag(s.first_after for s in ordered)}", fontsize=9)
     axes.grid(True, axis="x", alpha=0.3)
-    axes.legend(fontsize=7, loc="lower right", title="cause", title_fontsize=7)
+    handles = [Patch(color=colour[cause], alpha=0.8, label=cause) for cause in causes]
+    axes.legend(
+        handles=handles, fontsize=7, title="cause", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1)
+    )
     return to_png(figure)
 
 

@@ -125,6 +125,11 @@ class Effect:
         return "slower" if self.p_above <= self.p_below else "faster"
 
 
+def ratio_of(log_ratio: float) -> float:
+    """exp, with an unbounded end of an interval (a level no data can reach) as infinity."""
+    return math.exp(log_ratio) if log_ratio < 700 else math.inf
+
+
 def margins(threshold: float) -> tuple[float, float]:
     """The threshold's margins on the log scale: ratios below 1 - t are faster, above 1 + t slower."""
     return math.log(1 - threshold), math.log(1 + threshold)
@@ -161,9 +166,9 @@ def effect(
     t = float(stdtrit(df, 1 - alpha))
     source = per_side[0].source if per_side[0] is per_side[1] else f"{per_side[0].source}; {per_side[1].source}"
     between = Effect(
-        ratio=math.exp(levels),
-        low=math.exp(levels - t * se),
-        high=math.exp(levels + t * se),
+        ratio=ratio_of(levels),
+        low=ratio_of(levels - t * se),
+        high=ratio_of(levels + t * se),
         p_value=float(2 * stdtr(df, -abs(levels) / se)),
         p_above=float(stdtr(df, -(levels - up) / se)),
         p_below=float(stdtr(df, (levels - down) / se)),
@@ -186,9 +191,9 @@ def _from_rank(
     rank: ranks.RankShift, method: str, runs: tuple[int, int], repeats: tuple[int, int], threshold: float
 ) -> Effect:
     return Effect(
-        ratio=math.exp(rank.shift),
-        low=math.exp(rank.low),
-        high=math.exp(rank.high),
+        ratio=ratio_of(rank.shift),
+        low=ratio_of(rank.low),
+        high=ratio_of(rank.high),
         p_value=rank.p_value,
         p_above=rank.p_above,
         p_below=rank.p_below,
@@ -203,8 +208,8 @@ def _widened(between: Effect, rank: ranks.RankShift) -> Effect:
     """Never narrower than what the repeats alone prove: the hull of both intervals, the weaker tests."""
     return Effect(
         ratio=between.ratio,
-        low=min(between.low, math.exp(rank.low)),
-        high=max(between.high, math.exp(rank.high)),
+        low=min(between.low, ratio_of(rank.low)),
+        high=max(between.high, ratio_of(rank.high)),
         p_value=max(between.p_value, rank.p_value),
         p_above=max(between.p_above, rank.p_above),
         p_below=max(between.p_below, rank.p_below),
@@ -260,11 +265,11 @@ class Rule:
     def threshold_for(self, kernel: str) -> float:
         return dict(self.per_kernel).get(kernel, self.threshold)
 
-    def describe(self, tested: int) -> str:
+    def describe(self, tested: int, what: str = "point(s) tested") -> str:
         kernels = "".join(f", {k} +-{t:.1%}" for k, t in self.per_kernel)
         return (
             f"threshold +-{self.threshold:.1%}{kernels}; {1 - 2 * self.alpha:.0%} intervals; "
-            f"{CORRECTION_NAMES[self.correction]} at {self.alpha:g} over {tested} point(s) tested"
+            f"{CORRECTION_NAMES[self.correction]} at {self.alpha:g} over {tested} {what}"
         )
 
 
@@ -320,5 +325,5 @@ def geometric_mean(effects: Sequence[Effect], alpha: float = DEFAULT_ALPHA) -> t
     own = [e.se for e in effects if math.isfinite(e.se)]
     shared = float(np.median(own)) if own else 0.0
     t = float(stdtrit(len(logs) - 1, 1 - alpha))
-    half = t * math.sqrt(float(logs.var(ddof=1)) / len(logs) + shared**2)
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+    half = t * math.hypot(math.sqrt(float(logs.var(ddof=1)) / len(logs)), shared)
+    return ratio_of(centre), ratio_of(centre - half), ratio_of(centre + half)

@@ -49,6 +49,11 @@ class Report:
         return sum(h.tested for h in self.histories)
 
     @property
+    def method(self) -> str:
+        """How the steps were judged, in words: the rule and what its correction counted."""
+        return self.rule.describe(self.steps_tested, "place(s) a step could be")
+
+    @property
     def open_regressions(self) -> list[Step]:
         """Regressions no later step of their series has undone and nobody has acknowledged."""
         undone = set()

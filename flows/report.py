@@ -77,14 +77,8 @@ def report(
     built = build_report(results_uri, selection, Rule(threshold=threshold, alpha=alpha), accepted)
     page = write_bundle(bundle(built), report_location(results_uri, str(flow_run.id)))
     _publish(built, page, f"{results_uri} ({selection.describe()})")
-    get_run_logger().info(
-        "%d points, %d failed, %d incorrect, %d regression step(s); report at %s",
-        len(built.latest),
-        len(built.failed),
-        len(built.incorrect),
-        len(built.regressions),
-        page,
-    )
+    counts = (len(built.latest), len(built.failed), len(built.incorrect), len(built.regressions))
+    get_run_logger().info("%d points, %d failed, %d incorrect, %d regression step(s); report at %s", *counts, page)
     return page
 
 

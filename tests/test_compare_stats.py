@@ -12,8 +12,8 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from kernelsweep.report import ranks
-from kernelsweep.report.ranks import reach_warning
-from kernelsweep.report.stats import Rule, Sample, Spread, adjusted, decide, effect, median_interval
+from kernelsweep.report.ranks import median_interval, reach_warning
+from kernelsweep.report.stats import Rule, Sample, Spread, adjusted, decide, effect
 
 
 def sample(values) -> Sample:

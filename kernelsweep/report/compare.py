@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+
+import numpy as np
+from scipy.special import stdtrit
 
 from kernelsweep.errors import UsageError
 from kernelsweep.report import history
 from kernelsweep.report.load import ReportRow, latest, natural_order
 from kernelsweep.report.ranks import reach_warning
-from kernelsweep.report.stats import Effect, Rule, decide, effect, geometric_mean
+from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of
 
 TOOL_COLUMNS: dict[str, str] = {
     "compiler": "compiler_version",
@@ -229,6 +232,21 @@ def _notes(effects: list[Effect], rule: Rule) -> list[str]:
             "conservative bound the five summary values prove"
         )
     return notes
+
+
+def geometric_mean(effects: Sequence[Effect], alpha: float) -> tuple[float, float, float] | None:
+    """(geometric mean of the ratios, low, high): t over the points' log ratios, widened in quadrature
+    by the median point's own standard error (a run's shift is shared by all its points, so it does
+    not average out over them)."""
+    if len(effects) < 2:
+        return (effects[0].ratio, effects[0].low, effects[0].high) if effects else None
+    logs = np.log([e.ratio for e in effects])
+    centre = float(logs.mean())
+    own = [e.se for e in effects if math.isfinite(e.se)]
+    shared = float(np.median(own)) if own else 0.0
+    t = float(stdtrit(len(logs) - 1, 1 - alpha))
+    half = t * math.hypot(math.sqrt(float(logs.var(ddof=1)) / len(logs)), shared)
+    return ratio_of(centre), ratio_of(centre - half), ratio_of(centre + half)
 
 
 def _sides(results: list[ReportRow], keep: Callable[[ReportRow], bool]) -> dict[Key, list[ReportRow]]:

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.report.load import ReportRow, shape_order
 from kernelsweep.report.normalise import normalise
-from kernelsweep.report.stats import median_interval
+from kernelsweep.report.ranks import median_interval
 
 PLATFORM_COLOURS = {"trn1": "#1f77b4", "trn2": "#d62728", "inf2": "#2ca02c"}
 # trn1 and inf2 share a NeuronCore generation and often land on the same spot: inf2 is drawn as a

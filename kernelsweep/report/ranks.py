@@ -18,6 +18,7 @@ repeat set with that summary allows. That is conservative (exact for n <= 3) and
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import zip_longest
@@ -84,6 +85,19 @@ def reach_warning(repeats: int, points: int, alpha: float = 0.05) -> str | None:
         f"{repeats} repeat(s) a side reach p={best:.2g} at best, above {alpha:g}/{points} (what a lone change "
         f"among {points} point(s) needs): such a point can only be inconclusive; {need} repeats can decide it"
     )
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval for a run's median from its order statistics (binomial)."""
+    x = sorted(values)
+    n = len(x)
+    if n < 2:
+        return (x[0], x[0]) if x else (math.nan, math.nan)
+    cdf, j = 0.0, 0
+    while j < n and cdf + math.comb(n, j) / 2**n <= (1 - confidence) / 2:
+        cdf += math.comb(n, j) / 2**n
+        j += 1
+    return (x[j - 1], x[n - j]) if j else (x[0], x[-1])
 
 
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:

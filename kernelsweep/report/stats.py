@@ -25,6 +25,7 @@ lies inside +-t (equivalence, TOST at alpha); `inconclusive` otherwise, with the
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -161,7 +162,7 @@ def effect(
         assert rank is not None, "several runs on a side always give a spread"
         method = "exact rank interval of the repeats" if a[0].raw and b[0].raw else "bound from the rows' summaries"
         return _from_rank(rank, f"{method}; run-to-run noise unknown", runs, repeats, threshold)
-    levels = np.mean([s.level for s in b]) - np.mean([s.level for s in a])
+    levels = statistics.fmean(s.level for s in b) - statistics.fmean(s.level for s in a)
     se, df = _welch(per_side[0], per_side[1], len(a), len(b), pooled=per_side[0] is per_side[1])
     t = float(stdtrit(df, 1 - alpha))
     source = per_side[0].source if per_side[0] is per_side[1] else f"{per_side[0].source}; {per_side[1].source}"
@@ -299,31 +300,3 @@ def _verdict(e: Effect, q: float, rule: Rule, tested: int) -> tuple[Verdict, str
         return "inconclusive", f"{shown} lies beyond +-{t:.0%} but not after {name} over {tested} (p={q:.2g})"
     crossed = [f"{sign}{t:.0%}" for sign, edge in (("-", 1 - t), ("+", 1 + t)) if e.low < edge < e.high]
     return "inconclusive", f"{shown} crosses {' and '.join(crossed)}: more repeats or runs narrow it"
-
-
-def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """A distribution-free interval for a run's median from its order statistics (binomial)."""
-    x = sorted(values)
-    n = len(x)
-    if n < 2:
-        return (x[0], x[0]) if x else (math.nan, math.nan)
-    cdf, j = 0.0, 0
-    while j < n and cdf + math.comb(n, j) / 2**n <= (1 - confidence) / 2:
-        cdf += math.comb(n, j) / 2**n
-        j += 1
-    return (x[j - 1], x[n - j]) if j else (x[0], x[-1])
-
-
-def geometric_mean(effects: Sequence[Effect], alpha: float = DEFAULT_ALPHA) -> tuple[float, float, float] | None:
-    """(geometric mean of the ratios, low, high): t over the points' log ratios, widened in quadrature
-    by the median point's own standard error (a run's shift is shared by all its points, so it does
-    not average out over them)."""
-    if len(effects) < 2:
-        return (effects[0].ratio, effects[0].low, effects[0].high) if effects else None
-    logs = np.log([e.ratio for e in effects])
-    centre = float(logs.mean())
-    own = [e.se for e in effects if math.isfinite(e.se)]
-    shared = float(np.median(own)) if own else 0.0
-    t = float(stdtrit(len(logs) - 1, 1 - alpha))
-    half = t * math.hypot(math.sqrt(float(logs.var(ddof=1)) / len(logs)), shared)
-    return ratio_of(centre), ratio_of(centre - half), ratio_of(centre + half)

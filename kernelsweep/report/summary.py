@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 from kernelsweep.report.acknowledge import Acknowledgement, reason_for
 from kernelsweep.report.load import ReportRow, Selection, latest, load
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
+from kernelsweep.report.ranks import median_interval
 from kernelsweep.report.regress import History, Step, regressions, track
-from kernelsweep.report.stats import Rule, median_interval
+from kernelsweep.report.stats import Rule
 
 Cell = str | int | float | bool | None
 MEDIAN_CONFIDENCE = 0.95  # the latest-results table's interval of each median (order statistics)

@@ -106,6 +106,7 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `latency_max_us` double,
   `latency_p90_us` double,
   `latency_p99_us` double,
+  `latencies_us` array<double>,
   `max_abs_error` double,
   `max_rel_error` double,
   `atol` double,

@@ -9,6 +9,7 @@ sweep or fleet run completes, on the results that run wrote.
 
 from __future__ import annotations
 
+from pathlib import Path
 from uuid import UUID
 
 from prefect import flow, get_run_logger
@@ -17,10 +18,11 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 
 from kernelsweep.platforms import PlatformName
+from kernelsweep.report.acknowledge import load_acknowledged
 from kernelsweep.report.html import bundle
 from kernelsweep.report.load import Selection
 from kernelsweep.report.publish import browser_link, report_location, write_bundle
-from kernelsweep.report.stats import DEFAULT_ALPHA
+from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
 from kernelsweep.report.summary import Report, build_report
 
 KEYS = {
@@ -41,6 +43,8 @@ def report(
     sweeps: list[str] | None = None,
     days: int | None = None,
     alpha: float = DEFAULT_ALPHA,
+    threshold: float = DEFAULT_THRESHOLD,
+    acknowledged: str | None = None,
 ) -> str:
     """Summarise a results dataset, track regressions, and store the HTML report next to it.
 
@@ -53,7 +57,9 @@ def report(
         dtypes: Only these dtypes (all when empty).
         sweeps: Only rows of these sweep names (all when empty).
         days: Only runs of the last N days, today included (all history when empty).
-        alpha: Family-wise false-alarm rate of the regression verdicts (docs/reports.md).
+        alpha: Error level of each step's verdict; intervals are 1 - 2 alpha (docs/reports.md).
+        threshold: The smallest change that matters, as a fraction (0.02 = 2%).
+        acknowledged: Path of a TOML file of accepted steps (series, night, reason) on the worker.
 
     Returns:
         Where the HTML report was stored.
@@ -67,16 +73,12 @@ def report(
     )
     if after_flow_run:
         results_uri = _results_of(after_flow_run) or results_uri
-    built = build_report(results_uri, selection, alpha)
+    accepted = load_acknowledged(Path(acknowledged)) if acknowledged else []
+    built = build_report(results_uri, selection, Rule(threshold=threshold, alpha=alpha), accepted)
     page = write_bundle(bundle(built), report_location(results_uri, str(flow_run.id)))
     _publish(built, page, f"{results_uri} ({selection.describe()})")
-    get_run_logger().info(
-        "%d points, %d failed, %d regression step(s); report at %s",
-        len(built.latest),
-        len(built.failed),
-        len(built.regressions),
-        page,
-    )
+    counts = (len(built.latest), len(built.failed), len(built.incorrect), len(built.regressions))
+    get_run_logger().info("%d points, %d failed, %d incorrect, %d regression step(s); report at %s", *counts, page)
     return page
 
 

@@ -284,11 +284,13 @@ class LatencyStats:
     max_us: float
     p90_us: float
     p99_us: float
+    latencies_us: tuple[float, ...] = ()  # every repeat, in capture order: what the verdicts test
 
     @classmethod
     def of(cls, latencies_us: list[float]) -> LatencyStats:
         ordered = sorted(latencies_us)
         return cls(
+            latencies_us=tuple(latencies_us),
             repeats=len(ordered),
             median_us=statistics.median(ordered),
             min_us=ordered[0],

@@ -10,6 +10,7 @@ from specs import sim_spec
 
 from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore
 from kernelsweep.expansion import expand
+from kernelsweep.results.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -54,7 +55,7 @@ def test_sweep_writes_one_verified_row_per_point(tmp_path):
             assert store.fetch(ref, tmp_path / "check" / row["row_id"] / name).is_file()
         assert row["param_n"] == (2048 if row["kernel"] == "vector_add" else None)
     metadata = pq.read_schema(report.paths[0]).metadata
-    assert metadata[b"kernelsweep.schema_version"] == b"1"
+    assert metadata[b"kernelsweep.schema_version"] == str(SCHEMA_VERSION).encode()
 
 
 def test_failed_point_is_a_row_and_the_rest_completes(tmp_path):

@@ -1,5 +1,8 @@
 """A compiler upgrade that makes one kernel 20% slower at one shape, found and blamed; twenty
-same-version re-runs that raise no false alarm. All on rows made by real simulated sweeps.
+same-version re-runs that raise no false alarm. All on rows made by real simulated sweeps, with the
+simulator's default run-level noise (each night shifts each point by its own 1%): one run against
+another can then rarely prove "same" within 2%, so the re-runs are judged by what must never happen
+(a slower or faster call), not by a `same` the data cannot show.
 
 The dataset (built once for the module, noise seeded): 21 nights with the default simulated
 compiler (a baseline and 20 re-runs of three points), then two nights whose neuronx-cc reports a
@@ -9,6 +12,8 @@ trn1 and inf2 and a kernel that crashes on the device.
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import subprocess
 import sys
@@ -52,9 +57,10 @@ def test_the_new_compiler_is_slower_at_the_slowed_shape_only(nights):
     comparison = compare_versions(load(nights.results), "compiler", OLD, NEW_COMPILER)
     verdicts = {p.key: p for p in comparison.points}
     slowed = verdicts[SLOWED_KEY]
-    assert slowed.outcome == "slower" and slowed.shift is not None
-    assert 0.17 < slowed.shift.change < 0.23  # the configured 1.2x, through the real capture and profile
-    assert {p.outcome for k, p in verdicts.items() if k != SLOWED_KEY} == {"same"}
+    assert slowed.outcome == "slower" and slowed.effect is not None
+    assert 0.17 < slowed.effect.change < 0.23  # the configured 1.2x, through the real capture and profile
+    assert slowed.effect.low > 1.02 and "t on run levels" in slowed.effect.method  # 21 v 2 runs: runs are the unit
+    assert {p.outcome for k, p in verdicts.items() if k != SLOWED_KEY} <= {"same", "inconclusive"}
     assert comparison.exit_code == 1
     assert len(slowed.a) == SAME_VERSION_NIGHTS and len(slowed.b) == 2  # each side pools its runs
 
@@ -63,12 +69,12 @@ def test_one_run_against_the_next_across_the_upgrade(nights):
     results = load(nights.results)
     before, after = nights.runs[SAME_VERSION_NIGHTS - 1], nights.runs[SAME_VERSION_NIGHTS]
     forward = compare_runs(results, before, after)
-    assert {p.key: p.outcome for p in forward.points} == {
-        key: "slower" if key == SLOWED_KEY else "same" for key in KEYS
-    }
+    outcomes = {p.key: p.outcome for p in forward.points}
+    assert outcomes.pop(SLOWED_KEY) == "slower" and set(outcomes.values()) <= {"same", "inconclusive"}
     assert forward.exit_code == 1
+    assert all("other run(s) of the series" in p.effect.method for p in forward.points if p.effect)  # history
     backward = compare_runs(results, after, before)
-    assert {p.key: p.outcome for p in backward.points}[SLOWED_KEY] == "faster" and backward.exit_code == 0
+    assert {p.key: p.outcome for p in backward.points}[SLOWED_KEY] == "faster" and backward.exit_code != 1
 
 
 def test_the_step_is_flagged_the_night_it_happened_and_blamed_on_the_compiler(nights):
@@ -78,21 +84,23 @@ def test_the_step_is_flagged_the_night_it_happened_and_blamed_on_the_compiler(ni
         assert len(steps) == 1, [(s.series, s.after.run_date, s.why) for s in steps]
         [step] = steps
         assert step.series == SLOWED_KEY
-        assert step.direction == "slower" and step.after.run_date == UPGRADE_NIGHT
+        assert step.direction == "slower" and step.first_after.run_date == UPGRADE_NIGHT
         assert step.changes == {"compiler": (COMPILER_VERSION, f"{NEW_COMPILER}+kernelsweep.sim")}
         assert step.cause.startswith("compiler ") and NEW_COMPILER in step.cause
 
 
 def test_twenty_same_version_reruns_raise_no_false_alarm(nights):
+    """Each night against the night before, as a nightly CI job compares (`--runs previous latest`).
+    Not twenty nights against one fixed baseline: that is one draw of the baseline run's own shift
+    looked at twenty times, and a baseline that ran 2% fast makes every later night look slower."""
     results = load(nights.results)
-    baseline = nights.runs[0]
     seen: dict[str, int] = {}
-    for rerun in nights.runs[1:SAME_VERSION_NIGHTS]:
-        comparison = compare_runs(results, baseline, rerun)
+    for before, after in itertools.pairwise(nights.runs[:SAME_VERSION_NIGHTS]):
+        comparison = compare_runs(results, before, after)
         for p in comparison.points:
             seen[p.outcome] = seen.get(p.outcome, 0) + 1
-        assert comparison.exit_code == 0, [(p.key, p.outcome, p.why) for p in comparison.points]
-    assert seen == {"same": 20 * len(POINTS)}
+        assert comparison.exit_code != 1, [(p.key, p.outcome, p.why) for p in comparison.points]
+    assert set(seen) <= {"same", "inconclusive"} and sum(seen.values()) == 20 * len(POINTS)
     same_version = load(nights.results, Selection(until=UPGRADE_NIGHT - timedelta(days=1)))
     assert [s for h in track(same_version) for s in h.steps] == []
     assert all(len(h.rows) == SAME_VERSION_NIGHTS for h in track(same_version))
@@ -111,8 +119,9 @@ def test_the_report_lists_latest_failures_regressions_and_platforms(nights):
     assert all(mlp[f"{p} us"] and 0 < float(mlp[f"{p} % peak"] or 0) < 100 for p in report.platforms)
     summary = {(r["kernel"], r["shape"], r["platform"]): r for r in report.summary_rows()}
     ok = summary[("mlp", POINTS[2].shape, "trn2")]
-    assert ok["repeats"] == 7 and ok["min_us"] <= ok["median_us"] <= ok["max_us"] and ok["correct"] is True
-    assert report.open_regressions and report.failed  # the CLI's exit 1
+    assert ok["repeats"] == 7 and ok["median_low_us"] <= ok["median_us"] <= ok["median_high_us"]
+    assert ok["correct"] is True
+    assert report.open_regressions and report.failed and report.exit_code() == 1
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -133,7 +142,8 @@ def test_compare_exit_codes_for_ci(nights, tmp_path):
     regressed = _cli("compare", *res, "--versions", "compiler", OLD, NEW_COMPILER, cwd=tmp_path)
     assert regressed.returncode == 1, regressed.stderr
     assert "slower" in regressed.stdout and "exit 1: regression" in regressed.stdout
-    assert _cli("compare", *res, "--runs", nights.runs[0], nights.runs[5], cwd=tmp_path).returncode == 0
+    assert "Benjamini-Hochberg at 0.05 over 3 point(s)" in regressed.stdout
+    assert _cli("compare", *res, "--runs", nights.runs[0], nights.runs[5], cwd=tmp_path).returncode in (0, 3)
     # a significance level no 14 repeats can reach: the 20% shift is beyond the noise but unproven
     unproven = _cli("compare", *res, "--runs", before, after, "--alpha", "1e-9", cwd=tmp_path)
     assert unproven.returncode == 3 and "inconclusive" in unproven.stdout, unproven.stdout
@@ -142,6 +152,7 @@ def test_compare_exit_codes_for_ci(nights, tmp_path):
         (("--runs", "not-a-run", "latest"), "no flow run 'not-a-run'"),
         (("--kernels", "mlp", "vector_add"), "share no"),
         ((), "exactly one of"),
+        (("--runs", "previous", "latest", "--threshold", "lots"), "--threshold lots"),
     ):
         done = _cli("compare", *res, *bad, cwd=tmp_path)
         assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
@@ -159,11 +170,45 @@ def test_report_cli_and_its_html_in_chromium(nights, tmp_path):
     assert "crashes_on_device" in done.stdout and "capture" in done.stdout and "compiler" in done.stdout
     assert "Traceback" not in done.stderr
     pngs = sorted(p.name for p in html.glob("*.png"))
-    assert "roofline.png" in pngs and "peak-share.png" in pngs and any(p.startswith("regression-") for p in pngs)
+    assert {"roofline.png", "peak-share.png", "steps-summary.png"} <= set(pngs)
+    assert any(p.startswith("regression-") for p in pngs)
     shown = _render_in_chromium(html / "index.html", tmp_path / "report.png")
     assert sorted(shown["files"]) == pngs  # every chart is on the page, embedded
     assert shown["broken"] == [] and (tmp_path / "report.png").stat().st_size > 50_000
     assert "Regressions" in shown["text"] and "crashes_on_device" in shown["text"]
+    assert shown["files"].index("steps-summary.png") < min(
+        shown["files"].index(p) for p in pngs if p.startswith("regression-")
+    )  # the summary of every step comes before the per-series charts
+    x_axis = shown["x"]["latency-vector-add.png"].split(",")
+    assert x_axis == ["8192", "16384"] == sorted(x_axis, key=int)  # numeric, not "16384" < "8192"
+    assert shown["overflow"] == []  # every wide table scrolls inside the page
+
+
+def test_compare_page_and_formats_through_the_cli(nights, tmp_path):
+    page = tmp_path / "compare"
+    done = _cli(
+        "compare",
+        "--results",
+        nights.results,
+        "--versions",
+        "compiler",
+        OLD,
+        NEW_COMPILER,
+        "--format",
+        "markdown",
+        "--html",
+        str(page),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("### compiler") and "| **slower** |" in done.stdout
+    shown = _render_in_chromium(page / "index.html", tmp_path / "compare.png")
+    assert shown["files"] == ["compare.png"] and shown["broken"] == []
+    assert "slower" in shown["text"] and "Benjamini-Hochberg" in shown["text"]
+    as_json = _cli(
+        "compare", "--results", nights.results, "--runs", "previous", "latest", "--format", "json", cwd=tmp_path
+    )
+    assert json.loads(as_json.stdout)["exit_code"] == as_json.returncode
 
 
 def test_a_report_written_twice_to_one_folder_replaces_each_file_whole(nights, tmp_path):
@@ -188,7 +233,13 @@ def _render_in_chromium(page_path: Path, screenshot: Path) -> dict:
             page.goto(page_path.as_uri())
             page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60_000)
             images = page.evaluate(
-                "() => Array.from(document.images).map(i => ({file: i.dataset.file, width: i.naturalWidth}))"
+                "() => Array.from(document.images)"
+                ".map(i => ({file: i.dataset.file, width: i.naturalWidth, x: i.dataset.x}))"
+            )
+            overflow = page.evaluate(  # a table wider than the page must sit in a scrolling box
+                "() => Array.from(document.querySelectorAll('table')).filter(t => t.getBoundingClientRect().right"
+                " > document.documentElement.clientWidth && getComputedStyle(t.parentElement).overflowX !== 'auto')"
+                ".map(t => t.innerText.slice(0, 40))"
             )
             page.screenshot(path=str(screenshot), full_page=True)
             text = page.inner_text("body")
@@ -197,6 +248,8 @@ def _render_in_chromium(page_path: Path, screenshot: Path) -> dict:
     return {
         "files": [i["file"] for i in images],
         "broken": [i["file"] for i in images if not i["width"]],
+        "x": {i["file"]: i["x"] for i in images if i["x"]},
+        "overflow": overflow,
         "text": text,
     }
 

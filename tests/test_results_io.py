@@ -27,7 +27,7 @@ from kernelsweep.errors import StoreError, UsageError
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.results import reader
 from kernelsweep.results.rows import METRIC_NAMES, Row
-from kernelsweep.results.schema import BASE_SCHEMA
+from kernelsweep.results.schema import BASE_SCHEMA, SCHEMA_VERSION
 from kernelsweep.results.writer import object_key, parquet_bytes, rows_to_table, write_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,6 +58,7 @@ def make_rows(flow_run_id: str, platform: str = "trn2", total_us: float = 10.0) 
                 "is_simulation": True,
                 "status": "ok",
                 "total_time_us": total_us + i,
+                "latencies_us": [total_us + i, total_us + i + 0.2, total_us + i - 0.1],
                 "model_flops": 2 * m * k * 512,
                 "roofline_bound": "compute",
                 "extra_metrics": {"pe_utilization": 0.5},
@@ -158,7 +159,7 @@ def test_parquet_metadata_and_s3_object_metadata(bucket, moto_endpoint):
     head = boto3.client("s3", endpoint_url=moto_endpoint).head_object(Bucket=bucket, Key=key)
     assert head["Metadata"]["sha256"] == hashlib.sha256(body).hexdigest()
     metadata = pq.read_metadata(io.BytesIO(body)).metadata
-    assert metadata[b"kernelsweep.schema_version"] == b"1"
+    assert metadata[b"kernelsweep.schema_version"] == str(SCHEMA_VERSION).encode()
     assert b'"sweep": "nightly"' in metadata[b"kernelsweep.lineage"]
 
 
@@ -399,7 +400,8 @@ def test_unsafe_key_parts_are_refused():
 
 def test_old_files_read_back_with_new_columns_null(results_uri):
     run_old, run_new = "run-old", "run-new"
-    dropped = ["roofline_bound", "extra_metrics", "mfu_percent", "inputs", "capture_seconds"]
+    # a schema v1 file has no latencies_us: it reads back null, and the report falls back to the summary
+    dropped = ["roofline_bound", "extra_metrics", "mfu_percent", "inputs", "capture_seconds", "latencies_us"]
     old_schema = pa.schema([f for f in BASE_SCHEMA if f.name not in dropped])
     assert all(BASE_SCHEMA.field(name).nullable for name in dropped)
     old_rows = [{k: v for k, v in r.record().items() if k in old_schema.names} for r in make_rows(run_old)]
@@ -419,9 +421,10 @@ def test_old_files_read_back_with_new_columns_null(results_uri):
     assert set(BASE_SCHEMA.names) <= set(table.column_names) and "param_tile" in table.column_names
     rows = {(r["flow_run_id"], r["shape"], r["lnc"]): r for r in table.to_pylist()}
     old, new = rows[(run_old, "m=128,k=512", 1)], rows[(run_new, "m=128,k=512", 1)]
-    assert [old[c] for c in dropped + ["param_tile"]] == [None] * 6
+    assert [old[c] for c in dropped + ["param_tile"]] == [None] * 7
     assert old["run_date"] == date(2026, 2, 1) and old["total_time_us"] == 10.0
     assert new["roofline_bound"] == "compute" and new["param_tile"] == 64 and new["inputs"]
+    assert new["latencies_us"] == [10.0, 10.2, 9.9]
     only_old = reader.read(results_uri, filters=[("run_date", "<", RUN_DATE)])
     assert only_old.num_rows == 4 and "param_tile" not in only_old.column_names
 

@@ -1,9 +1,11 @@
 """`kernelsweep compare`: kernel against kernel, run against run, or tool version against version,
-with a verdict per point and an exit code CI can act on."""
+with a change, its interval and a verdict per point, and an exit code CI can act on."""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -11,16 +13,23 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.flows.cli.output import EXIT_INTERNAL, fail, out
-from kernelsweep.flows.cli.report import selection_from, selection_options
+from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
+from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison
-from kernelsweep.report.load import ReportRow, load
+from kernelsweep.report.load import load
+from kernelsweep.report.stats import interval
 
 # 0, 1 and 3 come from Comparison.exit_code; 2 is usage; a comparison that could not be made at all
 # (the results unreadable) is 4, never 3, which means "measured, but inconclusive".
 EXIT_NOT_COMPARED = EXIT_INTERNAL
-_STYLES = {"slower": "red", "newly failed": "red", "faster": "green", "fixed": "green", "inconclusive": "yellow"}
-_MEANING = {0: "no regression", 1: "regression", 3: "inconclusive only"}
+_STYLES = {
+    "slower": "red",
+    "newly failed": "red",
+    "newly incorrect": "red",
+    "faster": "green",
+    "fixed": "green",
+    "inconclusive": "yellow",
+}
 
 
 @click.command()
@@ -28,21 +37,32 @@ _MEANING = {0: "no regression", 1: "regression", 3: "inconclusive only"}
 @click.option("--kernels", "kernel_pair", nargs=2, metavar="A B", help="Kernel B against kernel A, shared shapes.")
 @click.option("--runs", "run_pair", nargs=2, metavar="A B", help="Flow run B against A (id, prefix, latest, previous).")
 @click.option("--versions", "tool_versions", nargs=3, metavar="TOOL A B", help=f"{'|'.join(TOOL_COLUMNS)} B against A.")
+@click.option(
+    "--html",
+    "html_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write the compare page (index.html with a per-point chart) to this folder.",
+)
 def compare(
     results_uri: str,
     alpha: float,
+    thresholds: tuple[str, ...],
+    correction: str,
+    output_format: str,
     kernel_pair: tuple[str, str] | None,
     run_pair: tuple[str, str] | None,
     tool_versions: tuple[str, str, str] | None,
+    html_dir: Path | None,
     **filters: Any,
 ) -> None:
     """Compare two sides point by point; B is the candidate, A the baseline.
 
-    Verdict per point: faster, slower, same or inconclusive, from the repeats of each row (an exact
-    rank test with Holm's correction over the points, and a noise floor; docs/reports.md).
+    Per point: the change B / A with its 1 - 2 alpha interval, and a verdict: slower (the interval
+    lies above +threshold, and survives the correction over the points), faster (below -threshold),
+    same (inside +-threshold), or inconclusive, with the reason (docs/reports.md).
 
-    Exit code 0: nothing regressed; 1: some point is slower, or fails where A ran; 3: nothing
-    regressed but some verdicts are inconclusive; 2: bad input; 4: the comparison could not be made.
+    Exit code 0: nothing regressed; 1: some point is slower, or fails or computes wrong where A did
+    not; 3: nothing regressed but some verdicts are inconclusive; 2: bad input; 4: no comparison.
     """
     from kernelsweep.report.compare import compare_kernels, compare_runs, compare_versions
 
@@ -50,6 +70,7 @@ def compare(
     chosen = [name for name, value in modes if value]
     if len(chosen) != 1:
         raise UsageError("compare needs exactly one of --kernels A B, --runs A B or --versions TOOL A B")
+    rule = rule_from(alpha, thresholds, correction)
     try:
         results = load(results_uri, selection_from(**filters))
     except UsageError:
@@ -57,50 +78,62 @@ def compare(
     except KernelsweepError as exc:
         fail(exc.message, EXIT_NOT_COMPARED)
     if kernel_pair:
-        comparison = compare_kernels(results, *kernel_pair, alpha=alpha)
+        comparison = compare_kernels(results, *kernel_pair, rule=rule)
     elif run_pair:
-        comparison = compare_runs(results, *run_pair, alpha=alpha)
+        comparison = compare_runs(results, *run_pair, rule=rule)
     else:
         assert tool_versions is not None
-        comparison = compare_versions(results, *tool_versions, alpha=alpha)
-    render(comparison)
+        comparison = compare_versions(results, *tool_versions, rule=rule)
+    for note in comparison.notes:  # before the verdicts: what they can and cannot say
+        console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+    emit(output_format, comparison)
+    if html_dir is not None:
+        from kernelsweep.report.compare_page import bundle
+        from kernelsweep.report.publish import write_bundle
+
+        console.print(f"compare page: {write_bundle(bundle(comparison), str(html_dir))}", highlight=False)
     sys.exit(comparison.exit_code)
 
 
+def emit(output_format: str, comparison: Comparison) -> None:
+    from kernelsweep.report import formats
+
+    if output_format == "json":
+        print(json.dumps(formats.comparison_json(comparison), indent=1))
+    elif output_format == "markdown":
+        print(formats.comparison_markdown(comparison), end="")
+    else:
+        render(comparison)
+
+
 def render(c: Comparison) -> None:
+    from kernelsweep.report.formats import EXIT_MEANING
+
     simulated = " (simulated)" if any(r.is_simulation for p in c.points for r in p.a + p.b) else ""
     table = Table(title=f"{c.title}{simulated}", title_justify="left")
     for column in c.key_names:
-        table.add_column(column)
-    for column in ("A us", "B us", "speedup", "verdict", "why"):
-        table.add_column(column, justify="right" if column in ("A us", "B us", "speedup") else "left")
+        table.add_column(column, overflow="fold")  # a shape is read whole, never cut
+    for column in ("A us", "B us", "B / A [CI]", "verdict", "why"):
+        table.add_column(column, justify="right" if column in ("A us", "B us", "B / A [CI]") else "left")
     for p in c.points:
         style = _STYLES.get(p.outcome)
         verdict = f"[{style}]{p.outcome}[/{style}]" if style else p.outcome
         table.add_row(
             *p.key,
-            _latency(p.a, p.a_us),
-            _latency(p.b, p.b_us),
-            f"{p.speedup:.3f}x" if p.speedup else "-",
+            f"{p.a_us:.2f}" if p.a_us else "-",
+            f"{p.b_us:.2f}" if p.b_us else "-",
+            interval(p.effect) if p.effect else "-",
             verdict,
-            escape(p.why),
+            escape(
+                p.why.removeprefix(interval(p.effect)).strip() if p.effect else p.why
+            ),  # the interval has its column
         )
     out.print(table)
-    counts = ", ".join(f"{n} {o}" for o in _outcomes(c) if (n := c.count(o)))
-    geomean = f"geometric mean speedup {c.geomean_speedup:.3f}x over {sum(1 for p in c.points if p.speedup)} points; "
-    out.print(f"{geomean if c.geomean_speedup else ''}{counts}", highlight=False)
+    for kernel, (mean, low, high) in c.geomeans().items():
+        out.print(f"geometric mean B / A, {kernel}: {mean:.3f} [{low:.3f}, {high:.3f}]", highlight=False)
+    counts = ", ".join(f"{n} {o}" for o in sorted({p.outcome for p in c.points}) if (n := c.count(o)))
+    out.print(f"{counts}; {c.method}", highlight=False)
     for side, keys in (("A", c.only_a), ("B", c.only_b)):
         if keys:
             out.print(f"only in {side} (not compared): {len(keys)} point(s)", highlight=False)
-    out.print(f"exit {c.exit_code}: {_MEANING[c.exit_code]}", highlight=False)
-
-
-def _latency(rows: list[ReportRow], level_us: float | None) -> str:
-    if level_us is None:
-        return "failed" if not rows[0].ok else "-"
-    runs = f" ({len(rows)} runs)" if len(rows) > 1 else ""
-    return f"{level_us:.2f}{runs}"
-
-
-def _outcomes(c: Comparison) -> list[str]:
-    return list(dict.fromkeys(p.outcome for p in sorted(c.points, key=lambda p: p.outcome)))
+    out.print(f"exit {c.exit_code}: {EXIT_MEANING[c.exit_code]}", highlight=False)

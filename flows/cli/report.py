@@ -3,6 +3,7 @@ cross-platform view, and with --html the self-contained HTML report with its cha
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -13,11 +14,13 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from kernelsweep.flows.cli.output import EXIT_PROBLEMS, out
+from kernelsweep.errors import UsageError
+from kernelsweep.flows.cli.output import console, out
 from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.report.load import Selection
-from kernelsweep.report.stats import DEFAULT_ALPHA
+from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
 from kernelsweep.report.summary import Cell, Report
+from kernelsweep.sim import SIM_VERSION_SUFFIX
 
 _DATE = click.DateTime(formats=["%Y-%m-%d"])
 
@@ -35,15 +38,66 @@ def selection_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--days", type=click.IntRange(min=1), help="Only runs of the last N days, today included."),
         click.option(
             "--alpha",
-            type=click.FloatRange(0, 1, min_open=True, max_open=True),
+            type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
             default=DEFAULT_ALPHA,
             show_default=True,
-            help="Family-wise false-alarm rate of the verdicts (docs/reports.md).",
+            help="Error level of each verdict; intervals are 1 - 2 alpha (docs/reports.md).",
+        ),
+        click.option(
+            "--threshold",
+            "thresholds",
+            multiple=True,
+            metavar="[KERNEL=]PERCENT",
+            help="The smallest change that matters (default 2%); KERNEL=5% for one kernel. Repeatable.",
+        ),
+        click.option(
+            "--correction",
+            type=click.Choice(["bh", "holm"]),
+            default="bh",
+            show_default=True,
+            help="Over the points tested: bh (Benjamini-Hochberg, false discovery rate) or holm (any false call).",
+        ),
+        click.option(
+            "--format",
+            "output_format",
+            type=click.Choice(["table", "json", "markdown"]),
+            default="table",
+            show_default=True,
+            help="table for a terminal, json for machines (docs/*.schema.json), markdown for a PR comment.",
         ),
     ]
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def rule_from(alpha: float, thresholds: tuple[str, ...], correction: str) -> Rule:
+    """The verdict rule from the CLI's options; a bad threshold is a usage error."""
+    default, per_kernel = DEFAULT_THRESHOLD, []
+    for given in thresholds:
+        kernel, _, value = given.rpartition("=")
+        number = _fraction(value, given)
+        if kernel:
+            per_kernel.append((kernel, number))
+        else:
+            default = number
+    return Rule(
+        threshold=default,
+        alpha=alpha,
+        correction="holm" if correction == "holm" else "bh",
+        per_kernel=tuple(per_kernel),
+    )
+
+
+def _fraction(value: str, given: str) -> float:
+    text = value.strip()
+    try:
+        number = float(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < 1:
+        raise UsageError(f"--threshold {given}: give a change like 2% or 0.02 (optionally KERNEL=5%)")
+    return number
 
 
 def selection_from(
@@ -74,43 +128,87 @@ def selection_from(
     type=click.Path(file_okay=False, path_type=Path),
     help="Also write the HTML report (index.html, charts embedded) and its PNG charts to this folder.",
 )
-def report(results_uri: str, alpha: float, html_dir: Path | None, **filters: Any) -> None:
-    """Summarise the results: latest result per point, failed points, regressions and their causes.
+@click.option(
+    "--acknowledged",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML file of accepted steps (series, night, reason): they stop failing the report (docs/reports.md).",
+)
+@click.option("--allow-incorrect", is_flag=True, help="Exit 0 even while a series' latest row is incorrect.")
+def report(
+    results_uri: str,
+    alpha: float,
+    thresholds: tuple[str, ...],
+    correction: str,
+    output_format: str,
+    html_dir: Path | None,
+    acknowledged: Path | None,
+    allow_incorrect: bool,
+    **filters: Any,
+) -> None:
+    """Summarise the results: latest result per point, failed and incorrect points, regressions and
+    their causes.
 
-    Exit code 0 when every point's latest run succeeded and no series has an open regression, 1 when
-    some did not or has one, 2 on bad input, 3 when the results cannot be read.
+    Exit code 0 when every series' latest run succeeded with a correct output and no series has an
+    open regression; 1 otherwise; 2 on bad input; 3 when the results cannot be read.
     """
+    from kernelsweep.report.acknowledge import load_acknowledged
     from kernelsweep.report.summary import build_report
 
-    built = build_report(results_uri, selection_from(**filters), alpha)
+    rule = rule_from(alpha, thresholds, correction)
+    accepted = load_acknowledged(acknowledged) if acknowledged else []
+    built = build_report(results_uri, selection_from(**filters), rule, accepted)
     if html_dir is not None:
         from kernelsweep.report.html import bundle
         from kernelsweep.report.publish import write_bundle
 
         page = write_bundle(bundle(built), str(html_dir))
-    render(built)
+    emit(output_format, built, allow_incorrect)
     if html_dir is not None:
-        out.print(f"HTML report: {page}", highlight=False, soft_wrap=True)
-    if built.failed or built.open_regressions:
-        sys.exit(EXIT_PROBLEMS)
+        console.print(f"HTML report: {page}", highlight=False, soft_wrap=True)
+    sys.exit(built.exit_code(allow_incorrect))
+
+
+def emit(output_format: str, built: Report, allow_incorrect: bool) -> None:
+    from kernelsweep.report import formats
+
+    if output_format == "json":
+        print(json.dumps(formats.report_json(built, allow_incorrect), indent=1))
+    elif output_format == "markdown":
+        print(formats.report_markdown(built, allow_incorrect), end="")
+    else:
+        render(built)
 
 
 def render(built: Report) -> None:
     simulated = " (simulated)" if built.is_simulation else ""
     out.print(_table(f"Latest result per point{simulated}", _latest(built)))
-    if built.failed:
-        out.print(_table("Failed points (latest run)", built.failure_rows(), drop=("flow_run_id",)))
+    if built.failed or built.incorrect:
+        out.print(_table("Failed or incorrect points (latest run)", built.failure_rows(), drop=("flow_run_id",)))
     regressions = built.regression_rows()
     title = f"Regressions: {len(regressions)} step(s) slower" if regressions else "Regressions: none"
-    out.print(_table(title, regressions, drop=("flow_run_id", "p_value")) if regressions else title, highlight=False)
+    drop = ("flow_run_id", "dtype", "ci_low_percent", "ci_high_percent")
+    out.print(_table(title, _with_interval(regressions), drop=drop) if regressions else title, highlight=False)
+    out.print(f"steps judged with {built.method}", highlight=False)
     if len(built.platforms) > 1:
         out.print(_table("Across platforms: latency (us) and % of each platform's peak", built.cross_rows()))
+
+
+def _with_interval(rows: list[dict[str, Cell]]) -> list[dict[str, Cell]]:
+    """The change with its interval in one cell, and causes without the simulator's build suffix."""
+    return [
+        {
+            **r,
+            "change_percent": f"{r['change_percent']:+} [{r['ci_low_percent']:+}, {r['ci_high_percent']:+}]",
+            "cause": str(r["cause"]).replace(SIM_VERSION_SUFFIX, ""),
+        }
+        for r in rows
+    ]
 
 
 def _latest(built: Report) -> list[dict[str, Cell]]:
     rows = []
     for row in built.summary_rows():
-        spread = row["spread_percent"]
+        low, high = row["median_low_us"], row["median_high_us"]
         rows.append(
             {
                 "kernel": row["kernel"],
@@ -119,7 +217,7 @@ def _latest(built: Report) -> list[dict[str, Cell]]:
                 "platform": row["platform"],
                 "status": row["status"],
                 "median us": row["median_us"],
-                "± (half range)": None if spread is None else f"{float(spread) / 2:.1f}%",
+                "95% CI of median": None if low is None else f"{low}-{high}",
                 "n": row["repeats"],
                 "TFLOPS": row["tflops"],
                 "MFU %": row["mfu_percent"],
@@ -146,6 +244,6 @@ def _cell(value: Cell) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "[red]NO[/red]"
-    if value == "failed":
-        return "[red]failed[/red]"
+    if value in ("failed", "incorrect"):
+        return f"[red]{value}[/red]"
     return escape(str(value))  # error messages hold [NCC_...] codes that are not markup

@@ -61,12 +61,24 @@ def load(
     return spec, expansion.points
 
 
+def _repeats_note(spec: SweepSpec, points: int) -> None:
+    """Before any work (and once the input is known good): a sweep whose comparisons can never
+    decide a lone change is worth knowing about."""
+    from kernelsweep.report.ranks import reach_warning
+
+    warning = reach_warning(spec.capture.repeats, points)
+    if warning:
+        note = f"note: capture.repeats = {spec.capture.repeats}: {escape(warning)}"
+        console.print(note, highlight=False, soft_wrap=True)
+
+
 @click.command()
 @click.argument("spec_path", metavar="SPEC")
 @MAX_POINTS_OPTION
 def validate(spec_path: str, max_points: int) -> None:
     """Check a sweep spec and list its points."""
     spec, points = load(spec_path, max_points)
+    _repeats_note(spec, len(points))
     table = Table(title=f"{spec.name}: {len(points)} points")
     for column in ("point id", "kernel", "shape", "dtype", "platform", "lnc"):
         table.add_column(column)
@@ -108,6 +120,7 @@ def run(
 
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)
+    _repeats_note(spec, len(points))
     with _progress_bar(len(points) - len(plan.reused)) as advance, _notices_on_stderr():
         try:
             report = embedded.run_sweep(

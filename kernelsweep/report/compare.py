@@ -1,21 +1,28 @@
 """Side A against side B, point by point: two kernels, two runs, or two versions of a tool.
 
-B is always the candidate and A the baseline: speedup = A's latency / B's (above 1, B is faster),
-and a regression is B slower than A, or B failing where A ran. Every compared point gets a verdict
-from stats (an exact rank test on the repeats' summaries with Holm over the comparison's points,
-and a noise floor from the rows themselves); CI reads the exit code (`Comparison.exit_code`).
+B is always the candidate and A the baseline: the change is B / A (above 1, B is slower), and a
+regression is B slower than A, or B failing or computing wrong where A was right. Every measured
+point gets an interval and a verdict from stats (a threshold that matters, a family correction over
+the points tested, the run as the unit of replication with the series' other runs as history); CI
+reads the exit code (`Comparison.exit_code`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
+import numpy as np
+from scipy.special import stdtrit
+
 from kernelsweep.errors import UsageError
-from kernelsweep.report.load import ReportRow, latest
-from kernelsweep.report.stats import DEFAULT_ALPHA, Sample, Shift, level, pool, shift, verdicts
+from kernelsweep.report import history
+from kernelsweep.report.load import ReportRow, latest, natural_order
+from kernelsweep.report.ranks import reach_warning
+from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of
 
 TOOL_COLUMNS: dict[str, str] = {
     "compiler": "compiler_version",
@@ -23,7 +30,7 @@ TOOL_COLUMNS: dict[str, str] = {
     "profiler": "profiler_version",
     "nki": "nki_version",
 }
-REGRESSED = ("slower", "newly failed")
+REGRESSED = ("slower", "newly failed", "newly incorrect")
 # The compare exit-code contract (docs/reports.md); 2 (usage) comes from the CLI's error boundary.
 EXIT_NONE_REGRESSED = 0
 EXIT_REGRESSED = 1
@@ -36,15 +43,16 @@ class PointComparison:
     key: Key
     a: list[ReportRow]  # this point's rows on side A, newest first (one unless runs are pooled)
     b: list[ReportRow]
-    outcome: str  # faster | slower | same | inconclusive | newly failed | fixed | failed in both
+    outcome: str  # faster | slower | same | inconclusive | newly failed | newly incorrect | fixed | failed in both
     why: str
-    shift: Shift | None = None
-    a_us: float | None = None  # each side's latency: the median of its pooled rows' medians
+    effect: Effect | None = None
+    adjusted_p: float | None = None
+    a_us: float | None = None  # each side's latency: its run's median (geometric mean over several runs)
     b_us: float | None = None
 
     @property
-    def speedup(self) -> float | None:
-        return 1 / self.shift.ratio if self.shift else None
+    def kernel(self) -> str:
+        return self.a[0].kernel if self.a else self.key[0]
 
 
 @dataclass(frozen=True)
@@ -54,14 +62,27 @@ class Comparison:
     b_label: str
     key_names: tuple[str, ...]
     points: list[PointComparison]
-    alpha: float
+    rule: Rule
     only_a: list[Key] = field(default_factory=list)
     only_b: list[Key] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the reader must know about how it was decided
 
     @property
-    def geomean_speedup(self) -> float | None:
-        speedups = [p.speedup for p in self.points if p.speedup]
-        return math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None
+    def measured(self) -> list[PointComparison]:
+        return [p for p in self.points if p.effect is not None]
+
+    @property
+    def method(self) -> str:
+        return self.rule.describe(len(self.measured))
+
+    def geomeans(self) -> dict[str, tuple[float, float, float]]:
+        """Per kernel: the geometric mean of B / A over its measured points, with its interval."""
+        out = {}
+        for kernel in sorted({p.kernel for p in self.measured}):
+            mean = geometric_mean([p.effect for p in self.measured if p.kernel == kernel and p.effect], self.rule.alpha)
+            if mean:
+                out[kernel] = mean
+        return out
 
     def count(self, outcome: str) -> int:
         return sum(p.outcome == outcome for p in self.points)
@@ -75,7 +96,7 @@ class Comparison:
         return EXIT_NONE_REGRESSED
 
 
-def compare_kernels(results: list[ReportRow], a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
+def compare_kernels(results: list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
     """The latest row of each kernel at each (shape, dtype, platform) both were measured at."""
     kernels = sorted({r.kernel for r in results})
     for name in (a, b):
@@ -86,10 +107,11 @@ def compare_kernels(results: list[ReportRow], a: str, b: str, alpha: float = DEF
     side_b: dict[Key, list[ReportRow]] = {r.series[1:]: [r] for r in newest if r.kernel == b}
     if not side_a.keys() & side_b.keys():
         raise UsageError(f"kernels {a} and {b} share no (shape, dtype, platform); compare kernels with the same axes")
-    return _compare(f"kernel {b} against kernel {a}", a, b, ("shape", "dtype", "platform"), side_a, side_b, alpha)
+    title = f"kernel {b} against kernel {a}"
+    return _compare(title, a, b, ("shape", "dtype", "platform"), side_a, side_b, results, rule or Rule())
 
 
-def compare_runs(results: list[ReportRow], a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
+def compare_runs(results: list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
     """Two flow runs (ids, unique id prefixes, or `latest` / `previous`), point by point."""
     runs = _runs_newest_first(results)
     run_a, run_b = _resolve_run(runs, a), _resolve_run(runs, b)
@@ -97,12 +119,13 @@ def compare_runs(results: list[ReportRow], a: str, b: str, alpha: float = DEFAUL
         raise UsageError(f"--runs {a} {b} name the same flow run {run_a}; give two different runs")
     side_a = _sides(results, lambda r: r.flow_run_id == run_a)
     side_b = _sides(results, lambda r: r.flow_run_id == run_b)
-    return _compare(f"run {run_b} against run {run_a}", run_a, run_b, _SERIES, side_a, side_b, alpha)
+    title = f"run {run_b} against run {run_a}"
+    return _compare(title, run_a, run_b, _SERIES, side_a, side_b, results, rule or Rule())
 
 
-def compare_versions(results: list[ReportRow], tool: str, a: str, b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
+def compare_versions(results: list[ReportRow], tool: str, a: str, b: str, rule: Rule | None = None) -> Comparison:
     """Rows made with tool version A against rows made with version B; a version matches itself and
-    its longer forms (`2.21` matches `2.21.33363.0+...`). A side pools the point's latest runs."""
+    its longer forms (`2.21` matches `2.21.33363.0+...`). A side holds the point's runs with it."""
     column = TOOL_COLUMNS.get(tool)
     if column is None:
         raise UsageError(f"--versions {tool}: the tool is one of {', '.join(TOOL_COLUMNS)}")
@@ -116,7 +139,8 @@ def compare_versions(results: list[ReportRow], tool: str, a: str, b: str, alpha:
         raise UsageError(f"{tool} {both[0]} matches both {a} and {b}; give versions that tell them apart")
     side_a = _sides(results, lambda r: _version_matches(getattr(r, column), a))
     side_b = _sides(results, lambda r: _version_matches(getattr(r, column), b))
-    return _compare(f"{tool} {b} against {tool} {a}", a, b, _SERIES, side_a, side_b, alpha)
+    title = f"{tool} {b} against {tool} {a}"
+    return _compare(title, a, b, _SERIES, side_a, side_b, results, rule or Rule())
 
 
 _SERIES = ("kernel", "shape", "dtype", "platform")
@@ -129,40 +153,100 @@ def _compare(
     key_names: tuple[str, ...],
     side_a: dict[Key, list[ReportRow]],
     side_b: dict[Key, list[ReportRow]],
-    alpha: float,
+    results: list[ReportRow],
+    rule: Rule,
 ) -> Comparison:
-    shared = sorted(side_a.keys() & side_b.keys())
+    shared = sorted(side_a.keys() & side_b.keys(), key=natural_order)
     if not shared:
         raise UsageError(f"{a_label} and {b_label} have no point in common; nothing to compare")
+    spreads = history.Spreads(results, used={r.row_id for rows in (*side_a.values(), *side_b.values()) for r in rows})
     points: list[PointComparison] = []
-    measured: list[tuple[Key, list[Sample], list[Sample]]] = []
+    measured: list[tuple[Key, Effect]] = []
     for key in shared:
         a_rows, b_rows = side_a[key], side_b[key]
         a_ok, b_ok = a_rows[0].ok, b_rows[0].ok  # the newest row of each side decides its status
         if a_ok and b_ok:
-            measured.append((key, _pooled(a_rows), _pooled(b_rows)))
+            a_runs, b_runs = [r for r in a_rows if r.ok], [r for r in b_rows if r.ok]
+            threshold = rule.threshold_for(a_rows[0].kernel)
+            spread_a, spread_b = spreads.of(a_rows[0].series), spreads.of(b_rows[0].series)
+            found = effect(
+                [r.sample() for r in a_runs],
+                [r.sample() for r in b_runs],
+                threshold=threshold,
+                alpha=rule.alpha,
+                spread_a=spread_a,
+                spread_b=spread_b,
+            )
+            measured.append((key, found))
             continue
-        outcome = "failed in both" if not (a_ok or b_ok) else "fixed" if b_ok else "newly failed"
-        failing = b_rows[0] if not b_ok else a_rows[0]
-        points.append(PointComparison(key, a_rows, b_rows, outcome, _failure(failing)))
-    shifts = [shift(a, b) for _, a, b in measured]
-    for (key, a, b), s, (decided, why) in zip(measured, shifts, verdicts(shifts, alpha), strict=True):
-        points.append(PointComparison(key, side_a[key], side_b[key], decided, why, s, level(a), level(b)))
-    points.sort(key=lambda p: p.key)
+        points.append(PointComparison(key, a_rows, b_rows, *_status_change(a_rows[0], b_rows[0])))
+    for (key, found), (decided, why, q) in zip(measured, decide([e for _, e in measured], rule), strict=True):
+        a_rows, b_rows = side_a[key], side_b[key]
+        points.append(PointComparison(key, a_rows, b_rows, decided, why, found, q, _level(a_rows), _level(b_rows)))
+    points.sort(key=lambda p: natural_order(p.key))
     return Comparison(
         title,
         a_label,
         b_label,
         key_names,
         points,
-        alpha,
-        only_a=sorted(side_a.keys() - side_b.keys()),
-        only_b=sorted(side_b.keys() - side_a.keys()),
+        rule,
+        only_a=sorted(side_a.keys() - side_b.keys(), key=natural_order),
+        only_b=sorted(side_b.keys() - side_a.keys(), key=natural_order),
+        notes=_notes([e for _, e in measured], rule),
     )
 
 
-def _pooled(rows: list[ReportRow]) -> list[Sample]:
-    return pool(r.sample() for r in rows if r.ok)
+def _level(rows: list[ReportRow]) -> float:
+    return math.exp(statistics.fmean(r.sample().level for r in rows if r.ok))
+
+
+def _status_change(a: ReportRow, b: ReportRow) -> tuple[str, str]:
+    """(outcome, why) where the newest row of a side did not measure a correct result."""
+    if a.ok:
+        return ("newly incorrect" if b.incorrect else "newly failed"), _failure(b)
+    if b.ok:
+        return "fixed", f"A: {_failure(a)}"
+    return "failed in both", _failure(b)
+
+
+def _notes(effects: list[Effect], rule: Rule) -> list[str]:
+    """Up-front facts about the comparison: what cannot be decided, and on what the intervals rest."""
+    notes = []
+    one_run = [e for e in effects if e.runs == (1, 1)]
+    if one_run:
+        fewest = min(min(e.repeats) for e in one_run)
+        warning = reach_warning(fewest, len(effects), rule.alpha)
+        if warning:
+            notes.append(warning)
+    unknown = sum("run-to-run noise unknown" in e.method for e in effects)
+    if unknown:
+        notes.append(
+            f"{unknown} point(s) have no other runs to show their run-to-run noise: their intervals cover the "
+            "repeats only, and one run a side cannot tell a run's shift from a change"
+        )
+    bounded = sum("summaries" in e.method for e in effects)
+    if bounded:
+        notes.append(
+            f"{bounded} point(s) compare rows written before schema 2 (no raw repeats): their intervals are the "
+            "conservative bound the five summary values prove"
+        )
+    return notes
+
+
+def geometric_mean(effects: Sequence[Effect], alpha: float) -> tuple[float, float, float] | None:
+    """(geometric mean of the ratios, low, high): t over the points' log ratios, widened in quadrature
+    by the median point's own standard error (a run's shift is shared by all its points, so it does
+    not average out over them)."""
+    if len(effects) < 2:
+        return (effects[0].ratio, effects[0].low, effects[0].high) if effects else None
+    logs = np.log([e.ratio for e in effects])
+    centre = float(logs.mean())
+    own = [e.se for e in effects if math.isfinite(e.se)]
+    shared = float(np.median(own)) if own else 0.0
+    t = float(stdtrit(len(logs) - 1, 1 - alpha))
+    half = t * math.hypot(math.sqrt(float(logs.var(ddof=1)) / len(logs)), shared)
+    return ratio_of(centre), ratio_of(centre - half), ratio_of(centre + half)
 
 
 def _sides(results: list[ReportRow], keep: Callable[[ReportRow], bool]) -> dict[Key, list[ReportRow]]:

@@ -2,7 +2,7 @@
 
 Every image is embedded in the page as a data: URI, so `index.html` alone opens anywhere (a
 downloaded copy, an S3 object, a CI artifact) with no network and no relative links to resolve;
-the PNGs are also written next to it for use elsewhere.
+the PNGs are also written next to it for use elsewhere. Wide tables scroll inside the page.
 """
 
 from __future__ import annotations
@@ -12,82 +12,97 @@ import re
 from collections.abc import Sequence
 from html import escape
 
-from kernelsweep.report import plots
+from kernelsweep.report import plots, plots_steps
 from kernelsweep.report.summary import Cell, Report
 
-MAX_REGRESSION_CHARTS = 20  # the newest; the table lists them all
+MAX_REGRESSION_CHARTS = 20  # the newest; the summary chart and the table show them all
 INDEX = "index.html"
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1800px; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-th { background: #f0f0f0; }
+th { background: #f0f0f0; position: sticky; top: 0; }
 .banner { background: #fff3cd; border: 1px solid #e0c060; padding: 6px 10px; display: inline-block; }
 .bad { color: #b00020; font-weight: bold; }
-figure { display: inline-block; margin: 0 1em 1em 0; }
+.method { color: #555; font-size: 13px; }
+figure { display: inline-block; margin: 0 1em 1em 0; vertical-align: top; }
+figure.half img { max-width: 48vw; }
 img { max-width: 100%; border: 1px solid #ddd; }
 """
 
 
 def bundle(report: Report) -> dict[str, bytes]:
     """File name -> bytes: the charts and `index.html` embedding them."""
-    charts: dict[str, tuple[str, bytes]] = {}  # file -> (caption, png)
+    charts: dict[str, tuple[str, bytes, tuple[str, ...]]] = {}  # file -> (caption, png, x labels)
+    if report.regressions:
+        charts["steps-summary.png"] = ("Every step slower, by size", plots_steps.steps_summary(report.regressions), ())
     for step in report.regressions[:MAX_REGRESSION_CHARTS]:
         history = next(h for h in report.histories if h.series == step.series)
-        name = _file("regression", *step.series, step.after.run_date.isoformat())
-        charts[name] = (f"{' '.join(step.series)}: step on {step.after.run_date}", plots.series_chart(history, step))
+        name = _file("regression", *step.series, step.first_after.run_date.isoformat())
+        caption = f"{' '.join(step.series)}: step on {step.first_after.run_date}"
+        charts[name] = (caption, plots_steps.series_chart(history, step), ())
     if report.latest:
-        charts["peak-share.png"] = ("Share of each platform's peak", plots.peak_share(report.latest))
-        charts["roofline.png"] = ("Roofline", plots.roofline(report.latest))
-    for kernel, png in plots.latency_by_shape(report.latest).items():
-        charts[_file("latency", kernel)] = (f"{kernel}: latency by shape", png)
-    files = {name: png for name, (_, png) in charts.items()}
-    files[INDEX] = render(report, {name: (caption, png) for name, (caption, png) in charts.items()}).encode()
+        charts["peak-share.png"] = ("Share of each platform's peak", plots.peak_share(report.latest), ())
+        charts["roofline.png"] = ("Roofline", plots.roofline(report.latest), ())
+    for kernel, chart in plots.latency_by_shape(report.latest).items():
+        charts[_file("latency", kernel)] = (f"{kernel}: latency by shape", chart.png, chart.x_labels)
+    files = {name: png for name, (_, png, _) in charts.items()}
+    files[INDEX] = render(report, charts).encode()
     return files
 
 
-def render(report: Report, charts: dict[str, tuple[str, bytes]]) -> str:
-    regressions = [c for c in charts if c.startswith("regression-")]
+def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]) -> str:
+    series = [c for c in charts if c.startswith("regression-")]
     latency = [c for c in charts if c.startswith("latency-")]
     parts = [
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        "<title>kernelsweep report</title>",
-        f"<style>{_STYLE}</style></head><body>",
+        page_head("kernelsweep report"),
         "<h1>kernelsweep report</h1>",
         f"<p>results <code>{escape(report.results_uri)}</code>; {escape(report.selection.describe())}; "
         f"generated {report.generated_at:%Y-%m-%d %H:%M} UTC; {len(report.latest)} points, "
-        f"{len(report.failed)} failed, {len(report.regressions)} regression step(s).</p>",
+        f"{len(report.failed)} failed, {len(report.incorrect)} incorrect, "
+        f"{len(report.regressions)} regression step(s), {len(report.open_regressions)} open.</p>",
+        f"<p class='method'>Steps found by change-point detection (PELT) and judged with {escape(report.method)}.</p>",
     ]
     if report.is_simulation:
         parts.append("<p class='banner'>Simulated toolchain: these rows are not hardware measurements.</p>")
     parts += [
         "<h2>Regressions</h2>",
-        _table(report.regression_rows(), empty="No series got slower.", bad=("change_percent",)),
-        *(_figure(name, *charts[name]) for name in regressions),
-        "<h2>Failed points</h2>",
-        _table(report.failure_rows(), empty="No point failed in its latest run."),
+        table(report.regression_rows(), empty="No series got slower.", bad=("change_percent",)),
+        *(figure(name, *charts[name][:2]) for name in ("steps-summary.png",) if name in charts),
+        *(figure(name, *charts[name][:2], css="half") for name in series),
+        "<h2>Failed or incorrect points</h2>",
+        table(report.failure_rows(), empty="Every point's latest run succeeded with a correct output."),
         "<h2>Latest result per point</h2>",
-        _table(report.summary_rows()),
+        table(report.summary_rows()),
         "<h2>Across platforms: % of each platform's peak (roofline)</h2>",
-        _table(report.cross_rows()),
+        table(report.cross_rows()),
     ]
-    parts += [_figure(name, *charts[name]) for name in ("peak-share.png", "roofline.png") if name in charts]
+    parts += [figure(name, *charts[name][:2]) for name in ("peak-share.png", "roofline.png") if name in charts]
     parts.append("<h2>Latency by shape</h2>")
-    parts += [_figure(name, *charts[name]) for name in latency]
+    parts += [figure(name, *charts[name]) for name in latency]
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def _figure(name: str, caption: str, png: bytes) -> str:
-    data = base64.b64encode(png).decode()
+def page_head(title: str) -> str:
     return (
-        f"<figure><img src='data:image/png;base64,{data}' alt='{escape(caption)}' data-file='{escape(name)}'>"
-        f"<figcaption>{escape(caption)}</figcaption></figure>"
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body>"
     )
 
 
-def _table(rows: Sequence[dict[str, Cell]], empty: str = "Nothing to show.", bad: tuple[str, ...] = ()) -> str:
+def figure(name: str, caption: str, png: bytes, x_labels: tuple[str, ...] = (), css: str = "") -> str:
+    data = base64.b64encode(png).decode()
+    x_axis = f" data-x='{escape(','.join(x_labels))}'" if x_labels else ""
+    return (
+        f"<figure class='{css}'><img src='data:image/png;base64,{data}' alt='{escape(caption)}' "
+        f"data-file='{escape(name)}'{x_axis}><figcaption>{escape(caption)}</figcaption></figure>"
+    )
+
+
+def table(rows: Sequence[dict[str, Cell]], empty: str = "Nothing to show.", bad: tuple[str, ...] = ()) -> str:
     if not rows:
         return f"<p>{escape(empty)}</p>"
     columns = list(rows[0])
@@ -102,7 +117,7 @@ def _table(rows: Sequence[dict[str, Cell]], empty: str = "Nothing to show.", bad
             text = "-" if value is None else ("yes" if value is True else "NO" if value is False else str(value))
             cells.append(f"<td class='{classes}'>{escape(text)}</td>" if classes else f"<td>{escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
 def _file(*parts: str) -> str:

@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 from kernelsweep.errors import UsageError
 from kernelsweep.report.stats import Sample
 from kernelsweep.results import reader
+from kernelsweep.results.schema import INCORRECT
 
 SeriesKey = tuple[str, str, str, str]  # kernel, shape, dtype, platform
 LINEAGE = {  # the row's lineage a step can be blamed on, with the name a person reads
@@ -51,6 +52,7 @@ class ReportRow:
     latency_max_us: float | None
     latency_p90_us: float | None
     latency_p99_us: float | None
+    latencies_us: list[float] | None
     total_time_us: float | None
     achieved_tflops: float | None
     mfu_percent: float | None
@@ -79,6 +81,14 @@ class ReportRow:
         return self.status == "ok" and self.latency_us is not None
 
     @property
+    def incorrect(self) -> bool:
+        return self.status == INCORRECT
+
+    @property
+    def shape_order(self) -> tuple[tuple[str, float], ...]:
+        return shape_order(self.shape)
+
+    @property
     def latency_us(self) -> float | None:
         return self.latency_median_us if self.latency_median_us is not None else self.total_time_us
 
@@ -88,12 +98,13 @@ class ReportRow:
         return (self.run_date, self.started_at or _EPOCH)
 
     def sample(self) -> Sample:
-        """The repeats' summary; a row from before repeats existed is one repeat of its total time."""
+        """The run's repeats: raw (schema 2), else their summary; a row from before repeats existed
+        is one repeat of its total time."""
         if self.latency_median_us is None or self.latency_min_us is None or self.latency_max_us is None:
             value = self.latency_us
             if value is None:
                 raise ValueError(f"row {self.row_id} has no latency")
-            return Sample(n=1, median=value, min=value, max=value)
+            return Sample(n=1, median=value, min=value, max=value, values=(value,))
         return Sample(
             n=self.repeats or 1,
             median=self.latency_median_us,
@@ -101,7 +112,13 @@ class ReportRow:
             max=self.latency_max_us,
             p90=self.latency_p90_us,
             p99=self.latency_p99_us,
+            values=tuple(self.latencies_us or ()),
         )
+
+    @property
+    def lineage(self) -> tuple[str | None, ...]:
+        """What a run's rows of one point must share to be expected alike."""
+        return tuple(getattr(self, column) for column in LINEAGE)
 
 
 COLUMNS = [f.name for f in fields(ReportRow)]
@@ -177,12 +194,29 @@ def load(uri: str, selection: Selection | None = None) -> list[ReportRow]:
 
 
 def latest(results: list[ReportRow]) -> list[ReportRow]:
-    """The newest row of each series, in series order."""
+    """The newest row of each series, in series order (shapes numerically)."""
     newest: dict[SeriesKey, ReportRow] = {}
     for result in results:
         if result.series not in newest or result.order >= newest[result.series].order:
             newest[result.series] = result
-    return [newest[key] for key in sorted(newest)]
+    return [newest[key] for key in sorted(newest, key=natural_order)]
+
+
+def shape_order(shape: str) -> tuple[tuple[str, float], ...]:
+    """A shape's sort key by its axes' numbers (`M=2` before `M=128`), not its string."""
+    parts = []
+    for term in shape.split(","):
+        axis, _, value = term.partition("=")
+        try:
+            parts.append((axis, float(value)))
+        except ValueError:
+            parts.append((f"{axis}={value}", 0.0))
+    return tuple(parts)
+
+
+def natural_order(key: tuple[str, ...]) -> tuple[tuple[tuple[str, float], ...], ...]:
+    """A series key (or any tuple of names and shapes) with its shapes in numeric order."""
+    return tuple(shape_order(part) if "=" in part else ((part, 0.0),) for part in key)
 
 
 def _typed(record: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelsweep.platforms import PLATFORMS
-from kernelsweep.report.load import ReportRow
+from kernelsweep.report.load import ReportRow, natural_order
 
 
 @dataclass(frozen=True)
@@ -73,4 +73,5 @@ def cross_platform(latest: list[ReportRow]) -> tuple[list[str], list[CrossRow]]:
     rows: dict[tuple[str, str, str], dict[str, Normalised]] = {}
     for result in latest:
         rows.setdefault((result.kernel, result.shape, result.dtype), {})[result.platform] = normalise(result)
-    return platforms, [CrossRow(k, s, d, by) for (k, s, d), by in sorted(rows.items())]
+    ordered = sorted(rows.items(), key=lambda item: natural_order(item[0]))
+    return platforms, [CrossRow(k, s, d, by) for (k, s, d), by in ordered]

@@ -1,8 +1,8 @@
 """The report's charts as PNG bytes, drawn with matplotlib's Agg canvas (no display, no pyplot state,
 so a flow's threads can draw at once).
 
-Latency against shape per kernel, the roofline per platform, the share of peak across platforms on
-one normalised roof, and each regressed series over time with its step marked.
+Latency against shape per kernel, the roofline per platform and the share of peak across platforms
+on one normalised roof; the steps' charts are in plots_steps, the compare page's in compare_page.
 """
 
 from __future__ import annotations
@@ -10,14 +10,15 @@ from __future__ import annotations
 import io
 import itertools
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from kernelsweep.platforms import PLATFORMS
-from kernelsweep.report.load import ReportRow
+from kernelsweep.report.load import ReportRow, shape_order
 from kernelsweep.report.normalise import normalise
-from kernelsweep.report.regress import History, Step
+from kernelsweep.report.ranks import median_interval
 
 PLATFORM_COLOURS = {"trn1": "#1f77b4", "trn2": "#d62728", "inf2": "#2ca02c"}
 # trn1 and inf2 share a NeuronCore generation and often land on the same spot: inf2 is drawn as a
@@ -27,7 +28,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DPI = 110
 
 
-def _png(figure: Figure) -> bytes:
+def to_png(figure: Figure) -> bytes:
     FigureCanvasAgg(figure)
     figure.tight_layout()
     buffer = io.BytesIO()
@@ -43,55 +44,101 @@ def _mark(platform: str) -> dict:
     return {"edgecolors": _colour(platform), "facecolors": _colour(platform), **PLATFORM_MARKS.get(platform, {})}
 
 
-def _simulated(results: Iterable[ReportRow]) -> str:
+def simulated_tag(results: Iterable[ReportRow]) -> str:
     return " (simulated)" if any(r.is_simulation for r in results) else ""
 
 
-def latency_by_shape(latest: list[ReportRow]) -> dict[str, bytes]:
-    """One chart per kernel: median latency per shape (ordered by FLOPs), min-max bars, a line per
-    platform and dtype."""
+@dataclass(frozen=True)
+class Chart:
+    png: bytes
+    x_labels: tuple[str, ...] = ()  # the x axis's tick labels, left to right (the page exposes them)
+
+
+def shape_axis(rows: list[ReportRow]) -> tuple[str | None, dict[str, str]]:
+    """(the axis the x axis follows: the kernel axis with the most distinct values; for each shape,
+    the rest of its varying axes, which name its line)."""
+    parsed = {r.shape: dict(shape_order(r.shape)) for r in rows}
+    axes = list(dict.fromkeys(axis for shape in parsed.values() for axis in shape))
+    varying = [a for a in axes if len({shape.get(a) for shape in parsed.values()}) > 1]
+    if not varying:
+        return None, {shape: "" for shape in parsed}
+    x = max(varying, key=lambda a: len({shape.get(a) for shape in parsed.values()}))
+    rest = {s: ",".join(f"{a}={_int(v[a])}" for a in varying if a != x and a in v) for s, v in parsed.items()}
+    return x, rest
+
+
+def latency_by_shape(latest: list[ReportRow]) -> dict[str, Chart]:
+    """One chart per kernel with more than one shape: median latency against the kernel's varying
+    axis in numeric order (log 2 scale when it spans a wide range), one line per platform, dtype and
+    other varying axes, each with its own marker and a small offset so none hides another; error
+    bars are the 95% interval of each median (order statistics of the repeats)."""
     charts = {}
     for kernel in sorted({r.kernel for r in latest}):
         rows = [r for r in latest if r.kernel == kernel and r.ok]
-        if not rows:
-            continue
-        shapes = sorted({r.shape for r in rows}, key=lambda s: (_flops(rows, s), s))
-        figure = Figure(figsize=(8, 4.5))
-        axes = figure.add_subplot()
-        for (platform, dtype), marker in zip(sorted({(r.platform, r.dtype) for r in rows}), itertools.cycle(MARKERS)):
-            line = sorted((shapes.index(r.shape), r) for r in rows if (r.platform, r.dtype) == (platform, dtype))
-            median, spread = _error_bars([r for _, r in line])
-            axes.errorbar(
-                [i for i, _ in line],
-                median,
-                yerr=spread,
-                marker=marker,
-                capsize=3,
-                color=_colour(platform),
-                label=f"{platform} {dtype}",
-            )
-        axes.set_xticks(range(len(shapes)), shapes, rotation=20, ha="right", fontsize=8)
-        axes.set_ylabel("latency (us): median, min-max of repeats")
-        latencies = [r.latency_us for r in rows if r.latency_us]
-        if latencies and max(latencies) > 20 * min(latencies):
-            axes.set_yscale("log")
-        axes.set_title(f"{kernel}: latency by shape{_simulated(rows)}")
-        axes.grid(True, which="both", alpha=0.3)
-        axes.legend(fontsize=8)
-        charts[kernel] = _png(figure)
+        axis, rest = shape_axis(rows)
+        if axis is None:
+            continue  # one shape: the tables say it all
+        charts[kernel] = _latency_chart(kernel, rows, axis, rest)
     return charts
 
 
-def _error_bars(rows: list[ReportRow]) -> tuple[list[float], list[list[float]]]:
-    """Medians, and their distances down to the fastest and up to the slowest repeat."""
+def _latency_chart(kernel: str, rows: list[ReportRow], axis: str, rest: dict[str, str]) -> Chart:
+    def x_of(r: ReportRow) -> float:
+        return dict(shape_order(r.shape))[axis]
+
+    values = sorted({x_of(r) for r in rows})
+    wide = values[0] > 0 and values[-1] / values[0] > 8
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    lines = sorted({(r.platform, r.dtype, rest[r.shape]) for r in rows})
+    for i, ((platform, dtype, other), marker) in enumerate(zip(lines, itertools.cycle(MARKERS), strict=False)):
+        mine = sorted((r for r in rows if (r.platform, r.dtype, rest[r.shape]) == (platform, dtype, other)), key=x_of)
+        nudge = i - (len(lines) - 1) / 2  # lines side by side around each x, never on top of each other
+        xs = [x_of(r) * 1.03**nudge if wide else x_of(r) + 0.01 * (values[-1] - values[0]) * nudge for r in mine]
+        median, bars = error_bars(mine)
+        axes.errorbar(
+            xs,
+            median,
+            yerr=bars,
+            marker=marker,
+            capsize=3,
+            color=_colour(platform),
+            markerfacecolor="none" if i % 2 else _colour(platform),
+            alpha=0.85,
+            label=f"{platform} {dtype}" + (f" {other}" if other else ""),
+        )
+    if wide:
+        axes.set_xscale("log", base=2)
+    labels = tuple(_int(v) for v in values)
+    axes.set_xticks(values, labels, fontsize=8)
+    axes.minorticks_off()
+    axes.set_xlabel(axis)
+    axes.set_ylabel("latency (us): median, 95% CI of the median")
+    latencies = [r.latency_us for r in rows if r.latency_us]
+    if latencies and max(latencies) > 20 * min(latencies):
+        axes.set_yscale("log")
+    fixed = ",".join(
+        f"{a}={_int(v)}" for a, v in shape_order(rows[0].shape) if a != axis and f"{a}=" not in "".join(rest.values())
+    )
+    axes.set_title(f"{kernel} {fixed}: latency by {axis}{simulated_tag(rows)}", fontsize=9)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=7)
+    return Chart(to_png(figure), labels)
+
+
+def _int(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def error_bars(rows: list[ReportRow]) -> tuple[list[float], list[list[float]]]:
+    """Medians, and their distances to the 95% interval of the median (none without raw repeats)."""
     median = [r.latency_us or 0.0 for r in rows]
-    low = [m - (r.latency_min_us if r.latency_min_us is not None else m) for m, r in zip(median, rows, strict=True)]
-    high = [(r.latency_max_us if r.latency_max_us is not None else m) - m for m, r in zip(median, rows, strict=True)]
+    low, high = [], []
+    for m, r in zip(median, rows, strict=True):
+        lo, hi = median_interval(r.latencies_us, 0.95) if r.latencies_us else (m, m)
+        low.append(max(0.0, m - lo))
+        high.append(max(0.0, hi - m))
     return median, [low, high]
-
-
-def _flops(rows: list[ReportRow], shape: str) -> int:
-    return max((r.cost_flops or 0) for r in rows if r.shape == shape)
 
 
 def roofline(latest: list[ReportRow]) -> bytes:
@@ -125,10 +172,10 @@ def roofline(latest: list[ReportRow]) -> bytes:
     axes.set_yscale("log")
     axes.set_xlabel("arithmetic intensity (FLOPs per HBM byte, cost model)")
     axes.set_ylabel("achieved TFLOPS")
-    axes.set_title(f"Roofline{_simulated(r for _, _, r in points)}")
+    axes.set_title(f"Roofline{simulated_tag(r for _, _, r in points)}")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=7, loc="lower right")
-    return _png(figure)
+    return to_png(figure)
 
 
 def peak_share(latest: list[ReportRow]) -> bytes:
@@ -161,52 +208,11 @@ def peak_share(latest: list[ReportRow]) -> bytes:
     axes.set_yscale("log")
     axes.set_xlabel("arithmetic intensity / the platform's ridge point")
     axes.set_ylabel("% of the platform's compute peak")
-    axes.set_title(f"Share of each platform's peak{_simulated(r for _, _, r in drawn)}")
+    axes.set_title(f"Share of each platform's peak{simulated_tag(r for _, _, r in drawn)}")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=7, loc="lower right")
-    return _png(figure)
+    return to_png(figure)
 
 
 def _log_range(low: float, high: float, steps: int = 100) -> list[float]:
     return [low * (high / low) ** (i / steps) for i in range(steps + 1)]
-
-
-def series_chart(history: History, step: Step) -> bytes:
-    """One series over time (median, min-max of repeats), coloured by compiler version, with the
-    step marked and what changed there."""
-    rows = history.rows
-    figure = Figure(figsize=(8, 4))
-    axes = figure.add_subplot()
-    versions = list(dict.fromkeys(r.compiler_version or "unknown" for r in rows))
-    for version, marker in zip(versions, itertools.cycle(MARKERS)):
-        mine = [(i, r) for i, r in enumerate(rows) if (r.compiler_version or "unknown") == version]
-        median, spread = _error_bars([r for _, r in mine])
-        axes.errorbar(
-            [i for i, _ in mine],
-            median,
-            yerr=spread,
-            fmt=marker,
-            capsize=2,
-            label=f"compiler {version}",
-        )
-    axes.axvline(rows.index(step.after) - 0.5, color="#d62728", linestyle="--", label="step")
-    ticks = list(range(0, len(rows), max(1, len(rows) // 10)))
-    axes.set_xticks(ticks, [_when(rows, i) for i in ticks], rotation=20, ha="right", fontsize=8)
-    kernel, shape, dtype, platform = history.series
-    axes.set_title(
-        f"{kernel} {shape} {dtype} {platform}{_simulated(rows)}\n"
-        f"{step.shift.change:+.1%} on {step.after.run_date}: {step.cause}",
-        fontsize=8,
-    )
-    axes.set_ylabel("latency (us)")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left")
-    return _png(figure)
-
-
-def _when(rows: list[ReportRow], i: int) -> str:
-    """The run's date, or its start time where several runs share a date."""
-    row = rows[i]
-    if sum(r.run_date == row.run_date for r in rows) > 1 and row.started_at:
-        return f"{row.started_at:%m-%d %H:%M}"
-    return row.run_date.isoformat()

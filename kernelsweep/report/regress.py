@@ -1,37 +1,58 @@
 """Steps in each series over time, and what changed in the rows' lineage where each one happened.
 
-Between every two consecutive runs of a series, the runs before (up to a window) are tested against
-the runs from there on (up to a window) with the same rule as `compare`: the exact rank test on the
-pooled repeats' summaries, Holm over one night's candidates (all series whose run that night starts
-the right-hand side), and the noise floor, which here also covers the run-to-run spread of each
-window. A step is flagged the night it happens, with one run on its right; later runs only firm it
-up. Near a real step the shifted windows look significant too, so of flagged candidates in the same
-direction within a window only the most significant stays. The step is blamed on the lineage
-fields that differ between the last run before it and the first run after it.
+Where: a change-point method over the whole series (each run's level, the log of its median), not
+only adjacent pairs: ruptures' PELT with the l2 cost (`KernelCPD` with a linear kernel, its C
+implementation), with a penalty scaled by the series' own run-to-run noise, estimated robustly from
+successive differences. Apache Otava (MongoDB's E-Divisive line) and MongoDB's
+signal-processing-algorithms were the first choice, but neither installs beside this package's
+numpy (the first pins numpy 2.2.0 and pulls cloud SDKs, the second needs numpy < 2); ruptures is
+maintained and has no other dependency than numpy and scipy. docs/reports.md has the comparison.
+
+Whether it matters: each candidate is judged by the same rule as `compare` (stats.effect and
+stats.decide): the runs of the segment before against the runs of the segment after (up to a
+window each), the runs as the unit. PELT picks the places where a series moved most, so testing
+only those would flatter them: the family correction counts every place a step could have been
+(between any two runs of any series), the ones PELT did not propose counting as p = 1. A large
+step is flagged the night it happens, with one run on its right; a smaller one once the runs after
+it make its interval clear the threshold. It is blamed on the lineage fields that differ between
+the last run before it and the first run after it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
 from dataclasses import dataclass
-from datetime import date
 
-from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey
-from kernelsweep.report.stats import DEFAULT_ALPHA, Shift, Verdict, pool, shift, verdicts
+import numpy as np
+import ruptures
 
-WINDOW_RUNS = 7  # runs on each side of a candidate step: a week of nightly sweeps
+from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey, natural_order
+from kernelsweep.report.stats import Effect, Rule, Spread, Verdict, decide, effect, spread_of
+
+WINDOW_RUNS = 7  # at most this many runs on each side of a step: a week of nightly sweeps
+PENALTY = 2.0  # PELT's penalty per change point, in units of the series' noise variance x log(runs)
+NOISE_FLOOR = 1e-3  # a noise estimate below 0.1% is taken as 0.1%: no series is that quiet for long
 NO_RECORDED_CHANGE = "no recorded change (noise, or the machine)"
 
 
 @dataclass(frozen=True)
 class Step:
     series: SeriesKey
-    before: ReportRow  # the last run before the step
-    after: ReportRow  # the first run after it
+    before: list[ReportRow]  # the runs of the window before the step, oldest first
+    after: list[ReportRow]  # the runs of the window after it
     direction: Verdict  # slower or faster
-    shift: Shift  # the window after against the window before
+    effect: Effect  # the window after against the window before
     why: str
+    adjusted_p: float
     changes: dict[str, tuple[str | None, str | None]]  # lineage label -> (before, after)
+
+    @property
+    def first_after(self) -> ReportRow:
+        return self.after[0]
+
+    @property
+    def last_before(self) -> ReportRow:
+        return self.before[-1]
 
     @property
     def cause(self) -> str:
@@ -45,39 +66,85 @@ class History:
     series: SeriesKey
     rows: list[ReportRow]  # the series' successful rows, oldest first
     steps: list[Step]
+    tested: int = 0  # places a step could be (between two runs): what the correction counts
 
 
 @dataclass(frozen=True)
 class _Candidate:
     series: SeriesKey
-    index: int  # the first run of the right-hand window
-    night: date
-    shift: Shift
+    before: list[ReportRow]
+    after: list[ReportRow]
+    effect: Effect
 
 
-def track(results: list[ReportRow], alpha: float = DEFAULT_ALPHA, window: int = WINDOW_RUNS) -> list[History]:
+def track(results: list[ReportRow], rule: Rule | None = None, window: int = WINDOW_RUNS) -> list[History]:
     """Every series with its steps, in series order."""
+    rule = rule or Rule()
     series = {key: [r for r in rows if r.ok] for key, rows in by_series(results).items()}
-    candidates = [
-        _Candidate(key, t, rows[t].run_date, _shift(rows, t, window))
-        for key, rows in series.items()
-        for t in range(1, len(rows))
+    candidates = [c for key, rows in series.items() for c in _candidates(key, rows, rule, window)]
+    places = sum(max(0, len(rows) - 1) for rows in series.values())  # every place a step could be
+    steps: dict[SeriesKey, list[Step]] = {key: [] for key in series}
+    verdicts = decide([c.effect for c in candidates], rule, family=places)
+    for c, (decided, why, q) in zip(candidates, verdicts, strict=True):
+        if decided in ("slower", "faster"):
+            changes = lineage_changes(c.before[-1], c.after[0])
+            steps[c.series].append(Step(c.series, c.before, c.after, decided, c.effect, why, q, changes))
+    ordered = sorted(series.items(), key=lambda kv: natural_order(kv[0]))
+    return [History(key, rows, steps[key], max(0, len(rows) - 1)) for key, rows in ordered]
+
+
+def change_points(levels: np.ndarray) -> list[int]:
+    """Indices where a new segment starts, from PELT over the levels with a noise-scaled penalty."""
+    if len(levels) < 2:
+        return []
+    noise = max(NOISE_FLOOR, 1.4826 * float(np.median(np.abs(np.diff(levels)))) / math.sqrt(2))
+    penalty = PENALTY * noise**2 * math.log(len(levels))
+    found = ruptures.KernelCPD(kernel="linear", min_size=1).fit(levels).predict(pen=penalty)
+    return [int(i) for i in found[:-1]]  # the last "break" is the series' end
+
+
+def _candidates(key: SeriesKey, rows: list[ReportRow], rule: Rule, window: int) -> list[_Candidate]:
+    """Each change point PELT proposes, with the runs of its segments either side (up to a window)."""
+    cuts = change_points(np.array([r.sample().level for r in rows]))
+    bounds = [0, *cuts, len(rows)]
+    return [
+        candidate(
+            key, rows, rows[max(bounds[i - 1], cut - window) : cut], rows[cut : min(bounds[i + 1], cut + window)], rule
+        )
+        for i, cut in enumerate(cuts, start=1)
     ]
-    nights: dict[date, list[_Candidate]] = defaultdict(list)
-    for candidate in candidates:
-        nights[candidate.night].append(candidate)
-    flagged: dict[SeriesKey, list[tuple[_Candidate, Verdict, str]]] = defaultdict(list)
-    for family in nights.values():
-        for candidate, (decided, why) in zip(family, verdicts([c.shift for c in family], alpha), strict=True):
-            if decided in ("slower", "faster"):
-                flagged[candidate.series].append((candidate, decided, why))
-    return [History(key, rows, _steps(rows, flagged[key], window)) for key, rows in sorted(series.items())]
+
+
+def candidate(
+    key: SeriesKey, rows: list[ReportRow], before: list[ReportRow], after: list[ReportRow], rule: Rule
+) -> _Candidate:
+    """The runs after a place against the runs before it, the series' other runs as history."""
+    spread = _rest(rows, before + after)
+    found = effect(
+        [r.sample() for r in before],
+        [r.sample() for r in after],
+        threshold=rule.threshold_for(key[0]),
+        alpha=rule.alpha,
+        spread_a=spread,
+        spread_b=spread,
+    )
+    return _Candidate(key, before, after, found)
+
+
+def _rest(rows: list[ReportRow], used: list[ReportRow]) -> Spread:
+    """The run-to-run spread of the series' other runs, grouped by lineage."""
+    ids = {r.row_id for r in used}
+    groups: dict[tuple[str | None, ...], list[float]] = {}
+    for r in rows:
+        if r.row_id not in ids:
+            groups.setdefault(r.lineage, []).append(r.sample().level)
+    return spread_of(groups.values(), "the series' other runs")
 
 
 def regressions(histories: list[History]) -> list[Step]:
     """Every step that made a series slower, newest first."""
     steps = [s for h in histories for s in h.steps if s.direction == "slower"]
-    return sorted(steps, key=lambda s: (s.after.order, s.series), reverse=True)
+    return sorted(steps, key=lambda s: (s.first_after.order, natural_order(s.series)), reverse=True)
 
 
 def lineage_changes(before: ReportRow, after: ReportRow) -> dict[str, tuple[str | None, str | None]]:
@@ -86,25 +153,6 @@ def lineage_changes(before: ReportRow, after: ReportRow) -> dict[str, tuple[str 
         for column, label in LINEAGE.items()
         if getattr(before, column) != getattr(after, column)
     }
-
-
-def _shift(rows: list[ReportRow], t: int, window: int) -> Shift:
-    """The window from run t on against the window before it, each pooled nearest run first."""
-    before = pool(r.sample() for r in reversed(rows[max(0, t - window) : t]))
-    return shift(before, pool(r.sample() for r in rows[t : t + window]))
-
-
-def _steps(rows: list[ReportRow], flagged: list[tuple[_Candidate, Verdict, str]], window: int) -> list[Step]:
-    """The most significant of flagged candidates that lie within a window of each other in one direction."""
-    kept: list[tuple[_Candidate, Verdict, str]] = []
-    for candidate, direction, why in sorted(flagged, key=lambda f: (f[0].shift.p_value, -abs(f[0].shift.change))):
-        if all(d != direction or abs(c.index - candidate.index) >= window for c, d, _ in kept):
-            kept.append((candidate, direction, why))
-    steps = []
-    for candidate, direction, why in sorted(kept, key=lambda k: k[0].index):
-        before, after = rows[candidate.index - 1], rows[candidate.index]
-        steps.append(Step(after.series, before, after, direction, candidate.shift, why, lineage_changes(before, after)))
-    return steps
 
 
 def by_series(results: list[ReportRow]) -> dict[SeriesKey, list[ReportRow]]:

@@ -1,42 +1,51 @@
-"""Verdicts from the repeats' summaries: an exact rank test, a noise floor, and Holm over a family.
+"""Verdicts: the change B / A at each point with a confidence interval, judged against a threshold
+that matters, with a family correction over every point a comparison tests.
 
-A row keeps only a summary of its repeats (count, median, min, max, p90, p99), not the latencies.
-That still proves something about ranks: each summary value sits at a known position among its
-sorted repeats (numpy's linear interpolation), so it bounds the repeats on either side of it. Across
-two sides (one row each, or several runs of the same point pooled) we count the (a, b) pairs that
-are *certainly* ordered b > a. That count is a lower bound on the Mann-Whitney U statistic, and if
-nothing changed (every repeat an independent draw from one continuous distribution) every order of
-the pooled repeats is equally likely, so P(U >= bound) is an exact, distribution-free p-value. It is
-conservative (the true U may be higher) and its floor is 2 / C(m + n, m) two-sided: 3 repeats a side
-can never reach 0.05; 7 a side reach 0.0006.
+The change is estimated on log latencies, so it is a ratio. Which interval depends on what the
+runs can show (docs/reports.md, "The statistics"):
 
-Significance alone would call a 0.2% shift on a quiet machine "slower"; so faster or slower also
-needs the levels to have moved further than the noise either side shows, within a run (the repeats'
-`(max - min) / median`) or from run to run (pooled sides): a floor each point sets from its own
-measurements, not one global threshold. docs/reports.md has the rule and its false-alarm figures.
+* The unit of replication is the run. A run's level is the median of its repeats; runs of one point
+  differ by more than their repeats show (another boot, core, host), so when the point's run-to-run
+  spread is known (its sides hold several runs, or the series has other runs: its history) the
+  interval is Student's t on the runs' levels: mean of B's levels - mean of A's, with the spread
+  pooled from the sides and the history (`Spread`). With one run a side and raw repeats, it is never
+  narrower than the repeats' own exact interval (ranks.exact_interval).
+* Without any run-to-run estimate (a point's first two runs) the interval is the exact
+  Hodges-Lehmann interval of the two runs' repeats, and the verdict says the run-to-run noise is
+  unknown: one run a side cannot tell a run's shift from a change.
+* Rows written before schema 2 have no raw repeats: the bound their summaries prove stands in.
+
+The rule: with threshold t (default 2%) and level alpha (default 0.05), the interval is the
+two-sided 1 - 2 alpha interval (90%), so each directional claim is a one-sided test at alpha:
+`slower` when it lies above +t and that survives the family correction (Benjamini-Hochberg by
+default, Holm on request) over the points tested; `faster` below -t likewise; `same` only when it
+lies inside +-t (equivalence, TOST at alpha); `inconclusive` otherwise, with the reason.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import zip_longest
 from typing import Literal
 
+import numpy as np
+from scipy.special import stdtr, stdtrit
+
+from kernelsweep.report import ranks
+
 Verdict = Literal["faster", "slower", "same", "inconclusive"]
-DEFAULT_ALPHA = 0.01
-POOL_REPEATS = 64  # at most this many repeats on a side that pools several runs (and the DP stays small)
-# (percentile, attribute) of each summary value a row keeps; positions follow numpy's default
-QUANTILES = ((0, "min"), (50, "median"), (90, "p90"), (99, "p99"), (100, "max"))
+Correction = Literal["bh", "holm"]
+DEFAULT_ALPHA = 0.05
+DEFAULT_THRESHOLD = 0.02
+TINY = 1e-12  # runs that agree to the last bit still leave the interval a width
+CORRECTION_NAMES = {"bh": "Benjamini-Hochberg", "holm": "Holm"}
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One row's repeats as the results keep them (latencies in microseconds)."""
+    """One run of a point: its repeats (latencies in microseconds), raw when the row kept them."""
 
     n: int
     median: float
@@ -44,149 +53,250 @@ class Sample:
     max: float
     p90: float | None = None
     p99: float | None = None
+    values: tuple[float, ...] = ()
 
     @property
-    def spread(self) -> float:
-        """The repeats' full range relative to their median: this row's own noise."""
-        return (self.max - self.min) / self.median
+    def raw(self) -> bool:
+        return self.n > 0 and len(self.values) == self.n
 
-    def bounds(self) -> tuple[list[float], list[float]]:
-        """(lower, upper) bounds on each of the n sorted repeats that the summary values prove.
+    @property
+    def level(self) -> float:
+        """The run's level on the log scale: the log of its median."""
+        return math.log(self.median)
 
-        A value at fractional position p (interpolated between sorted repeats floor(p) and ceil(p))
-        is at most the repeat at ceil(p) and at least the repeat at floor(p).
-        """
-        lower, upper = [-math.inf] * self.n, [math.inf] * self.n
-        for percent, name in QUANTILES:
-            value = getattr(self, name)
-            if value is None:
-                continue
-            scaled = percent * (self.n - 1)  # position x 100, kept integral so 90% of 10 is exactly 9
-            floor, ceil = scaled // 100, -(-scaled // 100)
-            for i in range(self.n):
-                if i >= ceil:
-                    lower[i] = max(lower[i], value)
-                if i <= floor:
-                    upper[i] = min(upper[i], value)
-        return lower, upper
-
-
-@lru_cache(maxsize=256)
-def _u_tail(m: int, n: int) -> tuple[float, ...]:
-    """P(U >= u) for u = 0..m*n, where U counts the pairs (a, b) with b > a among m a's and n b's in a
-    uniformly random order.
-
-    The counts of orders by U are the coefficients of the Gaussian binomial [m+n choose n]_q, the
-    product over i = 1..n of (1 - q^(m+i)) / (1 - q^i); every partial product is a polynomial, so
-    each step multiplies, then divides exactly. Python integers keep the tails exact.
-    """
-    counts = [1]
-    for i in range(1, n + 1):
-        shifted = [0] * (m + i) + counts
-        counts = [a - b for a, b in zip_longest(counts, shifted, fillvalue=0)]
-        for k in range(i, len(counts)):  # divide by (1 - q^i)
-            counts[k] += counts[k - i]
-        del counts[m * i + 1 :]  # the quotient's degree is m*i; what lies above is zero
-    total = math.comb(m + n, n)
-    tail, running = [], 0
-    for count in reversed(counts):
-        running += count
-        tail.append(running / total)
-    return tuple(reversed(tail))
-
-
-@lru_cache(maxsize=4096)
-def _bounds(sample: Sample) -> tuple[list[float], list[float]]:
-    return sample.bounds()
-
-
-def p_exceeds(low: Sequence[Sample], high: Sequence[Sample]) -> float:
-    """Exact one-sided p-value that `high`'s repeats sit above `low`'s at least as far as the
-    summaries prove, if every repeat of both sides were a draw from one distribution."""
-    low_upper = sorted(bound for sample in low for bound in _bounds(sample)[1])
-    high_lower = [bound for sample in high for bound in _bounds(sample)[0]]
-    certain = sum(bisect_left(low_upper, b) for b in high_lower)  # pairs with a < b for certain
-    return _u_tail(len(low_upper), len(high_lower))[certain]
-
-
-def pool(samples: Iterable[Sample], limit: int = POOL_REPEATS) -> list[Sample]:
-    """The first samples (nearest or newest first) up to `limit` repeats, and always at least one."""
-    pooled: list[Sample] = []
-    repeats = 0
-    for sample in samples:
-        if pooled and repeats + sample.n > limit:
-            break
-        pooled.append(sample)
-        repeats += sample.n
-    return pooled
-
-
-def level(side: Sequence[Sample]) -> float:
-    """A side's latency: the median of its rows' medians."""
-    return statistics.median(s.median for s in side)
-
-
-def noise(side: Sequence[Sample]) -> float:
-    """A side's relative noise: its typical within-run spread, or the spread between its runs'
-    medians when several runs disagree more than their repeats do."""
-    within = statistics.median(s.spread for s in side)
-    medians = [s.median for s in side]
-    return max(within, (max(medians) - min(medians)) / level(side))
+    def summary(self) -> ranks.Sample5:
+        return ranks.Sample5(self.n, self.median, self.min, self.max, self.p90, self.p99)
 
 
 @dataclass(frozen=True)
-class Shift:
-    """Side B against side A at one point, before a family's correction decides significance."""
+class Spread:
+    """How much one run's level (log median) varies from run to run at a point: a sum of squared
+    deviations and its degrees of freedom, from runs known to be alike (`source` says which)."""
 
-    ratio: float  # level B / level A
-    p_value: float  # two-sided, exact (see module docstring)
-    noise: float  # the larger relative noise of the two sides
+    ss: float = 0.0
+    df: int = 0
+    source: str = "none"
+
+    def __add__(self, other: Spread) -> Spread:
+        sources = [s for s in (self.source, other.source) if s != "none"]
+        return Spread(self.ss + other.ss, self.df + other.df, " and ".join(sources) or "none")
+
+    @property
+    def variance(self) -> float:
+        return self.ss / self.df if self.df else math.nan
+
+
+def spread_of(groups: Iterable[Sequence[float]], source: str) -> Spread:
+    """The pooled within-group spread of run levels; groups are runs expected alike (one lineage)."""
+    ss, df = 0.0, 0
+    for levels in groups:
+        if len(levels) > 1:
+            ss += float(np.sum((np.asarray(levels) - np.mean(levels)) ** 2))
+            df += len(levels) - 1
+    return Spread(ss, df, source if df else "none")
+
+
+@dataclass(frozen=True)
+class Effect:
+    """B against A at one point: the ratio B / A, its interval, and the tests behind the verdict."""
+
+    ratio: float
+    low: float  # the ratio's interval at 1 - 2 alpha
+    high: float
+    p_value: float  # two-sided: any change at all
+    p_above: float  # one-sided: B slower than A by more than the threshold
+    p_below: float  # one-sided: B faster than A by more than the threshold
+    method: str  # how the interval was made, in words
+    runs: tuple[int, int]  # runs on each side
+    repeats: tuple[int, int]  # repeats of each side's newest run
+    threshold: float = DEFAULT_THRESHOLD
+    se: float = math.nan  # standard error of the log ratio, where the method has one
 
     @property
     def change(self) -> float:
         return self.ratio - 1
 
     @property
+    def p_beyond(self) -> float:
+        """The p-value of the claim the estimate points to (slower or faster beyond the threshold)."""
+        return min(self.p_above, self.p_below)
+
+    @property
     def direction(self) -> Verdict:
-        return "slower" if self.ratio > 1 else "faster"
+        return "slower" if self.p_above <= self.p_below else "faster"
 
 
-def shift(a: Sequence[Sample], b: Sequence[Sample]) -> Shift:
-    """Each side is one row, or several rows of the same point (runs pooled: see docs/reports.md)."""
-    p = min(1.0, 2 * min(p_exceeds(a, b), p_exceeds(b, a)))
-    return Shift(ratio=level(b) / level(a), p_value=p, noise=max(noise(a), noise(b)))
+def ratio_of(log_ratio: float) -> float:
+    """exp, with an unbounded end of an interval (a level no data can reach) as infinity."""
+    return math.exp(log_ratio) if log_ratio < 700 else math.inf
 
 
-def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
-    """Holm's step-down: which of a family's tests reject, keeping P(any false rejection) <= alpha."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    rejected = [False] * len(p_values)
-    for rank, i in enumerate(order):
-        if p_values[i] > alpha / (len(p_values) - rank):
-            break
-        rejected[i] = True
-    return rejected
+def margins(threshold: float) -> tuple[float, float]:
+    """The threshold's margins on the log scale: ratios below 1 - t are faster, above 1 + t slower."""
+    return math.log(1 - threshold), math.log(1 + threshold)
 
 
-def verdict(s: Shift, significant: bool) -> tuple[Verdict, str]:
-    """(verdict, why) from a shift and whether its family's correction kept it significant."""
-    beyond_noise = abs(s.change) > s.noise
-    change, noise, p = f"{s.change:+.1%}", f"noise {s.noise:.1%}", f"p={s.p_value:.1g}"
-    if significant and beyond_noise:
-        return s.direction, f"{change} beyond {noise}, {p}"
-    if not significant and not beyond_noise:
-        return "same", f"{change} within {noise}"
-    if significant:
-        return "inconclusive", f"{change} within {noise} though {p}"
-    return "inconclusive", f"{change} beyond {noise} but {p} is not significant: more repeats"
+def effect(
+    a: Sequence[Sample],
+    b: Sequence[Sample],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    spread_a: Spread | None = None,
+    spread_b: Spread | None = None,
+) -> Effect:
+    """Each side is one run, or several runs of the point. `spread_a` / `spread_b` are the run-to-run
+    spreads of the sides' series from their other runs; the same object when both sides are one series."""
+    down, up = margins(threshold)
+    spread_a, spread_b = spread_a or Spread(), spread_b or Spread()
+    runs, repeats = (len(a), len(b)), (a[0].n, b[0].n)
+    rank = _rank_shift(a[0], b[0], alpha, down, up) if runs == (1, 1) else None
+    own_a, own_b = spread_of([[s.level for s in a]], "runs compared"), spread_of([[s.level for s in b]], "")
+    if spread_a is spread_b:
+        pooled = own_a + own_b + spread_a
+        per_side = (pooled, pooled) if pooled.df else None
+    else:
+        both = (own_a + spread_a, own_b + spread_b)
+        per_side = both if both[0].df and both[1].df else None
+    if per_side is None:
+        assert rank is not None, "several runs on a side always give a spread"
+        method = "exact rank interval of the repeats" if a[0].raw and b[0].raw else "bound from the rows' summaries"
+        return _from_rank(rank, f"{method}; run-to-run noise unknown", runs, repeats, threshold)
+    levels = statistics.fmean(s.level for s in b) - statistics.fmean(s.level for s in a)
+    se, df = _welch(per_side[0], per_side[1], len(a), len(b), pooled=per_side[0] is per_side[1])
+    t = float(stdtrit(df, 1 - alpha))
+    source = per_side[0].source if per_side[0] is per_side[1] else f"{per_side[0].source}; {per_side[1].source}"
+    between = Effect(
+        ratio=ratio_of(levels),
+        low=ratio_of(levels - t * se),
+        high=ratio_of(levels + t * se),
+        p_value=float(2 * stdtr(df, -abs(levels) / se)),
+        p_above=float(stdtr(df, -(levels - up) / se)),
+        p_below=float(stdtr(df, (levels - down) / se)),
+        method=f"t on run levels, run-to-run spread from {source} ({df:.0f} df)",
+        runs=runs,
+        repeats=repeats,
+        threshold=threshold,
+        se=se,
+    )
+    return _widened(between, rank) if rank is not None and a[0].raw and b[0].raw else between
 
 
-def verdicts(shifts: Sequence[Shift], alpha: float = DEFAULT_ALPHA) -> list[tuple[Verdict, str]]:
-    """One family's verdicts (a comparison, or one night's steps): Holm over their p-values."""
-    significant = holm([s.p_value for s in shifts], alpha)
-    return [verdict(s, sig) for s, sig in zip(shifts, significant, strict=True)]
+def _rank_shift(a: Sample, b: Sample, alpha: float, down: float, up: float) -> ranks.RankShift:
+    if a.raw and b.raw:
+        return ranks.exact_interval(np.asarray(a.values), np.asarray(b.values), alpha, down, up)
+    return ranks.bounded(a.summary(), b.summary(), alpha, down, up)
 
 
-def smallest_p(n_a: int, n_b: int) -> float:
-    """The best two-sided p-value n_a and n_b repeats can ever give (every B beyond every A)."""
-    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+def _from_rank(
+    rank: ranks.RankShift, method: str, runs: tuple[int, int], repeats: tuple[int, int], threshold: float
+) -> Effect:
+    return Effect(
+        ratio=ratio_of(rank.shift),
+        low=ratio_of(rank.low),
+        high=ratio_of(rank.high),
+        p_value=rank.p_value,
+        p_above=rank.p_above,
+        p_below=rank.p_below,
+        method=method,
+        runs=runs,
+        repeats=repeats,
+        threshold=threshold,
+    )
+
+
+def _widened(between: Effect, rank: ranks.RankShift) -> Effect:
+    """Never narrower than what the repeats alone prove: the hull of both intervals, the weaker tests."""
+    return Effect(
+        ratio=between.ratio,
+        low=min(between.low, ratio_of(rank.low)),
+        high=max(between.high, ratio_of(rank.high)),
+        p_value=max(between.p_value, rank.p_value),
+        p_above=max(between.p_above, rank.p_above),
+        p_below=max(between.p_below, rank.p_below),
+        method=f"{between.method}, and the repeats' exact rank interval",
+        runs=between.runs,
+        repeats=between.repeats,
+        threshold=between.threshold,
+        se=between.se,
+    )
+
+
+def _welch(a: Spread, b: Spread, runs_a: int, runs_b: int, pooled: bool) -> tuple[float, float]:
+    """(standard error of the difference of the sides' mean levels, its degrees of freedom)."""
+    if pooled:
+        return max(TINY, math.sqrt(a.variance * (1 / runs_a + 1 / runs_b))), float(a.df)
+    va, vb = max(TINY, a.variance) / runs_a, max(TINY, b.variance) / runs_b
+    return math.sqrt(va + vb), (va + vb) ** 2 / (va**2 / a.df + vb**2 / b.df)
+
+
+def adjusted(p_values: Sequence[float], correction: Correction, family: int | None = None) -> list[float]:
+    """Adjusted p-values: significant when <= alpha. BH keeps the expected share of false calls among
+    the calls <= alpha; Holm keeps the chance of any false call <= alpha. `family` counts tests whose
+    p-values are not given (hypotheses screened out before testing count as p = 1)."""
+    given = len(p_values)
+    p_values = [*p_values, *[1.0] * (max(given, family or 0) - given)]
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out = [1.0] * m
+    if correction == "holm":
+        running = 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * p_values[i]))
+            out[i] = running
+        return out[:given]
+    running = 1.0
+    for rank in range(m - 1, -1, -1):
+        i = order[rank]
+        running = min(running, p_values[i] * m / (rank + 1))
+        out[i] = min(1.0, running)
+    return out[:given]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a verdict needs: the change that matters (per kernel if set), the error level, the
+    family correction."""
+
+    threshold: float = DEFAULT_THRESHOLD
+    alpha: float = DEFAULT_ALPHA
+    correction: Correction = "bh"
+    per_kernel: tuple[tuple[str, float], ...] = ()
+
+    def threshold_for(self, kernel: str) -> float:
+        return dict(self.per_kernel).get(kernel, self.threshold)
+
+    def describe(self, tested: int, what: str = "point(s) tested") -> str:
+        kernels = "".join(f", {k} +-{t:.1%}" for k, t in self.per_kernel)
+        return (
+            f"threshold +-{self.threshold:.1%}{kernels}; {1 - 2 * self.alpha:.0%} intervals; "
+            f"{CORRECTION_NAMES[self.correction]} at {self.alpha:g} over {tested} {what}"
+        )
+
+
+def decide(effects: Sequence[Effect], rule: Rule, family: int | None = None) -> list[tuple[Verdict, str, float]]:
+    """(verdict, why, adjusted p) for one family: a comparison's points, or a report's candidate steps
+    (then `family` is every place a step could have been, not only the candidates tested)."""
+    tested = max(len(effects), family or 0)
+    adjusted_p = adjusted([e.p_beyond for e in effects], rule.correction, tested)
+    return [(*_verdict(e, q, rule, tested), q) for e, q in zip(effects, adjusted_p, strict=True)]
+
+
+def interval(e: Effect) -> str:
+    return f"{e.change:+.1%} [{e.low - 1:+.1%}, {e.high - 1:+.1%}]"
+
+
+def _verdict(e: Effect, q: float, rule: Rule, tested: int) -> tuple[Verdict, str]:
+    t, shown = e.threshold, interval(e)
+    name = CORRECTION_NAMES[rule.correction]
+    if q <= rule.alpha:
+        side = f"above +{t:.0%}" if e.direction == "slower" else f"below -{t:.0%}"
+        return e.direction, f"{shown} lies {side}; {name} p={q:.2g} over {tested}"
+    if 1 - t <= e.low and e.high <= 1 + t:
+        return "same", f"{shown} lies within +-{t:.0%}"
+    if not (math.isfinite(e.low) and math.isfinite(e.high)):
+        return "inconclusive", f"{e.repeats[0]} v {e.repeats[1]} repeats cannot bound the change: more repeats"
+    if e.low > 1 + t or e.high < 1 - t:
+        return "inconclusive", f"{shown} lies beyond +-{t:.0%} but not after {name} over {tested} (p={q:.2g})"
+    crossed = [f"{sign}{t:.0%}" for sign, edge in (("-", 1 - t), ("+", 1 + t)) if e.low < edge < e.high]
+    return "inconclusive", f"{shown} crosses {' and '.join(crossed)}: more repeats or runs narrow it"

@@ -3,15 +3,20 @@ artifacts, and the HTML page renders them. Built once from the dataset by `build
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import statistics
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from kernelsweep.report.acknowledge import Acknowledgement, reason_for
 from kernelsweep.report.load import ReportRow, Selection, latest, load
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
+from kernelsweep.report.ranks import median_interval
 from kernelsweep.report.regress import History, Step, regressions, track
-from kernelsweep.report.stats import DEFAULT_ALPHA
+from kernelsweep.report.stats import Rule
 
 Cell = str | int | float | bool | None
+MEDIAN_CONFIDENCE = 0.95  # the latest-results table's interval of each median (order statistics)
 
 
 @dataclass(frozen=True)
@@ -24,30 +29,51 @@ class Report:
     regressions: list[Step]  # steps that made a series slower, newest first
     platforms: list[str]
     cross: list[CrossRow]
+    rule: Rule = Rule()
+    acknowledged: list[Acknowledgement] = field(default_factory=list)
 
     @property
     def failed(self) -> list[ReportRow]:
-        return [r for r in self.latest if not r.ok]
+        return [r for r in self.latest if not r.ok and not r.incorrect]
+
+    @property
+    def incorrect(self) -> list[ReportRow]:
+        """Series whose latest row measured a wrong output."""
+        return [r for r in self.latest if r.incorrect]
 
     @property
     def is_simulation(self) -> bool:
         return any(r.is_simulation for r in self.latest)
 
     @property
+    def steps_tested(self) -> int:
+        return sum(h.tested for h in self.histories)
+
+    @property
+    def method(self) -> str:
+        """How the steps were judged, in words: the rule and what its correction counted."""
+        return self.rule.describe(self.steps_tested, "place(s) a step could be")
+
+    @property
     def open_regressions(self) -> list[Step]:
-        """Regressions no later step of their series has undone."""
+        """Regressions no later step of their series has undone and nobody has acknowledged."""
         undone = set()
         for history in self.histories:
             for step in history.steps:
-                if any(later.direction == "faster" and later.after.order > step.after.order for later in history.steps):
-                    undone.add((step.series, step.after.order))
-        return [s for s in self.regressions if (s.series, s.after.order) not in undone]
+                later = (s for s in history.steps if s.first_after.order > step.first_after.order)
+                if any(s.direction == "faster" for s in later):
+                    undone.add((step.series, step.first_after.order))
+        return [
+            s
+            for s in self.regressions
+            if (s.series, s.first_after.order) not in undone and reason_for(s, self.acknowledged) is None
+        ]
 
     def summary_rows(self) -> list[dict[str, Cell]]:
         rows = []
         for r in self.latest:
             n = normalise(r)
-            spread = _spread(r)
+            low, high = _median_interval(r)
             rows.append(
                 {
                     "kernel": r.kernel,
@@ -56,9 +82,8 @@ class Report:
                     "platform": r.platform,
                     "status": r.status,
                     "median_us": _round(r.latency_us if r.ok else None, 3),
-                    "min_us": _round(r.latency_min_us if r.ok else None, 3),
-                    "max_us": _round(r.latency_max_us if r.ok else None, 3),
-                    "spread_percent": _round(None if spread is None else 100 * spread, 2),
+                    "median_low_us": _round(low, 3),
+                    "median_high_us": _round(high, 3),
                     "repeats": r.repeats,
                     "tflops": _significant(r.achieved_tflops),
                     "mfu_percent": _significant(r.mfu_percent),
@@ -78,31 +103,38 @@ class Report:
                 "shape": r.shape,
                 "dtype": r.dtype,
                 "platform": r.platform,
+                "status": r.status,
                 "stage": r.error_stage,
                 "error": r.error_class,
                 "message": r.error_message,
                 "run_date": r.run_date.isoformat(),
                 "flow_run_id": r.flow_run_id,
             }
-            for r in self.failed
+            for r in self.failed + self.incorrect
         ]
 
-    def regression_rows(self) -> list[dict[str, Cell]]:
+    def regression_rows(self, steps: list[Step] | None = None) -> list[dict[str, Cell]]:
+        """One row per step: each window's level (geometric mean of its runs' medians), whose ratio
+        is the change shown, its interval, and the p-value after the family correction."""
         return [
             {
                 "kernel": s.series[0],
                 "shape": s.series[1],
                 "dtype": s.series[2],
                 "platform": s.series[3],
-                "night": s.after.run_date.isoformat(),
-                "before_us": _round(s.before.latency_us, 3),
-                "after_us": _round(s.after.latency_us, 3),
-                "change_percent": _round(100 * s.shift.change, 1),
-                "p_value": float(f"{s.shift.p_value:.2g}"),
+                "night": s.first_after.run_date.isoformat(),
+                "before_us": _round(_level(s.before), 3),
+                "after_us": _round(_level(s.after), 3),
+                "runs": f"{len(s.before)} v {len(s.after)}",
+                "change_percent": _round(100 * s.effect.change, 1),
+                "ci_low_percent": _round(100 * (s.effect.low - 1), 1),
+                "ci_high_percent": _round(100 * (s.effect.high - 1), 1),
+                "p_adjusted": float(f"{s.adjusted_p:.2g}"),
                 "cause": s.cause,
-                "flow_run_id": s.after.flow_run_id,
+                "acknowledged": reason_for(s, self.acknowledged),
+                "flow_run_id": (s.first_after.flow_run_id or "")[:8] or None,
             }
-            for s in self.regressions
+            for s in (self.regressions if steps is None else steps)
         ]
 
     def cross_rows(self) -> list[dict[str, Cell]]:
@@ -119,12 +151,22 @@ class Report:
             out.append(cells)
         return out
 
+    def exit_code(self, allow_incorrect: bool = False) -> int:
+        """1 while any series' latest run failed, computed a wrong output, or has an open regression."""
+        problems = self.failed or self.open_regressions or (self.incorrect and not allow_incorrect)
+        return 1 if problems else 0
 
-def build_report(results_uri: str, selection: Selection | None = None, alpha: float = DEFAULT_ALPHA) -> Report:
-    selection = selection or Selection()
+
+def build_report(
+    results_uri: str,
+    selection: Selection | None = None,
+    rule: Rule | None = None,
+    acknowledged: list[Acknowledgement] | None = None,
+) -> Report:
+    selection, rule = selection or Selection(), rule or Rule()
     results = load(results_uri, selection)
     newest = latest(results)
-    histories = track(results, alpha)
+    histories = track(results, rule)
     platforms, cross = cross_platform(newest)
     return Report(
         results_uri=results_uri,
@@ -135,15 +177,19 @@ def build_report(results_uri: str, selection: Selection | None = None, alpha: fl
         regressions=regressions(histories),
         platforms=platforms,
         cross=cross,
+        rule=rule,
+        acknowledged=acknowledged or [],
     )
 
 
-def _spread(r: ReportRow) -> float | None:
-    """The repeats' range relative to their median."""
-    low, high, median = r.latency_min_us, r.latency_max_us, r.latency_us
-    if not r.ok or low is None or high is None or not median:
-        return None
-    return (high - low) / median
+def _level(rows: list[ReportRow]) -> float:
+    return math.exp(statistics.fmean(r.sample().level for r in rows))
+
+
+def _median_interval(r: ReportRow) -> tuple[float | None, float | None]:
+    if not r.ok or not r.latencies_us:
+        return None, None
+    return median_interval(r.latencies_us, MEDIAN_CONFIDENCE)
 
 
 def _significant(value: float | None, digits: int = 3) -> float | None:

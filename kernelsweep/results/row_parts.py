@@ -13,9 +13,11 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from kernelsweep.artifacts import ArtifactRef
+from kernelsweep.correctness import Correctness
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import get_platform
+from kernelsweep.results.schema import FAILED, INCORRECT, OK
 from kernelsweep.spec import Point
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
 from kernelsweep.toolchain.tracing import tracer_label
@@ -33,6 +35,9 @@ def error_summary(error: BaseException) -> tuple[str, str]:
     return type(error).__name__, " ".join(str(error).split()) or type(error).__name__
 
 
+CHECK_STAGE = "check"  # an incorrect row's error stage: measured, but the output is outside tolerance
+
+
 @dataclass(frozen=True)
 class Status:
     status: str
@@ -41,11 +46,13 @@ class Status:
     error_message: str | None = None
 
     @classmethod
-    def of(cls, error: BaseException | None, stage: str | None) -> Status:
-        if error is None:
-            return cls("ok")
-        error_class, message = error_summary(error)
-        return cls("failed", stage, error_class, message)
+    def of(cls, error: BaseException | None, stage: str | None, checked: Correctness | None = None) -> Status:
+        if error is not None:
+            error_class, message = error_summary(error)
+            return cls(FAILED, stage, error_class, message)
+        if checked is not None and not checked.passed:
+            return cls(INCORRECT, CHECK_STAGE, "IncorrectOutput", checked.message())
+        return cls(OK)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ class Measured:
     latency_max_us: float | None
     latency_p90_us: float | None
     latency_p99_us: float | None
+    latencies_us: list[float] | None
     max_abs_error: float | None
     max_rel_error: float | None
     atol: float | None
@@ -128,6 +136,7 @@ class Measured:
             latency_max_us=latency.max_us,
             latency_p90_us=latency.p90_us,
             latency_p99_us=latency.p99_us,
+            latencies_us=list(latency.latencies_us),
             max_abs_error=checked.max_abs_error if checked else None,
             max_rel_error=checked.max_rel_error if checked else None,
             atol=checked.atol if checked else None,

@@ -90,6 +90,7 @@ class Row:
     latency_max_us: float | None = None
     latency_p90_us: float | None = None
     latency_p99_us: float | None = None
+    latencies_us: list[float] | None = None
     # correctness
     max_abs_error: float | None = None
     max_rel_error: float | None = None
@@ -196,7 +197,7 @@ def build_row(
         task_run_ids=dict(record.task_run_ids),
         started_at=record.started_at,
         finished_at=record.finished_at,
-        **columns(Status.of(record.error, record.error_stage)),
+        **columns(Status.of(record.error, record.error_stage, extracted.correctness if extracted else None)),
         **columns(costed),
         **columns(lineage),
         **(columns(Measured.of(point, costed, extracted)) if extracted is not None else {}),

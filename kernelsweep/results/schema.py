@@ -1,4 +1,4 @@
-"""Schema v1 of the results dataset, pinned here and documented column by column in docs/schema.md.
+"""Schema v2 of the results dataset, pinned here and documented column by column in docs/schema.md.
 
 Evolution rule: columns are only ever added, and only as nullable. Grid parameters are the one
 open-ended part: each axis a sweep uses becomes an int64 column `param_<axis>` (null for kernels
@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from kernelsweep.metrics import METRIC_FIELDS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added `latencies_us`; v1 rows read back with it null
 PARAM_PREFIX = "param_"
+OK, FAILED, INCORRECT = "ok", "failed", "incorrect"  # a row's status: docs/schema.md
 
 _ARTIFACT = pa.struct(
     [("name", pa.string()), ("uri", pa.string()), ("sha256", pa.string()), ("size_bytes", pa.int64())]
@@ -69,6 +70,7 @@ _DERIVED = [
     pa.field("latency_max_us", pa.float64()),
     pa.field("latency_p90_us", pa.float64()),
     pa.field("latency_p99_us", pa.float64()),
+    pa.field("latencies_us", pa.list_(pa.float64())),
 ]
 _CORRECTNESS = [
     pa.field("max_abs_error", pa.float64()),

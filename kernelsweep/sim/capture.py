@@ -32,6 +32,7 @@ from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.faults import take
 from kernelsweep.sim.latency import CAPTURE, emulate, ir_point_key
 from kernelsweep.sim.model import CALIBRATION, predict
+from kernelsweep.sim.noise import run_factor
 from kernelsweep.sim.nrt import RuntimeFailure, busy, nrt
 from kernelsweep.sim.ntff import write_ntff
 
@@ -133,6 +134,8 @@ def run(args: Any, config: SimConfig) -> str:
 
         inputs = execute.load_inputs(args.inputs, ir, RuntimeFailure, nrt)
         outputs = execute.run_kernel(ir, inputs)
+        if ir["kernel"] in config.faults.zero_outputs:  # runs, times, and returns zeros: only a check sees it
+            outputs = execute.zeroed(outputs)
         if args.check_output_determinism and not execute.same(outputs, execute.run_kernel(ir, inputs)):
             raise RuntimeFailure(nrt("NRT:nrt_execute", "output determinism check failed"))
         per_exec = predict(views.workload(ir)).total
@@ -143,9 +146,10 @@ def run(args: Any, config: SimConfig) -> str:
         salt = _noise_salt(config, hashlib.sha256(neff_bytes).hexdigest())
         run_key = hashlib.sha256(neff_bytes + salt).hexdigest()
         nth = 1 if args.profile_nth_exec is None else args.profile_nth_exec
+        factor = run_factor(config, ir_point_key(ir))
         for index, name in ntff_names(args.session_file, args.num_exec, nth):
             record = {"exec_index": index, "run_key": run_key, "ir": ir, "dge_notifs": args.enable_dge_notifs}
-            write_ntff(Path(name), record)
+            write_ntff(Path(name), {**record, "run_factor": factor})
         if args.save_output or args.save_output_npy:
             named = dict(zip(neff.outputs, outputs.values(), strict=True))  # the NEFF's names, in its order
             for line in execute.save_outputs(named, npy=args.save_output_npy, failure=RuntimeFailure):

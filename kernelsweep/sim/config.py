@@ -27,8 +27,16 @@ KERNELSWEEP_SIM_COMPILER_SLOWDOWN  code this compiler emits runs slower, as a co
                             `vector_add/n=8192:1.2` (vector_add at n=8192 takes 1.2x as long); the first
                             matching entry applies. The NEFF records the factor and the profiler's model
                             applies it whenever that NEFF runs, so NEFFs built before keep their speed
-KERNELSWEEP_SIM_NOISE_SEED  make run-to-run noise repeatable: the k-th capture of a NEFF in this state dir
-                            draws the same noise for the same seed (unset: fresh noise every capture)
+KERNELSWEEP_SIM_NOISE_SEED  make the noise repeatable: the k-th capture of a NEFF in this state dir draws the
+                            same per-repeat noise, and the k-th session the same run shift, for the same
+                            seed (unset: fresh noise every capture and every session)
+KERNELSWEEP_SIM_RUN_NOISE   standard deviation of the shift a point takes for a whole run (a session of the
+                            simulated device: one flow run), as a fraction (default 0.01, docs/reports.md
+                            says why; 0 turns it off); every repeat of the point in that run shares it
+KERNELSWEEP_SIM_HOST_NOISE  standard deviation of a simulated host's own lasting shift, shared by every point
+                            it runs (default 0.005); the host is KERNELSWEEP_SIM_HOST (default `sim-host`)
+KERNELSWEEP_SIM_SESSION     the session a capture belongs to; set by the simulated toolchain each time it is
+                            set up (once per flow run), never by hand
 """
 
 from __future__ import annotations
@@ -48,6 +56,12 @@ IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
 NKI_ENV = "KERNELSWEEP_SIM_NKI"
 CURRENT_NKI = "0.7"  # the newest generation sim.nki.generations knows
 SLOWDOWN_ENV = "KERNELSWEEP_SIM_COMPILER_SLOWDOWN"
+RUN_NOISE_ENV = "KERNELSWEEP_SIM_RUN_NOISE"
+HOST_NOISE_ENV = "KERNELSWEEP_SIM_HOST_NOISE"
+SESSION_ENV = "KERNELSWEEP_SIM_SESSION"
+DEFAULT_RUN_NOISE = 0.01  # docs/reports.md, "Run-level noise": why 1%
+DEFAULT_HOST_NOISE = 0.005
+DEFAULT_HOST = "sim-host"
 
 
 def extend_import_path() -> None:
@@ -93,6 +107,10 @@ class SimConfig:
     slowdowns: tuple[Slowdown, ...] = ()
     noise_seed: str | None = None
     tools: ToolsRelease = field(default_factory=lambda: release(None))
+    run_noise: float = DEFAULT_RUN_NOISE
+    host_noise: float = DEFAULT_HOST_NOISE
+    host: str = DEFAULT_HOST
+    session: str = ""
 
     def slowdown(self, kernel: str, params: dict[str, int]) -> float:
         return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
@@ -128,6 +146,10 @@ class SimConfig:
             slowdowns=parse_slowdowns(env.get(SLOWDOWN_ENV, "")),
             noise_seed=env.get("KERNELSWEEP_SIM_NOISE_SEED") or None,
             tools=release(env.get(TOOLS_ENV)),
+            run_noise=_number(RUN_NOISE_ENV, str(DEFAULT_RUN_NOISE), float, 0),
+            host_noise=_number(HOST_NOISE_ENV, str(DEFAULT_HOST_NOISE), float, 0),
+            host=env.get("KERNELSWEEP_SIM_HOST") or DEFAULT_HOST,
+            session=env.get(SESSION_ENV, ""),
         )
 
 

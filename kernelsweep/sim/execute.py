@@ -43,6 +43,11 @@ def run_kernel(ir: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     return {t["name"]: outputs[t["name"]].astype(numpy_dtype(t["dtype"])) for t in ir["outputs"]}
 
 
+def zeroed(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs of a kernel that ran and wrote nothing (the zeros fault)."""
+    return {name: np.zeros_like(array) for name, array in outputs.items()}
+
+
 def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return all(np.array_equal(x, y) for x, y in zip(a.values(), b.values(), strict=True))
 

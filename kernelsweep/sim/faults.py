@@ -8,6 +8,8 @@
                           diagnostic; repeat the entry for several kernels
     dge-timeout=N         the first N captures run with --enable-dge-notifs fail with NRT_TIMEOUT,
                           as Explorer warns the flag can for large NEFFs (troubleshooting.rst:229-233)
+    zeros=KERNEL          every capture of KERNEL runs but writes all-zero outputs, as kernels that
+                          silently return zeros after an SDK update do (nki-samples#134); repeatable
 
 Counts are kept in the simulator's state dir under an exclusive lock, so they hold across the
 separate processes a sweep runs the tools in, and each test's own state dir starts from zero.
@@ -22,7 +24,8 @@ from pathlib import Path
 
 FAULTS_ENV = "KERNELSWEEP_SIM_FAULTS"
 _COUNTED = ("capture-busy", "capture-timeout", "dge-timeout")
-_KNOWN = (*_COUNTED, "compile-error")
+_BY_KERNEL = ("compile-error", "zeros")
+_KNOWN = (*_COUNTED, *_BY_KERNEL)
 
 
 @dataclass(frozen=True)
@@ -30,24 +33,31 @@ class Faults:
     capture_busy: int = 0
     capture_timeout: int = 0
     compile_errors: frozenset[str] = frozenset()
+    zero_outputs: frozenset[str] = frozenset()
     dge_timeout: int = 0
 
 
 def parse_faults(text: str) -> Faults:
     counts = dict.fromkeys(_COUNTED, 0)
-    kernels: set[str] = set()
+    kernels: dict[str, set[str]] = {name: set() for name in _BY_KERNEL}
     for entry in filter(None, (part.strip() for part in text.split(","))):
         name, sep, value = entry.partition("=")
         name, value = name.strip(), value.strip()
         if name not in _KNOWN or not sep or not value:
             raise ValueError(f"{FAULTS_ENV}: bad entry {entry!r}; use name=value with name one of {', '.join(_KNOWN)}")
-        if name == "compile-error":
-            kernels.add(value)
+        if name in kernels:
+            kernels[name].add(value)
         elif not value.isdigit():
             raise ValueError(f"{FAULTS_ENV}: {name} takes a count, got {value!r}")
         else:
             counts[name] = int(value)
-    return Faults(counts["capture-busy"], counts["capture-timeout"], frozenset(kernels), counts["dge-timeout"])
+    return Faults(
+        counts["capture-busy"],
+        counts["capture-timeout"],
+        frozenset(kernels["compile-error"]),
+        frozenset(kernels["zeros"]),
+        counts["dge-timeout"],
+    )
 
 
 def take(state_dir: Path, fault: str, limit: int) -> bool:

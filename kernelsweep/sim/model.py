@@ -129,13 +129,15 @@ def model_timing(w: Workload, cal: Calibration) -> Timing:
     return Timing(total=total, compute=compute, memory=memory, dma_overhead=dma)
 
 
-def predict(w: Workload, jitter_key: str = "", jitter: float = 0.01) -> Timing:
-    """Seconds for one execution; `jitter_key` makes run-to-run noise deterministic."""
+def predict(w: Workload, jitter_key: str = "", jitter: float = 0.01, run_factor: float = 1.0) -> Timing:
+    """Seconds for one execution; `jitter_key` makes the per-repeat noise deterministic, and
+    `run_factor` is the shift of the whole run the capture belongs to (sim.noise)."""
     timing = model_timing(w, CALIBRATION[w.platform.name])
-    return replace(timing, total=timing.total * w.code_factor * (1 + jitter * _unit_normal(jitter_key)))
+    noise = (1 + jitter * unit_normal(jitter_key)) * run_factor
+    return replace(timing, total=timing.total * w.code_factor * noise)
 
 
-def _unit_normal(key: str) -> float:
+def unit_normal(key: str) -> float:
     """A deterministic N(0,1)-ish draw from a string (Box-Muller on two hash-derived uniforms)."""
     if not key:
         return 0.0

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelsweep.sim import RUNTIME_VERSION
-from kernelsweep.sim.config import IMPORT_PATH_ENV
+from kernelsweep.sim.config import IMPORT_PATH_ENV, SESSION_ENV
+from kernelsweep.sim.noise import new_session
 from kernelsweep.sim.tracer import SIM_TRACERS
 from kernelsweep.toolchain.resolve import Toolchain
 
@@ -41,6 +42,7 @@ def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -
     import_path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
     sim_env = {
         "KERNELSWEEP_SIM_STATE": str(Path(state_dir).resolve()),
+        SESSION_ENV: new_session(Path(state_dir)),  # a new run of the simulated device: its own shift
         IMPORT_PATH_ENV: import_path,
         **LEAN_ENV,
         **(env or {}),

@@ -67,7 +67,9 @@ def modelled(record: dict, tools: ToolsRelease) -> tuple[list[dict[str, float | 
     """(one summary per physical core in the release's names and units, percents 0-100; version
     facts; seconds) for one NTFF."""
     w = workload(record["ir"])
-    timing = predict(w, jitter_key=f"{record['run_key']}:{record['exec_index']}")
+    timing = predict(
+        w, jitter_key=f"{record['run_key']}:{record['exec_index']}", run_factor=record.get("run_factor", 1.0)
+    )
     whole = summary(w, timing)
     for name in [k for k in whole if k.endswith("_time")]:  # whole nanoseconds, as the hardware counts
         whole[name] = round(whole[name] * 1e9) * 1e-9

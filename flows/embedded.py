@@ -7,35 +7,44 @@ the running tools' process groups at once. For that the flow runs in a worker th
 main thread only waits and takes signals (Python runs handlers in the main thread; Prefect's own
 SIGTERM handler, installed around a flow run in the main thread, would abort the flow mid-point).
 
-Prefect's temporary server is started here, before the flow, the way Prefect starts it but in its
-own session: a signal sent to the CLI's process group (Ctrl-C in a terminal, `kill -TERM -PGID`,
-a supervisor) reaches only the CLI, so the server keeps answering while the sweep winds down. It
-gets a parent-death signal instead, so it never outlives the CLI, even one killed with SIGKILL.
+Without a configured Prefect API (PREFECT_API_URL), the run starts a Prefect server of its own
+before the flow, where Prefect's ephemeral mode would start its temporary one: on a free loopback
+port, on the same Prefect home, with the same services (`kernelsweep.flows.server`, the one
+launcher), and points this process's Prefect client at it with Prefect's public settings API. The
+server runs in its own session: a signal sent to the CLI's process group (Ctrl-C in a terminal,
+`kill -TERM -PGID`, a supervisor) reaches only the CLI, so the server keeps answering while the
+sweep winds down. It gets a parent-death signal instead, so it never outlives the CLI, even one
+killed with SIGKILL; otherwise it is stopped when the sweep returns, once Prefect's client has sent
+it what it queued.
 
-The server logs cancellation tracebacks from its background services when it stops; those are
-Prefect's own shutdown noise, not sweep errors, so its loggers are silenced for the embedded run.
+The server's output (its banner, the cancellation tracebacks its services log when it stops) goes
+to an unnamed temporary file, read only to explain a failed start; the client's own Prefect loggers
+are silenced for the run: that is Prefect's shutdown noise, not sweep errors.
 """
 
 from __future__ import annotations
 
 import contextvars
-import ctypes
 import logging
 import os
 import signal
-import subprocess
-import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import prefect
-from prefect.server.api.server import SubprocessASGIServer
-from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, get_current_settings
+from prefect.events.worker import EventsWorker
+from prefect.logging.handlers import APILogWorker
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_SERVER_EPHEMERAL_ENABLED,
+    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    temporary_settings,
+)
 
 from kernelsweep.expansion import DEFAULT_MAX_POINTS
-from kernelsweep.flows import stopping
+from kernelsweep.flows import server, stopping
 from kernelsweep.flows.progress import Listener, subscribe
 from kernelsweep.flows.sweep import sweep
 from kernelsweep.results.summary import SweepReport
@@ -43,7 +52,7 @@ from kernelsweep.spec import SweepSpec
 from kernelsweep.toolchain.process import kill_running_tools
 
 _NOISY_LOGGERS = ("prefect.server", "uvicorn", "uvicorn.error", "prefect._internal", "prefect.client")
-_PR_SET_PDEATHSIG = 1
+SERVER_STOP_GRACE_SECONDS = 5.0  # as Prefect gives its temporary server; it stops in well under 1 s
 log = logging.getLogger(__name__)
 
 
@@ -68,8 +77,7 @@ def run_sweep(
         logging.getLogger(name).setLevel(logging.CRITICAL)
     stopping.reset()
     stopped_by.signal = None
-    with _signals_stop_the_sweep(), subscribe(on_row):
-        _start_server()
+    with _signals_stop_the_sweep(), subscribe(on_row), _prefect_api():
         return _in_worker_thread(
             lambda: sweep(spec, resume_run_id=resume_run_id, remeasure=remeasure, max_points=max_points)
         )
@@ -117,48 +125,39 @@ def _in_worker_thread(work: Callable[[], SweepReport]) -> SweepReport:
     return outcome["report"]
 
 
-def _start_server() -> None:
-    """Prefect's temporary server, unless a server is configured (PREFECT_API_URL)."""
+@contextmanager
+def _prefect_api() -> Iterator[None]:
+    """The configured Prefect API; without one (and unless ephemeral mode is off, when Prefect itself
+    refuses to run), a server of this run's own for the body of the `with`. Started from the main
+    thread, which lives as long as the run: the parent-death signal is tied to the starting thread."""
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        yield
         return
-    _DetachedServer().start()
+    port = server.free_port()
+    env = {**server.TEMPORARY_SERVER_SETTINGS, **os.environ}
+    start_timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    with (
+        tempfile.TemporaryFile() as log,
+        server.serving(
+            port,
+            env,
+            log,
+            ui=False,
+            dies_with_caller=True,
+            start_timeout_seconds=start_timeout,
+            stop_grace_seconds=SERVER_STOP_GRACE_SECONDS,
+        ),
+        temporary_settings({PREFECT_API_URL: server.api_url(server.LOOPBACK, port)}),
+    ):
+        try:
+            yield
+        finally:
+            _send_what_is_queued()
 
 
-class _DetachedServer(SubprocessASGIServer):
-    """Registered as Prefect's default temporary server (the `None` port key, as Prefect's own test
-    harness does), so every Prefect client in this process uses it; started as Prefect starts its
-    own (the same command and environment, prefect 3.9), in a new session that dies with us."""
-
-    def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
-        server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-        argv = [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--app-dir",
-            str(prefect.__module_path__.parent),
-            "--factory",
-            "prefect.server.api.server:create_app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--log-level",
-            "error",
-            "--lifespan",
-            "on",
-        ]
-        env = {**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)}
-        return subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_dies_with(os.getpid()))
-
-
-def _dies_with(parent: int) -> Callable[[], None]:
-    """For the child, between fork and exec: SIGTERM when `parent` dies; gone already if it has."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def set_death_signal() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return set_death_signal
+def _send_what_is_queued() -> None:
+    """Prefect's client sends logs and events from background queues that it drains at interpreter
+    exit; by then this run's server is gone ("Error logging to API" on the terminal when logs are on).
+    Drain them while it still answers."""
+    APILogWorker.drain_all(timeout=SERVER_STOP_GRACE_SECONDS)
+    EventsWorker.drain_all(timeout=SERVER_STOP_GRACE_SECONDS)

@@ -1,8 +1,10 @@
 """The trace worker: `python -P -m kernelsweep.toolchain.tracing.worker JOB.json`, one process per point.
 
-It runs with the sweep's import path (the job carries it, so user kernels and the tracers resolve
-exactly as in the sweep), imports the toolchain's tracers by reference, probes each (`Tracer.load`),
-and either reports what it found ("probe") or traces one point with the chosen tracer ("trace").
+It runs with the sweep's import path (the job carries it; the folders this process lacks, the
+user's working folder among them, go on as a last resort, `kernelsweep.importpath`, so user kernels
+and the tracers resolve as in the sweep and never in place of an installed module), imports the
+toolchain's tracers by reference, probes each (`Tracer.load`), and either reports what it found
+("probe") or traces one point with the chosen tracer ("trace").
 The answer, or the classified error, goes to trace-result.json next to the job; the parent reads
 nothing else, so a crash (no answer) is told apart from a kernel error (an answer with an error).
 """
@@ -20,6 +22,7 @@ from typing import Any
 
 from kernelsweep import names
 from kernelsweep.errors import KernelsweepError, TraceError
+from kernelsweep.importpath import append_last_resort
 from kernelsweep.toolchain.tracing import RESULT_FILE, Tracer, TraceRequest, TracerStatus, pack
 
 IR_ARCHIVE = "ir.tar"
@@ -126,7 +129,7 @@ def _error(exc: KernelsweepError) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     job_file = Path(argv[0])
     job = json.loads(job_file.read_text())
-    sys.path[:] = job["sys_path"] + [p for p in sys.path if p not in job["sys_path"]]
+    append_last_resort(job["sys_path"])  # the sweep's kernel modules, never in place of an installed one
     try:
         tracers = [load_tracer(ref) for ref in job["tracers"]]
         if job["mode"] == "probe":

@@ -40,6 +40,7 @@ from prefect.settings import (
     PREFECT_API_URL,
     PREFECT_SERVER_EPHEMERAL_ENABLED,
     PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    get_current_settings,
     temporary_settings,
 )
 
@@ -134,7 +135,10 @@ def _prefect_api() -> Iterator[None]:
         yield
         return
     port = server.free_port()
-    env = {**server.TEMPORARY_SERVER_SETTINGS, **os.environ}
+    # Settings this process read from the working folder (prefect.toml, .env) or a profile, as
+    # Prefect hands them to its own temporary server: the server runs elsewhere (see the launcher).
+    settings = get_current_settings().to_environment_variables(exclude_unset=True)
+    env = {**server.TEMPORARY_SERVER_SETTINGS, **os.environ, **settings}
     start_timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
     with (
         tempfile.TemporaryFile() as log,

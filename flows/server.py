@@ -20,6 +20,9 @@ Every server here starts the same way, and each choice has a reason:
   fork and exec, which Python documents as unsafe in a process with threads (Prefect starts
   several). The signal is tied to the *thread* that started the process: call `launch` from a
   thread that lives as long as the server should (the main thread).
+- In a working folder no user writes to (`/`, unless the caller names one): Prefect's database
+  migrations, run at every start, put the server's working folder first on its import path
+  (alembic's `prepend_sys_path = .`), -P or not. A relative PREFECT_HOME is made absolute first.
 - Output to a log file, stdin from /dev/null: nothing it prints reaches the caller's terminal.
 
 Nothing here imports Prefect, so a caller can start a server before importing it.
@@ -45,6 +48,7 @@ LOOPBACK = "127.0.0.1"
 START_TIMEOUT_SECONDS = 180.0  # a fresh database migrates first; a loaded host is slower still
 STOP_GRACE_SECONDS = 30.0  # SIGTERM lets the server flush what it recorded; SIGKILL after this
 _POLL_SECONDS = 0.2
+NEUTRAL_FOLDER = Path("/")  # the server's working folder: nothing a user wrote is imported from it
 # Turned off to make a server what Prefect's temporary one is: an API for one process's runs, with the
 # services that record them (events, task runs, triggers) and none that act on the database alone.
 TEMPORARY_SERVER_SETTINGS = {
@@ -127,11 +131,13 @@ def launch(
     """Start `prefect server start` on host:port in its own session, its output appended to `log` (a
     path, or an open binary file); returns at once (see `wait_healthy`). `env` is the server's whole
     environment; a PREFECT_API_URL in it is dropped (the server *is* the API; a client setting
-    pointing elsewhere must not reach it)."""
+    pointing elsewhere must not reach it). `cwd`: see the module's docstring; never the user's."""
     argv = server_argv(host, port, ui=ui)
     if dies_with_caller:
         argv = dying_with_caller(argv)
     server_env = {k: v for k, v in env.items() if k != "PREFECT_API_URL"} | {"PYTHONSAFEPATH": "1"}
+    if server_env.get("PREFECT_HOME"):
+        server_env["PREFECT_HOME"] = str(Path(server_env["PREFECT_HOME"]).expanduser().absolute())
     if isinstance(log, Path):
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as handle:
@@ -141,7 +147,13 @@ def launch(
 
 def _popen(argv: list[str], env: dict[str, str], log: BinaryIO, cwd: Path | None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        argv,
+        env=env,
+        cwd=cwd or NEUTRAL_FOLDER,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 

@@ -120,7 +120,7 @@ def test_terminate_tree_stops_a_process_and_what_it_started_in_other_sessions():
 
 
 def test_terminate_tree_with_no_grace_kills_at_once():
-    ignoring = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+    ignoring = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(9)"
     process = subprocess.Popen([sys.executable, "-c", ignoring], stdout=subprocess.PIPE)
     assert process.stdout is not None and process.stdout.readline()
     started = time.monotonic()
@@ -142,13 +142,15 @@ def test_a_server_that_exits_while_starting_is_reported_with_its_last_log_line(t
 
 
 def test_a_prefect_server_is_told_from_another_program_by_its_command_line():
-    lookalike = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "prefect", "server", "start"])
+    code = "import time; print(1, flush=True); time.sleep(60)"
+    lookalike = subprocess.Popen([sys.executable, "-c", code, "prefect", "server", "start"], stdout=subprocess.PIPE)
     try:
+        assert lookalike.stdout is not None and lookalike.stdout.readline()  # exec'd: its own command line
         assert server.is_prefect_server(lookalike.pid)
         assert not server.is_prefect_server(os.getpid())
     finally:
         lookalike.kill()
-        lookalike.wait()
+        lookalike.communicate()
     assert not server.is_prefect_server(lookalike.pid)  # gone
 
 

@@ -8,14 +8,14 @@ main thread only waits and takes signals (Python runs handlers in the main threa
 SIGTERM handler, installed around a flow run in the main thread, would abort the flow mid-point).
 
 Without a configured Prefect API (PREFECT_API_URL), the run starts a Prefect server of its own
-before the flow, where Prefect's ephemeral mode would start its temporary one: on a free loopback
+(`start_api`), where Prefect's ephemeral mode would start its temporary one: on a free loopback
 port, on the same Prefect home, with the same services (`kernelsweep.flows.server`, the one
-launcher), and points this process's Prefect client at it with Prefect's public settings API. The
-server runs in its own session: a signal sent to the CLI's process group (Ctrl-C in a terminal,
-`kill -TERM -PGID`, a supervisor) reaches only the CLI, so the server keeps answering while the
-sweep winds down. It gets a parent-death signal instead, so it never outlives the CLI, even one
-killed with SIGKILL; otherwise it is stopped when the sweep returns, once Prefect's client has sent
-it what it queued.
+launcher), and points this process's Prefect client at it with Prefect's public settings API. It is
+started as soon as Prefect's settings are read, so it boots while the flow's modules import. It runs
+in its own session: a signal sent to the CLI's process group (Ctrl-C in a terminal, `kill -TERM
+-PGID`, a supervisor) reaches only the CLI, so the server keeps answering while the sweep winds down.
+It gets a parent-death signal instead, so it never outlives the CLI, even one killed with SIGKILL;
+otherwise it is stopped when the run is over, once Prefect's client has sent it what it queued.
 
 The server's output (its banner, the cancellation tracebacks its services log when it stops) goes
 to an unnamed temporary file, read only to explain a failed start; the client's own Prefect loggers
@@ -28,11 +28,13 @@ import contextvars
 import logging
 import os
 import signal
+import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 
 from prefect.events.worker import EventsWorker
 from prefect.logging.handlers import APILogWorker
@@ -47,7 +49,6 @@ from prefect.settings import (
 from kernelsweep.expansion import DEFAULT_MAX_POINTS
 from kernelsweep.flows import server, stopping
 from kernelsweep.flows.progress import Listener, subscribe
-from kernelsweep.flows.sweep import sweep
 from kernelsweep.results.summary import SweepReport
 from kernelsweep.spec import SweepSpec
 from kernelsweep.toolchain.process import kill_running_tools
@@ -70,15 +71,20 @@ def run_sweep(
     spec: SweepSpec,
     on_row: Listener,
     *,
+    api: PrefectApi | None = None,
     resume_run_id: str | None = None,
     remeasure: bool = False,
     max_points: int = DEFAULT_MAX_POINTS,
 ) -> SweepReport:
+    """The sweep flow, in a worker thread, against `api` (from `start_api`, started here if not)."""
+    api = api or start_api()
+    from kernelsweep.flows.sweep import sweep  # the flow's modules: imported while a server boots
+
     for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     stopping.reset()
     stopped_by.signal = None
-    with _signals_stop_the_sweep(), subscribe(on_row), _prefect_api():
+    with _signals_stop_the_sweep(), subscribe(on_row), api.in_use():
         return _in_worker_thread(
             lambda: sweep(spec, resume_run_id=resume_run_id, remeasure=remeasure, max_points=max_points)
         )
@@ -126,37 +132,56 @@ def _in_worker_thread(work: Callable[[], SweepReport]) -> SweepReport:
     return outcome["report"]
 
 
-@contextmanager
-def _prefect_api() -> Iterator[None]:
+@dataclass
+class PrefectApi:
+    """The Prefect API a run talks to: the configured one (no `process`), or a server of the run's
+    own, launched by `start_api` and waited for, used and stopped by `in_use`."""
+
+    url: str | None = None
+    process: subprocess.Popen[bytes] | None = None
+    log: IO[bytes] | None = None
+    start_timeout_seconds: float = server.START_TIMEOUT_SECONDS
+
+    @contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Wait for the server to answer, point this process's Prefect client at it, and stop it
+        (after sending it what the client queued) when the `with` ends, however it ends."""
+        if self.process is None or self.log is None or self.url is None:
+            yield
+            return
+        try:
+            server.wait_healthy(self.process, self.url, log=self.log, timeout_seconds=self.start_timeout_seconds)
+            with temporary_settings({PREFECT_API_URL: self.url}):
+                try:
+                    yield
+                finally:
+                    _send_what_is_queued()
+        finally:
+            server.terminate_tree(self.process, grace_seconds=SERVER_STOP_GRACE_SECONDS)
+            self.log.close()
+
+
+def start_api() -> PrefectApi:
     """The configured Prefect API; without one (and unless ephemeral mode is off, when Prefect itself
-    refuses to run), a server of this run's own for the body of the `with`. Started from the main
-    thread, which lives as long as the run: the parent-death signal is tied to the starting thread."""
+    refuses to run), a server of the run's own, launched now so that it boots while the caller
+    imports the flow. Call it from the main thread, which lives as long as the run: the parent-death
+    signal is tied to the thread that starts the server (which also stops it, should the run never
+    come to `in_use`)."""
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
-        yield
-        return
+        return PrefectApi()
     port = server.free_port()
     # Settings this process read from the working folder (prefect.toml, .env) or a profile, as
     # Prefect hands them to its own temporary server: the server runs elsewhere (see the launcher).
     settings = get_current_settings().to_environment_variables(exclude_unset=True)
     env = {**server.TEMPORARY_SERVER_SETTINGS, **os.environ, **settings}
-    start_timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-    with (
-        tempfile.TemporaryFile() as log,
-        server.serving(
-            port,
-            env,
-            log,
-            ui=False,
-            dies_with_caller=True,
-            start_timeout_seconds=start_timeout,
-            stop_grace_seconds=SERVER_STOP_GRACE_SECONDS,
-        ),
-        temporary_settings({PREFECT_API_URL: server.api_url(server.LOOPBACK, port)}),
-    ):
-        try:
-            yield
-        finally:
-            _send_what_is_queued()
+    log = tempfile.TemporaryFile()
+    process = server.launch(server.LOOPBACK, port, env, log, ui=False, dies_with_caller=True)
+    return PrefectApi(
+        url=server.api_url(server.LOOPBACK, port),
+        process=process,
+        log=log,
+        start_timeout_seconds=float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()),
+    )
 
 
 def _send_what_is_queued() -> None:

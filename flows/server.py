@@ -40,7 +40,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from kernelsweep.errors import KernelsweepError
 
@@ -122,7 +122,7 @@ def launch(
     host: str,
     port: int,
     env: Mapping[str, str],
-    log: Path | BinaryIO,
+    log: Path | IO[bytes],
     *,
     ui: bool = True,
     dies_with_caller: bool = False,
@@ -145,7 +145,7 @@ def launch(
     return _popen(argv, server_env, log, cwd)
 
 
-def _popen(argv: list[str], env: dict[str, str], log: BinaryIO, cwd: Path | None) -> subprocess.Popen[bytes]:
+def _popen(argv: list[str], env: dict[str, str], log: IO[bytes], cwd: Path | None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         argv,
         env=env,
@@ -167,7 +167,7 @@ def wait_healthy(
     process: subprocess.Popen[bytes],
     url: str,
     *,
-    log: Path | BinaryIO,
+    log: Path | IO[bytes],
     timeout_seconds: float = START_TIMEOUT_SECONDS,
 ) -> None:
     """Return once the server at `url` answers; if it exits first, or stays silent `timeout_seconds`
@@ -182,7 +182,7 @@ def wait_healthy(
         time.sleep(_POLL_SECONDS)
 
 
-def _start_error(what: str, process: subprocess.Popen[bytes], log: Path | BinaryIO) -> ServerStartError:
+def _start_error(what: str, process: subprocess.Popen[bytes], log: Path | IO[bytes]) -> ServerStartError:
     tail = _log_tail(log)
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     where = f"; see {log}" if isinstance(log, Path) else ""
@@ -194,7 +194,7 @@ def _start_error(what: str, process: subprocess.Popen[bytes], log: Path | Binary
     )
 
 
-def _log_tail(log: Path | BinaryIO, size_bytes: int = 4000) -> str:
+def _log_tail(log: Path | IO[bytes], size_bytes: int = 4000) -> str:
     try:
         if isinstance(log, Path):
             data = log.read_bytes()[-size_bytes:]
@@ -281,7 +281,7 @@ def _stat_fields(pid: int) -> list[str]:
 def serving(
     port: int,
     env: Mapping[str, str],
-    log: Path | BinaryIO,
+    log: Path | IO[bytes],
     *,
     host: str = LOOPBACK,
     ui: bool = True,

@@ -12,7 +12,7 @@ Sections:
               ours <= 100 ms. Beside it, Prefect's floor (five no-op tasks per point,
               with the stage tasks' options). Database bytes
               per point on SQLite and on PostgreSQL (with PostgreSQL's own CPU)
-  first       time to the first point of `kernelsweep run`: Prefect's ephemeral server on a fresh
+  first       time to the first point of `kernelsweep run`: the run's own Prefect server on a fresh
               and on a used Prefect home, and a running `kernelsweep server`
   throughput  wall time against the lower bound (target <= 1.15) at each --points, 4 simulated
               cores and 2 compile slots, and the speedup over seed 000's sequential method
@@ -236,9 +236,9 @@ def section_first(base: Path) -> None:
         reused = first_point(fresh(base, "first-4"), server_env)
     finally:
         subprocess.run([sys.executable, "-m", "kernelsweep.flows.cli", "server", "stop"], env=env, capture_output=True)
-    print(f"  ephemeral Prefect server, fresh Prefect home  {fresh_home:6.1f} s")
-    print(f"  ephemeral Prefect server, used Prefect home   {used_home:6.1f} s")
-    print(f"  running `kernelsweep server` (PREFECT_API_URL) {reused:6.1f} s")
+    print(f"  the run's own Prefect server, fresh Prefect home {fresh_home:6.1f} s")
+    print(f"  the run's own Prefect server, used Prefect home  {used_home:6.1f} s")
+    print(f"  running `kernelsweep server` (PREFECT_API_URL)   {reused:6.1f} s")
     print(f"  (`kernelsweep server start` itself took {server_start:.1f} s, once for every later run)")
 
 

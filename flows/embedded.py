@@ -174,6 +174,9 @@ def start_api() -> PrefectApi:
     # Prefect hands them to its own temporary server: the server runs elsewhere (see the launcher).
     settings = get_current_settings().to_environment_variables(exclude_unset=True)
     env = {**server.TEMPORARY_SERVER_SETTINGS, **os.environ, **settings}
+    # Its output reaches no terminal, only this file, kept to explain a failed start: errors in it
+    # (the quiet CLI's CRITICAL would leave only Prefect's "Server stopped!").
+    env["PREFECT_SERVER_LOGGING_LEVEL"] = "ERROR"
     log = tempfile.TemporaryFile()
     process = server.launch(server.LOOPBACK, port, env, log, ui=False, dies_with_caller=True)
     return PrefectApi(

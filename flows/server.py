@@ -31,6 +31,7 @@ Nothing here imports Prefect, so a caller can start a server before importing it
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -64,6 +65,7 @@ TEMPORARY_SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_DB_VACUUM_ENABLED": "[]",
 }
 _PREFECT_SERVER_START = ("prefect", "server", "start")
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b: ")  # a traceback's last line
 # Between the launcher's start and the server's: argv[1] is the caller's pid, argv[2:] the server's argv.
 _DIE_WITH_CALLER = (
     "import ctypes, os, signal, sys\n"
@@ -184,14 +186,21 @@ def wait_healthy(
 
 def _start_error(what: str, process: subprocess.Popen[bytes], log: Path | IO[bytes]) -> ServerStartError:
     tail = _log_tail(log)
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
     where = f"; see {log}" if isinstance(log, Path) else ""
     return ServerStartError(
-        f"{what}: {lines[-1] if lines else 'no output'}{where}",
+        f"{what}: {_reason(tail)}{where}",
         argv=[str(a) for a in process.args] if isinstance(process.args, list) else None,
         returncode=process.returncode,
         stderr_tail=tail,
     )
+
+
+def _reason(log_tail: str) -> str:
+    """The line of a server's log that says why it stopped: a traceback's last line (Prefect prints
+    "Server stopped!" and uvicorn "Application startup failed" after it), else the last line."""
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    errors = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return errors[-1] if errors else lines[-1] if lines else "no output"
 
 
 def _log_tail(log: Path | IO[bytes], size_bytes: int = 4000) -> str:

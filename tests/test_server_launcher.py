@@ -141,6 +141,19 @@ def test_a_server_that_exits_while_starting_is_reported_with_its_last_log_line(t
     assert str(log) in caught.value.message and caught.value.returncode == 3
 
 
+def test_the_reason_a_server_stopped_is_its_tracebacks_last_line_not_its_goodbye(tmp_path):
+    log = tmp_path / "server.log"
+    with log.open("ab") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.tracebacklimit = 0; print('banner', flush=True); "
+             "import atexit; atexit.register(print, 'Server stopped!'); open('/proc/nope/prefect.db')"],
+            stdout=handle, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    with pytest.raises(server.ServerStartError) as caught:
+        server.wait_healthy(process, server.api_url("127.0.0.1", server.free_port()), log=log, timeout_seconds=60)
+    assert "FileNotFoundError: [Errno 2] No such file or directory: '/proc/nope/prefect.db'" in caught.value.message
+
+
 def test_a_prefect_server_is_told_from_another_program_by_its_command_line():
     code = "import time; print(1, flush=True); time.sleep(60)"
     lookalike = subprocess.Popen([sys.executable, "-c", code, "prefect", "server", "start"], stdout=subprocess.PIPE)

@@ -1,8 +1,8 @@
-"""Run the sweep flow in this process on Prefect's temporary server, quietly, and stop it cleanly.
+"""Run the sweep flow in this process on a Prefect server of the run's own, quietly, and stop it cleanly.
 
 Ctrl-C and SIGTERM: the first stops the sweep from scheduling anything new (running points finish
 the stage they are in, see `chain`), the flow raises `SweepInterrupted` naming what is saved, and
-the process exits through its normal path, which stops Prefect's server. A second signal kills
+the process exits through its normal path, which stops the run's server. A second signal kills
 the running tools' process groups at once. For that the flow runs in a worker thread while the
 main thread only waits and takes signals (Python runs handlers in the main thread; Prefect's own
 SIGTERM handler, installed around a flow run in the main thread, would abort the flow mid-point).

@@ -39,7 +39,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -224,10 +224,10 @@ def terminate_tree(process: int | subprocess.Popen[bytes], *, grace_seconds: flo
         if sig == signal.SIGTERM and grace_seconds <= 0:
             continue
         for target in [pid, *descendants(pid)]:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(target, sig)
-            except ProcessLookupError:
-                pass
+        with suppress(ProcessLookupError):
+            os.killpg(pid, sig)  # its session's group too, when it leads one (orphans stay in it)
         deadline = time.monotonic() + wait_seconds
         while _running(process):
             if time.monotonic() > deadline:

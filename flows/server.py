@@ -220,6 +220,8 @@ def terminate_tree(process: int | subprocess.Popen[bytes], *, grace_seconds: flo
     run (a worker's flow runs live in sessions of their own): SIGTERM to all, SIGKILL to what is
     left after `grace_seconds` (at once when 0). Returns when the process is gone, reaped if ours."""
     pid = process if isinstance(process, int) else process.pid
+    if not _running(process):
+        return  # gone (and, if ours, reaped): its pid may be another process's by now
     for sig, wait_seconds in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, STOP_GRACE_SECONDS)):
         if sig == signal.SIGTERM and grace_seconds <= 0:
             continue

@@ -1,6 +1,7 @@
-"""The processes a benchmark measures from outside: a Prefect server (`prefect server start`, as
-`kernelsweep server` runs it) on SQLite or on a throwaway PostgreSQL, with their CPU read from /proc
-and their database size read from the files or from PostgreSQL itself.
+"""The processes a benchmark measures from outside: a Prefect server (`prefect server start`, started
+by kernelsweep's one launcher with `kernelsweep server`'s settings) on SQLite or on a throwaway
+PostgreSQL, with their CPU read from /proc and their database size read from the files or from
+PostgreSQL itself.
 
 PostgreSQL is Debian's (`postgresql` 15): initdb refuses root, so the cluster belongs to the
 `postgres` user and listens on 127.0.0.1 only, with trust authentication for that address; it is
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import tempfile
@@ -22,17 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsweep.flows.cli.server import LocalServer, launch, server_env, terminate, wait_healthy
+from kernelsweep.flows.cli.server import server_env
+from kernelsweep.flows.server import LOOPBACK, api_url, free_port, serving
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 QUIET_CLIENT = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def tree_cpu_seconds(root_pid: int) -> float:
@@ -134,19 +129,20 @@ def postgres() -> Iterator[Postgres]:
 @dataclass
 class Server:
     home: Path
-    local: LocalServer
+    port: int
+    pid: int
     database: Postgres | None  # None: SQLite in `home`
 
     @property
     def api_url(self) -> str:
-        return self.local.api_url
+        return api_url(LOOPBACK, self.port)
 
     def client_env(self) -> dict[str, str]:
         return {"PREFECT_API_URL": self.api_url, "PREFECT_HOME": str(self.home), **QUIET_CLIENT}
 
     def cpu_seconds(self) -> float:
         """The API server's CPU, plus PostgreSQL's when the database lives there."""
-        return tree_cpu_seconds(self.local.pid) + (self.database.cpu_seconds() if self.database else 0.0)
+        return tree_cpu_seconds(self.pid) + (self.database.cpu_seconds() if self.database else 0.0)
 
     def database_bytes(self) -> int:
         """PostgreSQL's own size of the database; SQLite's pages in use (the WAL's included, the free
@@ -172,10 +168,5 @@ def prefect_server(
     base |= {"PREFECT_HOME": str(home), **QUIET_CLIENT, **(settings or {})}
     if database:
         base["PREFECT_API_DATABASE_CONNECTION_URL"] = database.url
-    process = launch("127.0.0.1", port, server_env("127.0.0.1", port, base), home / "server.log")
-    local = LocalServer(pid=process.pid, host="127.0.0.1", port=port, log=str(home / "server.log"))
-    try:
-        wait_healthy(local, process)
-        yield Server(home, local, database)
-    finally:
-        terminate(process.pid)
+    with serving(port, server_env(LOOPBACK, port, base), home / "server.log") as process:
+        yield Server(home, port, process.pid, database)

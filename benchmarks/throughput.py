@@ -12,7 +12,7 @@ Sections:
               ours <= 100 ms. Beside it, Prefect's floor (five no-op tasks per point,
               with the stage tasks' options). Database bytes
               per point on SQLite and on PostgreSQL (with PostgreSQL's own CPU)
-  first       time to the first point of `kernelsweep run`: Prefect's ephemeral server on a fresh
+  first       time to the first point of `kernelsweep run`: the run's own Prefect server on a fresh
               and on a used Prefect home, and a running `kernelsweep server`
   throughput  wall time against the lower bound (target <= 1.15) at each --points, 4 simulated
               cores and 2 compile slots, and the speedup over seed 000's sequential method
@@ -43,6 +43,7 @@ from toolcost import TARGET_MS, tool_costs
 from workloads import Host, bound, mlp_spec, run_child, shards, start_child
 
 from kernelsweep.expansion import expand
+from kernelsweep.flows.server import free_port
 from kernelsweep.kernels import load_kernel
 from kernelsweep.sim.latency import read_latencies
 from kernelsweep.spec import SweepSpec
@@ -224,7 +225,7 @@ def section_first(base: Path) -> None:
     env = {**clean_env(), **host.env(base / "first-host"), "PREFECT_HOME": str(home)}
     fresh_home = first_point(fresh(base, "first-1"), env)
     used_home = first_point(fresh(base, "first-2"), env)
-    port = _free_port()
+    port = free_port()
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "kernelsweep.flows.cli", "server", "start", "--port", str(port)],
                    env=env, check=True, capture_output=True)  # fmt: skip
@@ -235,16 +236,10 @@ def section_first(base: Path) -> None:
         reused = first_point(fresh(base, "first-4"), server_env)
     finally:
         subprocess.run([sys.executable, "-m", "kernelsweep.flows.cli", "server", "stop"], env=env, capture_output=True)
-    print(f"  ephemeral Prefect server, fresh Prefect home  {fresh_home:6.1f} s")
-    print(f"  ephemeral Prefect server, used Prefect home   {used_home:6.1f} s")
-    print(f"  running `kernelsweep server` (PREFECT_API_URL) {reused:6.1f} s")
+    print(f"  the run's own Prefect server, fresh Prefect home {fresh_home:6.1f} s")
+    print(f"  the run's own Prefect server, used Prefect home  {used_home:6.1f} s")
+    print(f"  running `kernelsweep server` (PREFECT_API_URL)   {reused:6.1f} s")
     print(f"  (`kernelsweep server start` itself took {server_start:.1f} s, once for every later run)")
-
-
-def _free_port() -> int:
-    from servers import free_port
-
-    return free_port()
 
 
 # ---------------------------------------------------------------- throughput

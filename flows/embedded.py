@@ -1,49 +1,60 @@
-"""Run the sweep flow in this process on Prefect's temporary server, quietly, and stop it cleanly.
+"""Run the sweep flow in this process on a Prefect server of the run's own, quietly, and stop it cleanly.
 
 Ctrl-C and SIGTERM: the first stops the sweep from scheduling anything new (running points finish
 the stage they are in, see `chain`), the flow raises `SweepInterrupted` naming what is saved, and
-the process exits through its normal path, which stops Prefect's server. A second signal kills
+the process exits through its normal path, which stops the run's server. A second signal kills
 the running tools' process groups at once. For that the flow runs in a worker thread while the
 main thread only waits and takes signals (Python runs handlers in the main thread; Prefect's own
 SIGTERM handler, installed around a flow run in the main thread, would abort the flow mid-point).
 
-Prefect's temporary server is started here, before the flow, the way Prefect starts it but in its
-own session: a signal sent to the CLI's process group (Ctrl-C in a terminal, `kill -TERM -PGID`,
-a supervisor) reaches only the CLI, so the server keeps answering while the sweep winds down. It
-gets a parent-death signal instead, so it never outlives the CLI, even one killed with SIGKILL.
+Without a configured Prefect API (PREFECT_API_URL), the run starts a Prefect server of its own
+(`start_api`), where Prefect's ephemeral mode would start its temporary one: on a free loopback
+port, on the same Prefect home, with the same services (`kernelsweep.flows.server`, the one
+launcher), and points this process's Prefect client at it with Prefect's public settings API. It is
+started as soon as Prefect's settings are read, so it boots while the flow's modules import. It runs
+in its own session: a signal sent to the CLI's process group (Ctrl-C in a terminal, `kill -TERM
+-PGID`, a supervisor) reaches only the CLI, so the server keeps answering while the sweep winds down.
+It gets a parent-death signal instead, so it never outlives the CLI, even one killed with SIGKILL;
+otherwise it is stopped when the run is over, once Prefect's client has sent it what it queued.
 
-The server logs cancellation tracebacks from its background services when it stops; those are
-Prefect's own shutdown noise, not sweep errors, so its loggers are silenced for the embedded run.
+The server's output (its banner, the cancellation tracebacks its services log when it stops) goes
+to an unnamed temporary file, read only to explain a failed start; the client's own Prefect loggers
+are silenced for the run: that is Prefect's shutdown noise, not sweep errors.
 """
 
 from __future__ import annotations
 
 import contextvars
-import ctypes
 import logging
 import os
 import signal
 import subprocess
-import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 
-import prefect
-from prefect.server.api.server import SubprocessASGIServer
-from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, get_current_settings
+from prefect.events.worker import EventsWorker
+from prefect.logging.handlers import APILogWorker
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_SERVER_EPHEMERAL_ENABLED,
+    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    get_current_settings,
+    temporary_settings,
+)
 
 from kernelsweep.expansion import DEFAULT_MAX_POINTS
-from kernelsweep.flows import stopping
+from kernelsweep.flows import server, stopping
 from kernelsweep.flows.progress import Listener, subscribe
-from kernelsweep.flows.sweep import sweep
 from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.spec import SweepSpec
 from kernelsweep.toolchain.process import kill_running_tools
 
 _NOISY_LOGGERS = ("prefect.server", "uvicorn", "uvicorn.error", "prefect._internal", "prefect.client")
-_PR_SET_PDEATHSIG = 1
+SERVER_STOP_GRACE_SECONDS = 5.0  # as Prefect gives its temporary server; it stops in well under 1 s
 log = logging.getLogger(__name__)
 
 
@@ -60,16 +71,20 @@ def run_sweep(
     spec: SweepSpec,
     on_row: Listener,
     *,
+    api: PrefectApi | None = None,
     resume_run_id: str | None = None,
     remeasure: bool = False,
     max_points: int = DEFAULT_MAX_POINTS,
 ) -> SweepOutcome:
+    """The sweep flow, in a worker thread, against `api` (from `start_api`, started here if not)."""
+    api = api or start_api()
+    from kernelsweep.flows.sweep import sweep  # the flow's modules: imported while a server boots
+
     for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     stopping.reset()
     stopped_by.signal = None
-    with _signals_stop_the_sweep(), subscribe(on_row):
-        _start_server()
+    with _signals_stop_the_sweep(), subscribe(on_row), api.in_use():
         return _in_worker_thread(
             lambda: sweep(spec, resume_run_id=resume_run_id, remeasure=remeasure, max_points=max_points)
         )
@@ -117,48 +132,64 @@ def _in_worker_thread(work: Callable[[], SweepOutcome]) -> SweepOutcome:
     return outcome["report"]
 
 
-def _start_server() -> None:
-    """Prefect's temporary server, unless a server is configured (PREFECT_API_URL)."""
+@dataclass
+class PrefectApi:
+    """The Prefect API a run talks to: the configured one (no `process`), or a server of the run's
+    own, launched by `start_api` and waited for, used and stopped by `in_use`."""
+
+    url: str | None = None
+    process: subprocess.Popen[bytes] | None = None
+    log: IO[bytes] | None = None
+    start_timeout_seconds: float = server.START_TIMEOUT_SECONDS
+
+    @contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Wait for the server to answer, point this process's Prefect client at it, and stop it
+        (after sending it what the client queued) when the `with` ends, however it ends."""
+        if self.process is None or self.log is None or self.url is None:
+            yield
+            return
+        try:
+            server.wait_healthy(self.process, self.url, log=self.log, timeout_seconds=self.start_timeout_seconds)
+            with temporary_settings({PREFECT_API_URL: self.url}):
+                try:
+                    yield
+                finally:
+                    _send_what_is_queued()
+        finally:
+            server.terminate_tree(self.process, grace_seconds=SERVER_STOP_GRACE_SECONDS)
+            self.log.close()
+
+
+def start_api() -> PrefectApi:
+    """The configured Prefect API; without one (and unless ephemeral mode is off, when Prefect itself
+    refuses to run), a server of the run's own, launched now so that it boots while the caller
+    imports the flow. Call it from the main thread, which lives as long as the run: the parent-death
+    signal is tied to the thread that starts the server (which also stops it, should the run never
+    come to `in_use`)."""
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
-        return
-    _DetachedServer().start()
+        return PrefectApi()
+    port = server.free_port()
+    # Settings this process read from the working folder (prefect.toml, .env) or a profile, as
+    # Prefect hands them to its own temporary server: the server runs elsewhere (see the launcher).
+    settings = get_current_settings().to_environment_variables(exclude_unset=True)
+    env = {**server.TEMPORARY_SERVER_SETTINGS, **os.environ, **settings}
+    # Its output reaches no terminal, only this file, kept to explain a failed start: errors in it
+    # (the quiet CLI's CRITICAL would leave only Prefect's "Server stopped!").
+    env["PREFECT_SERVER_LOGGING_LEVEL"] = "ERROR"
+    log = tempfile.TemporaryFile()
+    process = server.launch(server.LOOPBACK, port, env, log, ui=False, dies_with_caller=True)
+    return PrefectApi(
+        url=server.api_url(server.LOOPBACK, port),
+        process=process,
+        log=log,
+        start_timeout_seconds=float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()),
+    )
 
 
-class _DetachedServer(SubprocessASGIServer):
-    """Registered as Prefect's default temporary server (the `None` port key, as Prefect's own test
-    harness does), so every Prefect client in this process uses it; started as Prefect starts its
-    own (the same command and environment, prefect 3.9), in a new session that dies with us."""
-
-    def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
-        server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-        argv = [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--app-dir",
-            str(prefect.__module_path__.parent),
-            "--factory",
-            "prefect.server.api.server:create_app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--log-level",
-            "error",
-            "--lifespan",
-            "on",
-        ]
-        env = {**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)}
-        return subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_dies_with(os.getpid()))
-
-
-def _dies_with(parent: int) -> Callable[[], None]:
-    """For the child, between fork and exec: SIGTERM when `parent` dies; gone already if it has."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def set_death_signal() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return set_death_signal
+def _send_what_is_queued() -> None:
+    """Prefect's client sends logs and events from background queues that it drains at interpreter
+    exit; by then this run's server is gone ("Error logging to API" on the terminal when logs are on).
+    Drain them while it still answers."""
+    APILogWorker.drain_all(timeout=SERVER_STOP_GRACE_SECONDS)
+    EventsWorker.drain_all(timeout=SERVER_STOP_GRACE_SECONDS)

@@ -1,8 +1,9 @@
 """A real Prefect server and real workers, as separate processes, for deployment tests.
 
-`PrefectServer` runs `prefect server start` on 127.0.0.1 with its own PREFECT_HOME and a free port;
-`start_worker` runs `prefect worker start` for one pool with its own environment (a simulated host:
-its platform, cores, lock and state folders). Every process writes its log to a file next to its
+`PrefectServer` runs `prefect server start` on 127.0.0.1 with its own PREFECT_HOME and a free port,
+started as kernelsweep starts every server (`kernelsweep.flows.server`); `start_worker` runs
+`prefect worker start` for one pool with its own environment (a simulated host: its platform,
+cores, lock and state folders). Every process writes its log to a file next to its
 state, so a failing test can be read afterwards while the test output stays clean. Waits poll with
 deadlines; nothing sleeps and hopes.
 """
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,16 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from kernelsweep.flows.cli.server import api_healthy
+from kernelsweep.flows.server import api_healthy, api_url, free_port, serving, terminate_tree
 
 PYTHON_BIN = Path(sys.executable).parent
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def poll(check: Callable[[], T | None], *, timeout: float, what: str, every: float = 1.0) -> T:
@@ -56,7 +49,7 @@ class PrefectServer:
 
     @property
     def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api"
+        return api_url("127.0.0.1", self.port)
 
     @property
     def ui_url(self) -> str:
@@ -138,32 +131,10 @@ class Worker:
     def die(self) -> None:
         """The host is gone at once (power loss, a terminated instance): the worker and every process
         it started are killed without a chance to say anything."""
-        for pid in [self.process.pid, *_descendants(self.process.pid)]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait(timeout=60)
+        terminate_tree(self.process, grace_seconds=0)
 
     def stop(self) -> None:
-        _stop(self.process)
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+        terminate_tree(self.process)
 
 
 def quiet_env(home: Path, port: int) -> dict[str, str]:
@@ -190,42 +161,12 @@ def prefect_server(home: Path, *, startup_timeout: float = 180) -> Iterator[Pref
     home.mkdir(parents=True, exist_ok=True)
     port = free_port()
     server = PrefectServer(home, port, quiet_env(home, port))
-    log = (home / "server.log").open("w")
-    process = subprocess.Popen(
-        [str(PYTHON_BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--analytics-off"],
-        env=server.env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=home,
-        start_new_session=True,
-    )
-    log.close()
-    try:
-        poll(lambda: process.poll() is not None or server.healthy(), timeout=startup_timeout, what="the server")
-        if process.poll() is not None:
-            raise AssertionError(f"prefect server exited {process.returncode}; see {home / 'server.log'}")
-        yield server
-    finally:
-        for child in [*server.processes, process]:
-            _stop(child)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """The process and everything it started (flow runs live in sessions of their own)."""
-    if process.poll() is not None:
-        return
-    tree = [process.pid, *_descendants(process.pid)]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in tree:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
+    with serving(port, server.env, home / "server.log", cwd=home, start_timeout_seconds=startup_timeout):
         try:
-            process.wait(timeout=30)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            yield server
+        finally:
+            for child in server.processes:
+                terminate_tree(child)  # flow runs live in sessions of their own: the whole tree
 
 
 def sim_host_env(root: Path, platform: str, cores: int = 2, **extra: str) -> dict[str, str]:

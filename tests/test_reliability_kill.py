@@ -25,6 +25,7 @@ import pytest
 from s3_server import aws_test_env, list_keys
 
 from kernelsweep.expansion import expand
+from kernelsweep.flows.server import is_prefect_server
 from kernelsweep.results import reader
 from kernelsweep.results.journal import decode_row
 from kernelsweep.results.rows import row_id
@@ -105,13 +106,15 @@ def start():
 
 
 def _prefect_servers(prefect_home: str) -> list[int]:
-    """Prefect server processes of this test (by their PREFECT_HOME), wherever they were reparented."""
+    """Prefect server processes of this test (by their PREFECT_HOME), wherever they were reparented:
+    the run's own (`prefect server start`) and any temporary one Prefect might start itself (uvicorn
+    on `create_app`)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         with contextlib.suppress(OSError):
-            if b"create_app" in (proc / "cmdline").read_bytes():
+            if is_prefect_server(int(proc.name)) or b"create_app" in (proc / "cmdline").read_bytes():
                 if f"PREFECT_HOME={prefect_home}".encode() in (proc / "environ").read_bytes().split(b"\0"):
                     found.append(int(proc.name))
     return found

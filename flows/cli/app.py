@@ -13,6 +13,7 @@ import click
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli import compare, doctor, extract, fleet, lineage, report, run, server
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_RUN_FAILED, EXIT_SIGNAL_BASE, EXIT_USAGE, fail
+from kernelsweep.importpath import append_last_resort
 
 DEBUG_ENV = "KERNELSWEEP_DEBUG"
 INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT  # 130, the shell's code for a process ended by Ctrl-C
@@ -53,10 +54,10 @@ def _debug() -> None:
 @click.version_option(package_name="kernelsweep")
 def cli() -> None:
     """Sweep NKI kernels over shapes and platforms; results to Parquet."""
-    # User kernel modules (`my_kernels:mlp`) are found in the working folder, which goes LAST on the
-    # path: a user's own `tasks.py`, `flows/` or `numpy.py` there can never shadow an installed module.
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
+    # User kernel modules (`my_kernels:mlp`) are found in the working folder, a last resort on the
+    # path: a user's own `tasks.py`, `flows/`, `numpy.py` or `opentelemetry.py` (a namespace package
+    # of Prefect's) there can never shadow an installed module (kernelsweep.importpath).
+    append_last_resort([os.getcwd()])
 
 
 for command in (

@@ -143,8 +143,10 @@ def _pools_in(path: Path) -> list[str]:
 
 
 def _deploy(path: Path) -> None:
-    """Prefect's own deploy, quietly: its output is shown only when it fails."""
-    argv = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file", str(path.resolve())]
+    """Prefect's own deploy, quietly: its output is shown only when it fails. `-P`: the folder it runs
+    in is not put first on the import path (Prefect adds it itself later, to load file entrypoints)."""
+    argv = [sys.executable, "-P", "-m", "prefect", "--no-prompt", "deploy", "--all"]
+    argv += ["--prefect-file", str(path.resolve())]
     env = {**QUIET_PREFECT, **os.environ}
     try:
         done = subprocess.run(

@@ -116,6 +116,8 @@ def run(
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from kernelsweep.flows import embedded  # imports Prefect: after its environment is set
+
+    api = embedded.start_api()  # the run's own server, if it needs one, boots while the flow imports
     from kernelsweep.flows.sweep import SweepInterrupted
 
     if notice:
@@ -126,6 +128,7 @@ def run(
             report = embedded.run_sweep(
                 spec,
                 on_row=advance,
+                api=api,
                 resume_run_id=plan.resumed.run_id if plan.resumed else None,
                 remeasure=remeasure,
                 max_points=max_points,

@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelsweep.importpath import append_last_resort
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
 from kernelsweep.sim.tools import TOOLS_ENV, ToolsRelease, release
@@ -65,10 +65,9 @@ DEFAULT_HOST = "sim-host"
 
 
 def extend_import_path() -> None:
-    """Make the sweep's kernel modules importable, after (never before) the installed packages."""
-    for entry in os.environ.get(IMPORT_PATH_ENV, "").split(os.pathsep):
-        if entry and entry not in sys.path:
-            sys.path.append(entry)
+    """Make the sweep's kernel modules importable, as a last resort: never in place of an installed
+    module (`kernelsweep.importpath`)."""
+    append_last_resort(os.environ.get(IMPORT_PATH_ENV, "").split(os.pathsep))
 
 
 @dataclass(frozen=True)

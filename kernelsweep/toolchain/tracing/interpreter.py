@@ -43,6 +43,7 @@ WORKER_MODULES = (
     "kernelsweep",
     "kernelsweep.dtypes",
     "kernelsweep.errors",
+    "kernelsweep.importpath",
     "kernelsweep.kernels",
     "kernelsweep.kernels.base",
     "kernelsweep.kernels.matmul",
@@ -127,14 +128,13 @@ def package_folder(workdir: Path) -> Path:
     return folder
 
 
-def worker_path(python: NeuronPython) -> tuple[list[str], list[str]]:
-    """(before, after) the worker's own path. Under kernelsweep's interpreter the sweep's whole path
-    goes first, as before; under another, only the folders that are not an interpreter's (user kernel
-    modules), after its own: kernelsweep's site-packages hold builds for another Python."""
+def worker_path(python: NeuronPython) -> list[str]:
+    """The sweep's folders the worker adds after its own path, as a last resort (kernelsweep.importpath:
+    user kernel modules resolve as in the sweep, never in place of an installed module). Under another
+    interpreter, not an interpreter's own folders: kernelsweep's site-packages hold builds for another
+    Python."""
     entries = [p for p in sys.path if p and os.path.isdir(p)]
-    if not python.foreign:
-        return entries, []
-    return [], [p for p in entries if not _interpreter_folder(p)]
+    return [p for p in entries if not _interpreter_folder(p)] if python.foreign else entries
 
 
 def _interpreter_folder(entry: str) -> bool:

@@ -171,8 +171,7 @@ def _run_worker(
 
     python = toolchain.neuron_python or own_python()
     workdir.mkdir(parents=True, exist_ok=True)
-    first, last = worker_path(python)
-    job = {**job, "tracers": [t.ref for t in toolchain.tracers], "path_first": first, "path_last": last}
+    job = {**job, "tracers": [t.ref for t in toolchain.tracers], "sys_path": worker_path(python)}
     (workdir / JOB_FILE).write_text(json.dumps(job))
     argv = worker_argv(python, workdir, workdir / JOB_FILE)
     result = run_tool(

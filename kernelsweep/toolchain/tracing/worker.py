@@ -1,14 +1,15 @@
 """The trace worker: one process per point, under the Neuron SDK's interpreter (tracing.interpreter).
 
-It puts the sweep's import path around its own (the job carries it, so user kernels and the tracers
-resolve as in the sweep), imports the toolchain's tracers by reference, and either reports what it
-found ("probe") or traces one point ("trace"): the pinned tracer first, then, if its adapter does not
-fit this host's API (a TypeError or AttributeError raised in the adapter itself, before the compiler
-ran: real-host audit 2, N1), the next ones, naming each that fell through. The tracer's C-level
-stderr (fd 2, where neuronx-cc writes `[NCC_E...]` and "Out of memory in sbuf") is captured, and on
-failure classified and kept with the error (N2). The answer, or the classified error, goes to
-trace-result.json next to the job; the parent reads nothing else, so a crash (no answer) is told
-apart from a kernel error (an answer with an error).
+It runs with the sweep's import path (the job carries it; the folders this process lacks, the user's
+working folder among them, go on as a last resort, `kernelsweep.importpath`, so user kernels and the
+tracers resolve as in the sweep and never in place of an installed module), imports the toolchain's
+tracers by reference, and either reports what it found ("probe") or traces one point ("trace"): the
+pinned tracer first, then, if its adapter does not fit this host's API (a TypeError or AttributeError
+raised in the adapter itself, before the compiler ran: real-host audit 2, N1), the next ones, naming
+each that fell through. The tracer's C-level stderr (fd 2, where neuronx-cc writes `[NCC_E...]` and
+"Out of memory in sbuf") is captured, and on failure classified and kept with the error (N2). The
+answer, or the classified error, goes to trace-result.json next to the job; the parent reads nothing
+else, so a crash (no answer) is told apart from a kernel error (an answer with an error).
 
 Runs on Python 3.10+ with numpy and the SDK only (interpreter.WORKER_MODULES).
 """
@@ -29,6 +30,7 @@ from typing import Any
 
 from kernelsweep import names
 from kernelsweep.errors import KernelsweepError, TraceError
+from kernelsweep.importpath import append_last_resort
 from kernelsweep.toolchain.tracing.calls import FRONTEND_ENV
 from kernelsweep.toolchain.tracing.job import RESULT_FILE
 from kernelsweep.toolchain.tracing.request import Fallback, Tracer, TraceRequest, TracerStatus, pack
@@ -216,8 +218,7 @@ def _error(exc: KernelsweepError) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     job_file = Path(argv[0])
     job = json.loads(job_file.read_text())
-    first, last = job["path_first"], job["path_last"]
-    sys.path[:] = first + [p for p in sys.path if p and p not in first and p not in last] + last
+    append_last_resort(job["sys_path"])  # the sweep's kernel modules, never in place of an installed one
     fallbacks: list[Fallback] = []
     try:
         tracers = [load_tracer(ref) for ref in job["tracers"]]

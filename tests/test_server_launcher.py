@@ -1,0 +1,178 @@
+"""The one server launcher (`kernelsweep.flows.server`) without starting a server: how it runs
+processes, how it stops them, and that the Prefect interface it relies on is still there.
+
+A real server is started by the slow tests that need one (`test_server_command.py`, the kill
+test, `test_working_folder.py`); these check the launcher's parts in well under a second each.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelsweep.flows import server
+
+
+def _gone(pid: int, timeout: float = 10.0) -> bool:
+    """`pid` has exited (or is a zombie waiting for its parent) within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_server_runs_as_prefects_public_command_with_the_working_folder_off_its_path():
+    argv = server.server_argv("127.0.0.1", 4321, ui=False)
+    assert argv[:6] == [sys.executable, "-P", "-m", "prefect", "server", "start"]
+    assert argv[6:] == ["--host", "127.0.0.1", "--port", "4321", "--analytics-off", "--no-ui"]
+
+
+def test_the_options_and_settings_the_launcher_uses_are_prefects_public_ones(monkeypatch):
+    """A Prefect upgrade that renames a setting or an option fails here, not in a user's terminal."""
+    import prefect.settings
+
+    helped = subprocess.run(
+        [sys.executable, "-P", "-m", "prefect", "server", "start", "--help"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert helped.returncode == 0, helped.stderr
+    for option in ("--host", "--port", "--analytics-off", "--no-ui", "--ui"):
+        assert option in helped.stdout, option
+    for name, value in server.TEMPORARY_SERVER_SETTINGS.items():
+        assert hasattr(prefect.settings, name), name
+        monkeypatch.setenv(name, value)
+    services = prefect.settings.Settings().server.services
+    assert not any(
+        getattr(services, s).enabled
+        for s in (
+            "scheduler", "late_runs", "foreman", "repossessor", "pause_expirations", "cancellation_cleanup",
+            "cleanup_reconciler",
+        )
+    )  # fmt: skip
+    assert services.db_vacuum.enabled_vacuum_types == set()
+    assert services.task_run_recorder.enabled and services.event_persister.enabled  # what records a run
+
+
+def test_a_process_started_to_die_with_its_caller_dies_when_the_caller_is_killed(tmp_path):
+    """The parent-death signal without a pre-exec hook: a caller (here a middle process) killed with
+    SIGKILL takes the process with it, though that runs in a session of its own."""
+    sleep = shutil.which("sleep")
+    caller = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from kernelsweep.flows.server import dying_with_caller\n"
+            f"child = subprocess.Popen(dying_with_caller([{sleep!r}, '60']), start_new_session=True)\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert caller.stdout is not None
+    child = int(caller.stdout.readline())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0] != sleep.encode():  # launcher exec'd
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert os.getsid(child) == child  # its own session: the caller's Ctrl-C does not reach it
+    caller.kill()
+    caller.wait(timeout=10)
+    assert _gone(child), "the process outlived its caller"
+
+
+def test_a_process_whose_caller_is_already_gone_never_starts(tmp_path):
+    """The caller died between fork and the signal being armed: the launcher exits, nothing runs."""
+    marker = tmp_path / "ran"
+    argv = server.dying_with_caller([sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
+    argv[argv.index(str(os.getpid()))] = "1"  # a caller that is not its parent
+    done = subprocess.run(argv, timeout=30)
+    assert done.returncode == 1 and not marker.exists()
+
+
+def test_terminate_tree_stops_a_process_and_what_it_started_in_other_sessions():
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    root = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert root.stdout is not None
+    grandchild = int(root.stdout.readline())
+    assert grandchild in server.descendants(root.pid)
+    server.terminate_tree(root, grace_seconds=5)
+    assert root.returncode == -signal.SIGTERM and _gone(grandchild)
+
+
+def test_terminate_tree_with_no_grace_kills_at_once():
+    ignoring = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(9)"
+    process = subprocess.Popen([sys.executable, "-c", ignoring], stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline()
+    started = time.monotonic()
+    server.terminate_tree(process, grace_seconds=0)
+    assert process.returncode == -signal.SIGKILL and time.monotonic() - started < 5
+
+
+def test_a_server_that_exits_while_starting_is_reported_with_its_last_log_line(tmp_path):
+    log = tmp_path / "server.log"
+    with log.open("ab") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "print('starting'); print('database is unreachable'); raise SystemExit(3)"],
+            stdout=handle,
+        )
+    with pytest.raises(server.ServerStartError) as caught:
+        server.wait_healthy(process, server.api_url("127.0.0.1", server.free_port()), log=log, timeout_seconds=60)
+    assert "exited during start-up (exit 3): database is unreachable" in caught.value.message
+    assert str(log) in caught.value.message and caught.value.returncode == 3
+
+
+def test_the_reason_a_server_stopped_is_its_tracebacks_last_line_not_its_goodbye(tmp_path):
+    log = tmp_path / "server.log"
+    with log.open("ab") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.tracebacklimit = 0; print('banner', flush=True); "
+             "import atexit; atexit.register(print, 'Server stopped!'); open('/proc/nope/prefect.db')"],
+            stdout=handle, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    with pytest.raises(server.ServerStartError) as caught:
+        server.wait_healthy(process, server.api_url("127.0.0.1", server.free_port()), log=log, timeout_seconds=60)
+    assert "FileNotFoundError: [Errno 2] No such file or directory: '/proc/nope/prefect.db'" in caught.value.message
+
+
+def test_a_prefect_server_is_told_from_another_program_by_its_command_line():
+    code = "import time; print(1, flush=True); time.sleep(60)"
+    lookalike = subprocess.Popen([sys.executable, "-c", code, "prefect", "server", "start"], stdout=subprocess.PIPE)
+    try:
+        assert lookalike.stdout is not None and lookalike.stdout.readline()  # exec'd: its own command line
+        assert server.is_prefect_server(lookalike.pid)
+        assert not server.is_prefect_server(os.getpid())
+    finally:
+        lookalike.kill()
+        lookalike.communicate()
+    assert not server.is_prefect_server(lookalike.pid)  # gone
+
+
+def test_a_port_in_use_is_not_free_and_a_picked_one_is():
+    import socket
+
+    port = server.free_port()
+    assert server.port_free("127.0.0.1", port)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        assert not server.port_free("127.0.0.1", port)

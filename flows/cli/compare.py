@@ -16,8 +16,8 @@ from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
 from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison
-from kernelsweep.report.load import load
-from kernelsweep.report.stats import interval
+from kernelsweep.report.load import ReportRow, load
+from kernelsweep.report.stats import Rule, interval
 
 # 0, 1 and 3 come from Comparison.exit_code; 2 is usage; a comparison that could not be made at all
 # (the results unreadable) is 4, never 3, which means "measured, but inconclusive".
@@ -64,26 +64,17 @@ def compare(
     Exit code 0: nothing regressed; 1: some point is slower, or fails or computes wrong where A did
     not; 3: nothing regressed but some verdicts are inconclusive; 2: bad input; 4: no comparison.
     """
-    from kernelsweep.report.compare import compare_kernels, compare_runs, compare_versions
-
-    modes = (("--kernels", kernel_pair), ("--runs", run_pair), ("--versions", tool_versions))
-    chosen = [name for name, value in modes if value]
-    if len(chosen) != 1:
+    modes = (kernel_pair, run_pair, tool_versions)
+    if sum(bool(value) for value in modes) != 1:
         raise UsageError("compare needs exactly one of --kernels A B, --runs A B or --versions TOOL A B")
     rule = rule_from(alpha, thresholds, correction)
     try:
-        results = load(results_uri, selection_from(**filters))
+        rows = load(results_uri, selection_from(**filters))
     except UsageError:
         raise
     except KernelsweepError as exc:
         fail(exc.message, EXIT_NOT_COMPARED)
-    if kernel_pair:
-        comparison = compare_kernels(results, *kernel_pair, rule=rule)
-    elif run_pair:
-        comparison = compare_runs(results, *run_pair, rule=rule)
-    else:
-        assert tool_versions is not None
-        comparison = compare_versions(results, *tool_versions, rule=rule)
+    comparison = _compared(rows, rule, kernel_pair, run_pair, tool_versions)
     for note in comparison.notes:  # before the verdicts: what they can and cannot say
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     emit(output_format, comparison)
@@ -93,6 +84,24 @@ def compare(
 
         console.print(f"compare page: {write_bundle(bundle(comparison), str(html_dir))}", highlight=False)
     sys.exit(comparison.exit_code)
+
+
+def _compared(
+    rows: list[ReportRow],
+    rule: Rule,
+    kernel_pair: tuple[str, str] | None,
+    run_pair: tuple[str, str] | None,
+    tool_versions: tuple[str, str, str] | None,
+) -> Comparison:
+    """The one comparison the options ask for (exactly one of the three pairs)."""
+    from kernelsweep.report.compare import compare_kernels, compare_runs, compare_versions
+
+    if kernel_pair:
+        return compare_kernels(rows, *kernel_pair, rule=rule)
+    if run_pair:
+        return compare_runs(rows, *run_pair, rule=rule)
+    assert tool_versions is not None
+    return compare_versions(rows, *tool_versions, rule=rule)
 
 
 def emit(output_format: str, comparison: Comparison) -> None:

@@ -11,7 +11,7 @@ from prefect_server import poll, sim_host_env
 
 from kernelsweep.results import reader
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]  # the session's one fleet server
 
 CHROMIUM = "/usr/bin/chromium"
 PROPERTY = "xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' schema-form-property ')][1]"

@@ -147,7 +147,7 @@ def quiet_env(home: Path, port: int) -> dict[str, str]:
             "PREFECT_UI_URL": f"http://127.0.0.1:{port}",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             # Prefect's timers as short as they go, where a test waits on one:
-            "PREFECT_WORKER_QUERY_SECONDS": "1",  # a worker looks for scheduled runs (default 10 s)
+            "PREFECT_WORKER_QUERY_SECONDS": "2",  # a worker looks for scheduled runs (default 10 s)
             "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
             "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_SECONDS),
             "PREFECT_SERVER_EVENTS_PROACTIVE_GRANULARITY": "PT1S",  # the crash automation looks for silence (5 s)

@@ -3,8 +3,10 @@ as separate processes (simulated trn1 and trn2 hosts, each with its own lock and
 fleet deployment started with `prefect deployment run`, and the dataset read back.
 
 Every test here shares the session's fleet server and the module's control worker (the fleet runs
-and the reports they trigger run on it). The spread run is a module fixture: the report its
-completion triggers is checked by the module's last test, so it runs while the other tests do.
+and the reports they trigger run on it). Two waits overlap the other tests instead of adding to them:
+the spread run is a module fixture and the report its completion triggers is checked by the module's
+last test; and the silent host, whose shard Prefect marks Crashed only 30-60 s after the host dies,
+dies before the spread run starts and is checked at the end too.
 """
 
 from __future__ import annotations
@@ -97,12 +99,34 @@ def _keys(points_or_rows) -> list[tuple]:
 @pytest.fixture(scope="module")
 def control(fleet_server) -> Worker:
     """The control pool's worker: the fleet runs of every test here, and the reports they trigger."""
-    worker = fleet_server.start_worker("control", "kernelsweep-control", limit=2)
+    worker = fleet_server.start_worker("control", "kernelsweep-control", limit=4)
     try:
         _online(fleet_server, [worker])
         yield worker
     finally:
         worker.stop()
+
+
+@dataclass
+class SilentShard:
+    fleet_run: str
+    shard: str  # the shard flow run that was running on the host when it died
+    took: set[str]  # the flow runs the host took
+    spec: SweepSpec
+
+
+@pytest.fixture(scope="module")
+def silent_shard(fleet_server, control, tmp_path_factory) -> SilentShard:
+    """An inf2 host that dies while it runs the only shard of its fleet run, and says nothing more."""
+    server, root = fleet_server, tmp_path_factory.mktemp("silent")
+    [host] = _hosts(server, root, {"inf2-silent": "inf2"}, **SLOW_HOST)
+    try:
+        spec = _spec(root, ("inf2",), [2048], per_run=2)  # 2 points: 1 shard
+        fleet_run = _run_fleet(server, spec)
+        running = _running_shard(server, fleet_run)
+    finally:
+        host.die()
+    return SilentShard(fleet_run, running, host.submitted(), spec)
 
 
 @dataclass
@@ -117,9 +141,10 @@ class SpreadRun:
 
 
 @pytest.fixture(scope="module")
-def spread(fleet_server, control, tmp_path_factory) -> SpreadRun:
+def spread(fleet_server, control, silent_shard, tmp_path_factory) -> SpreadRun:
     """One fleet run over two trn2 hosts and one trn1 host, to its end; the hosts stop afterwards (their
-    shards are not for the later tests' hosts)."""
+    shards are not for the later tests' hosts). It starts after the silent host died (`silent_shard`),
+    so that Prefect's wait for the silent host's heartbeat passes while it runs."""
     server, root = fleet_server, tmp_path_factory.mktemp("spread")
     hosts = _hosts(server, root, {"trn2-a": "trn2", "trn2-b": "trn2", "trn1-a": "trn1"})
     try:
@@ -176,9 +201,9 @@ def test_the_deployments_carry_nightly_schedules_and_the_server_has_planned_them
 
 
 def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(fleet_server, control, tmp_path):
-    """The host of a running shard dies and its shard is marked Crashed (here through the API, as the
-    automation of the next test does after the host's silence); the fleet run says which shard to re-run;
-    `prefect flow-run retry` re-runs it on the other host, into the same rows."""
+    """The host of a running shard dies and its shard is marked Crashed (here at once, through the API;
+    the module's last test shows the automation doing it after the host's silence); the fleet run says
+    which shard to re-run; `prefect flow-run retry` re-runs it on the other host, into the same rows."""
     server = fleet_server
     [host] = _hosts(server, tmp_path, {"trn2-doomed": "trn2"}, **SLOW_HOST)  # alone, so it takes the first shard
     workers = [host]
@@ -209,29 +234,8 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(fleet_server, co
             worker.stop()
 
 
-def test_a_silent_host_gets_its_shard_marked_crashed_by_the_automation(fleet_server, control, tmp_path):
-    """`fleet up` installs an automation that marks a running flow run Crashed after CRASH_AFTER_SECONDS
-    without a heartbeat; the fleet run then says which shard to re-run."""
-    server = fleet_server
-    [host] = _hosts(server, tmp_path, {"trn2-silent": "trn2"}, **SLOW_HOST)
-    try:
-        spec = _spec(tmp_path, ("trn2",), [2048], per_run=2)  # 2 points: 1 shard
-        fleet_run = _run_fleet(server, spec)
-        running = _running_shard(server, fleet_run)
-        assert running in host.submitted()
-        host.die()
-        # Its last heartbeat came at most HEARTBEAT_SECONDS before: Crashed within CRASH_AFTER_SECONDS of that.
-        crashed = server.wait_final(running, CRASH_AFTER_SECONDS + 120)
-        assert crashed["state"]["type"] == "CRASHED" and "no heartbeat" in crashed["state"]["message"]
-        outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
-        assert outcome["type"] == "FAILED" and f"prefect flow-run retry {running}" in outcome["message"]
-        assert running not in _writers(spec)  # the crashed shard wrote nothing
-    finally:
-        host.stop()
-
-
 def test_a_family_with_no_worker_online_fails_its_shards_after_the_wait(fleet_server, control, tmp_path):
-    server = fleet_server  # the control worker only: no inf2 host anywhere
+    server = fleet_server  # no live inf2 host anywhere (the silent one died before the spread run)
     spec = _spec(tmp_path, ("inf2",), [2048], per_run=2)
     spec = spec.model_copy(update={"execution": spec.execution.model_copy(update={"worker_wait_seconds": 5})})
     fleet_run = _run_fleet(server, spec)
@@ -257,3 +261,16 @@ def test_the_fleet_runs_completion_triggers_the_report_on_what_it_wrote(fleet_se
     assert server.wait_final(report_run["id"], RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
     page = Path(spread.spec.results) / "reports" / report_run["id"] / "index.html"
     assert page.is_file() and "vector_add" in page.read_text()
+
+
+def test_a_silent_host_gets_its_shard_marked_crashed_by_the_automation(fleet_server, silent_shard):
+    """Last in the module too: `fleet up` installs an automation that marks a running flow run Crashed
+    after CRASH_AFTER_SECONDS without a heartbeat; the fleet run then says which shard to re-run."""
+    server, running = fleet_server, silent_shard.shard
+    assert running in silent_shard.took  # the host died running it
+    # Its last heartbeat came at most HEARTBEAT_SECONDS before it died: Crashed within CRASH_AFTER_SECONDS of that.
+    crashed = server.wait_final(running, CRASH_AFTER_SECONDS + 120)
+    assert crashed["state"]["type"] == "CRASHED" and "no heartbeat" in crashed["state"]["message"]
+    outcome = server.wait_final(silent_shard.fleet_run, RUN_TIMEOUT)["state"]
+    assert outcome["type"] == "FAILED" and f"prefect flow-run retry {running}" in outcome["message"]
+    assert running not in _writers(silent_shard.spec)  # the crashed shard wrote nothing

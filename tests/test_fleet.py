@@ -32,11 +32,10 @@ RUN_TIMEOUT = 600
 SLOW_HOST = {"KERNELSWEEP_SIM_TIME_SCALE": "3"}  # a shard lasts long enough to be caught running
 
 
-def _spec(tmp_path: Path, platforms: tuple[str, ...], sizes: list[int], per_run: int) -> SweepSpec:
+def _spec(tmp_path: Path, name: str, platforms: tuple[str, ...], sizes: list[int], per_run: int) -> SweepSpec:
+    """`name` is the fleet summary's artifact key (`fleet-NAME`): one per test, as runs overlap here."""
     kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": sizes, "free_size": [1, 16]}}
-    return sim_spec(
-        tmp_path, [kernel], name="fleet-e2e", platforms=platforms, execution={"max_points_per_flow_run": per_run}
-    )
+    return sim_spec(tmp_path, [kernel], name=name, platforms=platforms, execution={"max_points_per_flow_run": per_run})
 
 
 def _hosts(server: PrefectServer, root: Path, hosts: dict[str, str], **env: str) -> list[Worker]:
@@ -121,7 +120,7 @@ def silent_shard(fleet_server, control, tmp_path_factory) -> SilentShard:
     server, root = fleet_server, tmp_path_factory.mktemp("silent")
     [host] = _hosts(server, root, {"inf2-silent": "inf2"}, **SLOW_HOST)
     try:
-        spec = _spec(root, ("inf2",), [2048], per_run=2)  # 2 points: 1 shard
+        spec = _spec(root, "silent", ("inf2",), [2048], per_run=2)  # 2 points: 1 shard
         fleet_run = _run_fleet(server, spec)
         running = _running_shard(server, fleet_run)
     finally:
@@ -148,7 +147,9 @@ def spread(fleet_server, control, silent_shard, tmp_path_factory) -> SpreadRun:
     server, root = fleet_server, tmp_path_factory.mktemp("spread")
     hosts = _hosts(server, root, {"trn2-a": "trn2", "trn2-b": "trn2", "trn1-a": "trn1"})
     try:
-        spec = _spec(root, ("trn1", "trn2"), [2048, 4096, 8192], per_run=2)  # 6 points per family: 3 shards each
+        spec = _spec(
+            root, "spread", ("trn1", "trn2"), [2048, 4096, 8192], per_run=2
+        )  # 6 points per family: 3 shards each
         fleet_run = _run_fleet(server, spec)
         state = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
         status = server.run("kernelsweep", "fleet", "status")
@@ -173,15 +174,16 @@ def test_a_fleet_run_spreads_each_family_over_its_own_workers(fleet_server, spre
     assert len({r["row_id"] for r in rows}) == len(spread.points) and {r["status"] for r in rows} == {"ok"}
     assert {r["flow_run_id"] for r in rows if r["platform"] == "trn1"} <= took["trn1-a"]
 
-    summary = server.api("/artifacts/filter", {"artifacts": {"key": {"any_": ["fleet-fleet-e2e"]}}})
-    table = summary[0]["data"]
+    criteria = {"key": {"any_": ["fleet-spread"]}, "flow_run_id": {"any_": [spread.id]}}
+    [summary] = server.api("/artifacts/filter", {"artifacts": criteria})
+    table = summary["data"]
     assert "6 of 6 shards completed" in table and all(i in table for i in shards)
     assert table.count(".parquet") == 6
 
     status = spread.status
     assert status.returncode == 0, status.stderr
     assert re.search(r"kernelsweep-trn2\s.*2 \(trn2-a, trn2-b\)", status.stdout)
-    assert f"last fleet run: fleet-fleet-e2e ({spread.id}) Completed" in status.stdout
+    assert f"last fleet run: fleet-spread ({spread.id}) Completed" in status.stdout
 
 
 def test_the_deployments_carry_nightly_schedules_and_the_server_has_planned_them(fleet_server):
@@ -208,7 +210,7 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(fleet_server, co
     [host] = _hosts(server, tmp_path, {"trn2-doomed": "trn2"}, **SLOW_HOST)  # alone, so it takes the first shard
     workers = [host]
     try:
-        spec = _spec(tmp_path, ("trn2",), [2048, 4096], per_run=2)  # 4 points: 2 shards
+        spec = _spec(tmp_path, "killed", ("trn2",), [2048, 4096], per_run=2)  # 4 points: 2 shards
         points = expand(spec)
         fleet_run = _run_fleet(server, spec)
         running = _running_shard(server, fleet_run)
@@ -236,7 +238,7 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(fleet_server, co
 
 def test_a_family_with_no_worker_online_fails_its_shards_after_the_wait(fleet_server, control, tmp_path):
     server = fleet_server  # no live inf2 host anywhere (the silent one died before the spread run)
-    spec = _spec(tmp_path, ("inf2",), [2048], per_run=2)
+    spec = _spec(tmp_path, "no-worker", ("inf2",), [2048], per_run=2)
     spec = spec.model_copy(update={"execution": spec.execution.model_copy(update={"worker_wait_seconds": 5})})
     fleet_run = _run_fleet(server, spec)
     outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]

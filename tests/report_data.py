@@ -144,6 +144,13 @@ def cached(config: pytest.Config, name: str, build: Callable[[Path], Nights], fa
                 shutil.rmtree(leftover)
             else:
                 leftover.unlink()
+        for older in root.parent.glob(f"{name}-*"):  # built from sources that have changed since
+            if older.name.startswith(root.name):
+                continue
+            if older.is_dir():
+                shutil.rmtree(older)
+            else:
+                older.unlink()
         data = build(root)
         assert data.root == root
         complete.write_text(json.dumps(data.runs))

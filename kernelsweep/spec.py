@@ -35,7 +35,7 @@ from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import BUILTIN
 from kernelsweep.locations import Location, parse_location
-from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
+from kernelsweep.platforms import PLATFORM_NAMES, PlatformName, get_platform
 
 ToolchainKind = Literal["auto", "neuron", "cpu", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -237,7 +237,7 @@ class SweepSpec(_Strict):
 
 
 class Point(_Strict):
-    """One kernel x parameters x dtype x platform: the unit that becomes one result row."""
+    """One kernel x parameters x dtype x platform (x LNC, tunables, toolchain): one result row."""
 
     sweep: str
     kernel: str
@@ -247,6 +247,9 @@ class Point(_Strict):
     platform: str
     lnc: int
     seed: int
+    tunables: dict[str, int | str] = Field(default_factory=dict)  # the NKI kernel's tunables, when set
+    toolchain_name: str = ""  # one of the spec's [toolchains], "" when it names none
+    search_trial: int | None = None  # the search's trial number, for a point a search proposed
 
     @property
     def shape(self) -> str:
@@ -254,9 +257,23 @@ class Point(_Strict):
         return ",".join(f"{k}={v}" for k, v in self.params.items())
 
     @property
+    def tunables_text(self) -> str:
+        """Canonical tunables string, e.g. `tile_m=128,loop_order=mn`, in the kernel's order; "" for none."""
+        return ",".join(f"{k}={v}" for k, v in self.tunables.items())
+
+    @property
+    def variant(self) -> str:
+        """What sets this point apart from the platform's default run of its shape: an LNC other than the
+        platform's default, tunables, a named toolchain ("" for none, so older ids stay as they were)."""
+        parts = [f"lnc{self.lnc}"] if self.lnc != get_platform(self.platform).default_lnc else []
+        parts += [self.tunables_text] if self.tunables else []
+        parts += [f"tc-{self.toolchain_name}"] if self.toolchain_name else []
+        return "-".join(parts)
+
+    @property
     def point_id(self) -> str:
         raw = f"{self.kernel}-{self.shape}-{self.dtype}-{self.platform}"
-        return names.slug(raw)
+        return names.slug(f"{raw}-{self.variant}" if self.variant else raw)
 
 
 # --------------------------------------------------------------------------------------------

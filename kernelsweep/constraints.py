@@ -165,4 +165,4 @@ class Drops:
         return sum(self.counts.values())
 
     def lines(self) -> list[str]:
-        return [f"{n:>6}  {reason}  (e.g. {self.examples[reason]})" for reason, n in self.counts.most_common()]
+        return [f"{n:>6}  {reason}\n        e.g. {self.examples[reason]}" for reason, n in self.counts.most_common()]

@@ -85,9 +85,8 @@ def pick(
     """The combinations to measure; `allowed` says whether a combination of all the axes survives the
     block's filters that name only grid axes (the rest are applied to each point afterwards)."""
     size = math.prod(len(v) for v in axes.values())
-    if settings.strategy == "full" or len(axes) < 2 and settings.strategy != "random":
-        kept = [c for c in _product(axes) if allowed(c)]
-        return Picked(kept, size, "every combination")
+    if settings.strategy == "full" or (len(axes) < 2 and settings.strategy != "random"):
+        return Picked([c for c in _product(axes) if allowed(c)], size, "every combination")
     if settings.strategy == "random":
         drawn = _random(axes, size, settings.budget or 0, settings.seed, allowed)
         covered, total = tuple_coverage(drawn, axes, 2)

@@ -180,5 +180,6 @@ def test_nki_kernel_takes_the_definitions_inputs_by_name(name):
     params = definition.resolve({a: 128 for a in definition.axes if a not in definition.defaults})
     tensors = [t.name for t in definition.input_infos(params, "bfloat16")]
     assert [a.arg for a in kernel.args.args] == tensors + list(definition.tunables)  # tunables by keyword, after
-    defaults = {a.arg: ast.literal_eval(d) for a, d in zip(kernel.args.args[len(tensors) :], kernel.args.defaults, strict=True)}
+    named = zip(kernel.args.args[len(tensors) :], kernel.args.defaults, strict=True)
+    defaults = {a.arg: ast.literal_eval(d) for a, d in named}
     assert defaults == definition.tunable_defaults  # what a point without tunables runs

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, date, datetime
 
@@ -28,7 +28,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from threadpoolctl import threadpool_limits
 
-from kernelsweep.context import StageContext, host_memory_bytes, prepare
+from kernelsweep.context import StageContext, host_memory_bytes
 from kernelsweep.errors import KernelsweepError, StoreError
 from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
 from kernelsweep.flows.chain import run_point
@@ -42,6 +42,7 @@ from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.results.rows import Row, build_row
 from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.tasks import store_task
+from kernelsweep.toolchains import prepare_toolchains
 
 POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 
@@ -139,7 +140,8 @@ def run_on_this_host(
     if journal is None:
         _probe_locations(spec)
     with stoppable() as stop:
-        ctx, notice = prepare(spec, locations_from_env(), stop)
+        contexts, notice = prepare_toolchains(spec, points, locations_from_env(), stop)
+        ctx = next(iter(contexts.values()))
         mine, left = ctx.host.split(points)
         for line in (notice, ctx.host.notice(left, len(points))):
             if line:
@@ -149,7 +151,7 @@ def run_on_this_host(
         if mine:
             ids = {p.point_id for p in mine}
             kept = {point_id: row for point_id, row in (reused or {}).items() if point_id in ids}
-            report = run_points(spec, ctx, mine, run_id=run_id, run_date=run_date, journal=journal, reused=kept)
+            report = run_points(spec, contexts, mine, run_id=run_id, run_date=run_date, journal=journal, reused=kept)
         else:
             report = SweepOutcome(flow_run_id=run_id)
     return dataclasses.replace(report, left_for_other_hosts=dict(left))
@@ -157,7 +159,7 @@ def run_on_this_host(
 
 def run_points(
     spec: SweepSpec,
-    ctx: StageContext,
+    contexts: Mapping[str, StageContext],
     points: list[Point],
     *,
     run_id: str,
@@ -165,11 +167,12 @@ def run_points(
     journal: Journal | None = None,
     reused: Mapping[str, Row] | None = None,
 ) -> SweepOutcome:
-    """Measure the points not in `reused` (journaling each row first), then store one object per platform."""
+    """Measure the points not in `reused` (journaling each row first), each under its toolchain's context,
+    then store one object per platform."""
     reused = reused or {}
     if reused:
         get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
-    measured, unsaved = _measure(ctx, [p for p in points if p.point_id not in reused], run_id, journal)
+    measured, unsaved = _measure(contexts, [p for p in points if p.point_id not in reused], run_id, journal)
     rows = [*reused.values(), *measured]
     if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts
         lineage_artifact(spec.name, rows)
@@ -182,31 +185,40 @@ def run_points(
         )
     if len(rows) < len(points):
         raise SweepInterrupted(len(rows), len(points), where)
-    paths = _store(spec, ctx, rows, run_id, run_date, where)
+    paths = _store(spec, next(iter(contexts.values())), rows, run_id, run_date, where)
     summaries = [row.summary() for row in rows]
     summary_artifact(spec.name, summaries)
     return SweepOutcome(flow_run_id=run_id, paths=paths, rows=summaries)
 
 
 def _measure(
-    ctx: StageContext, todo: list[Point], run_id: str, journal: Journal | None
+    contexts: Mapping[str, StageContext],
+    todo: list[Point],
+    run_id: str,
+    journal: Journal | None,
+    on_row: Callable[[Point, Row], None] | None = None,
 ) -> tuple[list[Row], StoreError | None]:
-    """Each point's task chain on a bounded pool; every row journaled the moment it exists. A journal
-    that cannot be written stops the run (measuring more would be wasted) and is returned, not raised."""
+    """Each point's task chain on a bounded pool; every row journaled the moment it exists (then handed
+    to `on_row`). A journal that cannot be written stops the run (measuring more would be wasted) and is
+    returned, not raised."""
     rows: list[Row] = []
     unsaved: StoreError | None = None
-    workers = min(len(todo), ctx.compile_slots + ctx.capture_slots + POOL_SLACK)
+    first = next(iter(contexts.values()))
+    workers = min(len(todo), first.compile_slots + first.capture_slots + POOL_SLACK)
     # The pool already runs points in parallel: a BLAS thread pool per numpy call (inputs, the
     # reference check) would only spin on the CPUs those points need (~100 ms CPU per MLP point).
     with (
         threadpool_limits(limits=1, user_api="blas"),
         ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="point") as pool,
     ):
-        futures = {pool.submit(contextvars.copy_context().run, run_point, ctx, p): p for p in todo}
+        futures = {
+            pool.submit(contextvars.copy_context().run, run_point, contexts[p.toolchain_name], p): p for p in todo
+        }
         for future in as_completed(futures):
             record = future.result()
             if record is None:  # stopped before it was measured: left for the resumed run
                 continue
+            ctx = contexts[futures[future].toolchain_name]
             row = build_row(
                 record,
                 flow_run_id=run_id,
@@ -219,9 +231,11 @@ def _measure(
                     journal.record(futures[future], row)
                 except StoreError as exc:
                     unsaved = unsaved or exc
-                    ctx.stop.set()
+                    first.stop.set()
                     continue
             rows.append(row)
+            if on_row is not None:
+                on_row(futures[future], row)
             publish(row.summary())
     return rows, unsaved
 

@@ -65,6 +65,9 @@ def load_expansion(
     expansion = expand_spec(spec, source=spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
     for notice in expansion.notices:
         console.print(escape(notice), highlight=False, soft_wrap=True)
+    if expansion.drops.total:
+        note = f"{spec_path}: {expansion.drops.total} point(s) dropped (`kernelsweep validate` lists why)"
+        console.print(escape(note), highlight=False, soft_wrap=True)
     return spec, expansion
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kernelsweep.constraints import FIXED_NAMES, Drops, Filters, Value
@@ -238,3 +238,16 @@ def block_bound(spec: SweepSpec, entry: KernelGrid) -> int:
     toolchains = len(set(entry.toolchains)) or len(spec.toolchains) or 1
     crossed = len(set(entry.dtypes)) * len(set(spec.platforms)) * (len(set(entry.lnc)) or 1) * toolchains
     return size * crossed * (entry.search.budget if entry.search else 1)
+
+
+def point_check(spec: SweepSpec, target: SearchTarget) -> Callable[[Point], str | None]:
+    """Why a configuration a search proposes for `target` cannot run, or None: the same checks as a
+    grid point's (kernel rules with its tunables, the block's filters, the limits)."""
+    from kernelsweep.kernels import load_kernel
+
+    entry = spec.kernels[target.block]
+    definition = load_kernel(entry.ref)
+    where = f"kernels[{target.block}]"
+    filters = filters_for(entry, definition, where)
+    limits = Limits(spec.execution.max_unrolled_instructions)
+    return lambda point: point_reason(point, definition, filters, limits, where)

@@ -127,7 +127,9 @@ def run(
     """
     from kernelsweep.results.journal import plan_resume, run_key
 
-    spec, points = load(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
+    spec, expansion = load_expansion(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
+    points = expansion.points
+    searched = sum(t.settings.budget for t in expansion.targets)  # at most: a search may use up its space first
     notice = _preflight(spec)
     plan = plan_resume(spec.results_location, run_key(spec), points, find=True, remeasure=remeasure)
     if plan.resumed is not None:
@@ -142,7 +144,7 @@ def run(
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)
     _repeats_note(spec, len(points))
-    with _progress_bar(len(points) - len(plan.reused)) as advance, _notices_on_stderr():
+    with _progress_bar(len(points) - len(plan.reused) + searched) as advance, _notices_on_stderr():
         try:
             report = embedded.run_sweep(
                 spec,

@@ -136,7 +136,9 @@ def _guarantee(text: str, combinations: list[Combination], grid: dict[str, list[
 
 def _grouped(reason: str) -> str:
     """Reasons that differ only in their sizes (numbers of 3 digits or more) count as one; `validate`
-    shows one example in full."""
+    shows one example in full. The block's own filters are named as written."""
+    if reason.startswith(("where `", "excluded (")):
+        return reason
     return re.sub(r"\d{1,3}(,\d{3})+|\d{3,}", "#", reason)
 
 

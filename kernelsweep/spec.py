@@ -181,7 +181,7 @@ class KernelGrid(_Strict):
         description="Values of the kernel's tunables: grid axes without a search, the choices with one.",
     )
     search: SearchSettings | None = Field(
-        None, description="Search the tunables for the fastest configuration of each shape (docs/search.md)."
+        None, description="Search the tunables for the fastest configuration of each shape (docs/sweeps.md)."
     )
 
     @model_validator(mode="before")

@@ -106,6 +106,7 @@ def _trace_key(ctx: StageContext, point: Point, source_sha256: str, nki_sha256: 
         compiler_version=ctx.versions.compiler,
         nki_compiler_frontend=ctx.versions.nki_compiler_frontend,
         toolchain=ctx.toolchain.kind,
+        tunables=point.tunables,
     )
 
 

@@ -9,13 +9,14 @@ killed mid-search and run again resumes its searches where they were.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from prefect import get_run_logger
 
 from kernelsweep.blocks import SearchTarget, point_check
 from kernelsweep.context import StageContext
 from kernelsweep.errors import StoreError
+from kernelsweep.flows.pool import measure
 from kernelsweep.results.journal import Journal, run_key
 from kernelsweep.results.rows import Row
 from kernelsweep.search.storage import study_storage
@@ -26,12 +27,11 @@ from kernelsweep.spec import Point, SweepSpec
 def run_searches(
     spec: SweepSpec,
     contexts: Mapping[str, StageContext],
-    targets: list[SearchTarget],
+    targets: Sequence[SearchTarget],
     run_id: str,
     journal: Journal | None,
 ) -> tuple[list[Row], StoreError | None, bool]:
     """(every search row of this run, a journal failure if one stopped it, whether it was stopped)."""
-    from kernelsweep.flows.sweep import _measure  # the sweep's own pool and journaling
 
     storage, where = study_storage(spec.results_location, run_key(spec), run_id)
     searches = {t.point.point_id: ShapeSearch.open(t, storage, point_check(spec, t)) for t in targets}
@@ -44,7 +44,7 @@ def run_searches(
         batch = [p for s in searches.values() for p in s.propose(s.target.settings.batch or first.compile_slots)]
         if not batch:
             break
-        measured, unsaved = _measure(contexts, batch, run_id, journal, on_row=_teller(searches))
+        measured, unsaved = measure(contexts, batch, run_id, journal, on_row=_teller(searches))
         rows += measured
         if unsaved is not None:
             return rows, unsaved, True

@@ -17,23 +17,19 @@ then finishes that run under its own id and date, reusing every point it finishe
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
-from threadpoolctl import threadpool_limits
 
 from kernelsweep.blocks import SearchTarget
 from kernelsweep.context import StageContext, host_memory_bytes
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
-from kernelsweep.flows.chain import run_point
-from kernelsweep.flows.progress import publish
+from kernelsweep.flows.pool import measure
 from kernelsweep.flows.search import run_searches
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
@@ -41,12 +37,10 @@ from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_a
 from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import Journal, begin, plan_resume, run_key
 from kernelsweep.results.outcome import SweepOutcome
-from kernelsweep.results.rows import Row, build_row
+from kernelsweep.results.rows import Row
 from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.tasks import store_task
 from kernelsweep.toolchains import prepare_toolchains
-
-POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 
 
 class SweepInterrupted(KernelsweepError):
@@ -187,7 +181,7 @@ def run_points(
     reused = reused or {}
     if reused:
         get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
-    measured, unsaved = _measure(contexts, [p for p in points if p.point_id not in reused], run_id, journal)
+    measured, unsaved = measure(contexts, [p for p in points if p.point_id not in reused], run_id, journal)
     stopped = len(measured) + len(reused) < len(points)
     if targets and unsaved is None and not stopped:
         searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal)
@@ -208,55 +202,6 @@ def run_points(
     summaries = [row.summary() for row in rows]
     summary_artifact(spec.name, summaries)
     return SweepOutcome(flow_run_id=run_id, paths=paths, rows=summaries)
-
-
-def _measure(
-    contexts: Mapping[str, StageContext],
-    todo: list[Point],
-    run_id: str,
-    journal: Journal | None,
-    on_row: Callable[[Point, Row], None] | None = None,
-) -> tuple[list[Row], StoreError | None]:
-    """Each point's task chain on a bounded pool; every row journaled the moment it exists (then handed
-    to `on_row`). A journal that cannot be written stops the run (measuring more would be wasted) and is
-    returned, not raised."""
-    rows: list[Row] = []
-    unsaved: StoreError | None = None
-    first = next(iter(contexts.values()))
-    workers = min(len(todo), first.compile_slots + first.capture_slots + POOL_SLACK)
-    # The pool already runs points in parallel: a BLAS thread pool per numpy call (inputs, the
-    # reference check) would only spin on the CPUs those points need (~100 ms CPU per MLP point).
-    with (
-        threadpool_limits(limits=1, user_api="blas"),
-        ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="point") as pool,
-    ):
-        futures = {
-            pool.submit(contextvars.copy_context().run, run_point, contexts[p.toolchain_name], p): p for p in todo
-        }
-        for future in as_completed(futures):
-            record = future.result()
-            if record is None:  # stopped before it was measured: left for the resumed run
-                continue
-            ctx = contexts[futures[future].toolchain_name]
-            row = build_row(
-                record,
-                flow_run_id=run_id,
-                toolchain=ctx.toolchain.kind,
-                is_simulation=ctx.toolchain.is_simulation,
-                versions=ctx.versions,
-            )
-            if journal is not None:
-                try:
-                    journal.record(futures[future], row)
-                except StoreError as exc:
-                    unsaved = unsaved or exc
-                    first.stop.set()
-                    continue
-            rows.append(row)
-            if on_row is not None:
-                on_row(futures[future], row)
-            publish(row.summary())
-    return rows, unsaved
 
 
 def _store(

@@ -92,7 +92,9 @@ def plan_block(
     limits: Limits,
 ) -> BlockPlan:
     filters = filters_for(entry, definition, where)
-    grid = {a: list(dict.fromkeys(entry.axes[a])) for a in definition.axes if a in entry.axes}
+    grid: dict[str, list[int | str]] = {
+        a: list(dict.fromkeys(entry.axes[a])) for a in definition.axes if a in entry.axes
+    }
     if entry.search is None:
         grid |= {t: list(dict.fromkeys(v)) for t, v in entry.tunable_axes.items()}
     defaults = definition.resolve({})
@@ -229,7 +231,7 @@ def _unrolled_reason(point: Point, definition: KernelDefinition, limit: int, whe
 def block_bound(spec: SweepSpec, entry: KernelGrid) -> int:
     """At most how many points the block gives (a search: its budget per shape), before anything is
     imported or checked: what `--max-points` is held against."""
-    grid = {a: list(dict.fromkeys(v)) for a, v in entry.axes.items()}
+    grid: dict[str, list[int | str]] = {a: list(dict.fromkeys(v)) for a, v in entry.axes.items()}
     if entry.search is None:
         grid |= {t: list(dict.fromkeys(v)) for t, v in entry.tunable_axes.items()}
     size = math.prod(len(v) for v in grid.values())

@@ -31,6 +31,8 @@ QUIET_PREFECT = {
     "PREFECT_LOGGING_LEVEL": "CRITICAL",
     "PREFECT_LOGGING_SERVER_LEVEL": "CRITICAL",
     "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+    # Prefect's own machinery (its events worker, when the API went away and came back) logs apart.
+    "PREFECT_INTERNAL_LOGGING_LEVEL": "CRITICAL",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
 

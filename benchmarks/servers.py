@@ -124,6 +124,13 @@ class Postgres:
         return [line.split("\t") for line in answer.stdout.splitlines() if line]
 
 
+def require(program: str, package: str) -> None:
+    """One clear line and exit 2 when a Debian package the benchmark starts is not installed."""
+    if shutil.which(program) is None and not Path(program).is_file():
+        print(f"{program} not found: install it with `apt-get install -y {package}`", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def _run(argv: list[str], timeout: float = 300) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
@@ -134,6 +141,7 @@ def _run(argv: list[str], timeout: float = 300) -> None:
 def postgres() -> Iterator[Postgres]:
     """A fresh cluster with one `prefect` database, owned by the `postgres` user (initdb refuses root)
     in a folder of its own under the system temp folder, on a free port of 127.0.0.1."""
+    require(str(PG_BIN / "initdb"), "postgresql")
     base = Path(tempfile.mkdtemp(prefix="kernelsweep-pg-"))
     shutil.chown(base, "postgres")
     data = base / "data"
@@ -188,6 +196,7 @@ class Redis:
 @contextmanager
 def redis() -> Iterator[Redis]:
     """Debian's redis-server on a free port of 127.0.0.1, in memory only, stopped when the `with` ends."""
+    require("redis-server", "redis-server")
     base = Path(tempfile.mkdtemp(prefix="kernelsweep-redis-"))
     port = free_port()
     argv = ["redis-server", "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no"]

@@ -96,7 +96,7 @@ def warm_up(base: Path, server: Server) -> None:
 
 # ---------------------------------------------------------------- tools
 def section_tools(base: Path) -> None:
-    print("\n== Simulated tool calls: CPU per call (children's CPU, one call at a time)")
+    print(f"\n== Simulated tool calls: CPU per call (children's CPU, one call at a time; {load()})")
     as_is = tool_costs()
     cached = _tool_costs_with_bytecode(base)
     flag = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "not set"
@@ -261,7 +261,7 @@ def first_point(root: Path, env: dict[str, str]) -> float:
 
 
 def section_first(base: Path) -> None:
-    print("\n== Time to the first point of `kernelsweep run` (one simulated point, zero tool latency)")
+    print(f"\n== Time to the first point of `kernelsweep run` (one simulated point, zero tool latency; {load()})")
     home = fresh(base, "first-home")
     host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=0.0)
     env = {**clean_env(), **host.env(base / "first-host"), "PREFECT_HOME": str(home)}
@@ -287,7 +287,8 @@ def section_first(base: Path) -> None:
 # ---------------------------------------------------------------- throughput
 def section_throughput(base: Path, sizes: list[int], baseline_points: int, scale: float) -> None:
     host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=scale)
-    print(f"\n== Throughput: {host.cores} simulated cores, {host.compile_slots} compile slots, time scale {scale}")
+    print(f"\n== Throughput: {host.cores} simulated cores, {host.compile_slots} compile slots, time scale {scale}; "
+          f"{load()}")  # fmt: skip
     with prefect_server(base / "throughput-server") as server:
         warm_up(base, server)
         for n in sizes:

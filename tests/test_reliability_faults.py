@@ -119,6 +119,7 @@ def _rows(tmp_path: Path, run_id: str) -> list[dict]:
     return [r for r in reader.read(str(tmp_path / "results")).to_pylist() if r["flow_run_id"] == run_id]
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_the_store_heals_corrupt_artifacts_and_cache_entries(tmp_path):
     from kernelsweep.flows.sweep import sweep
 

@@ -129,7 +129,7 @@ def lookup(store: ArtifactStore, stage: str, version: str | None, key: str) -> E
         return None
     for ref_name, ref in entry.refs.items():
         if not store.has(ref):
-            _discard(store, name, f"names a {ref_name} the store no longer holds intact")
+            _discard(store, name, f"names an artifact ({ref_name!r}) the store no longer holds intact")
             return None
     return entry
 

@@ -1,7 +1,7 @@
 """Sweep throughput and cost on the simulated toolchain, each figure next to its target.
 
-    python benchmarks/throughput.py                 # everything; ~30 minutes on 2 cores
-    python benchmarks/throughput.py --only cost     # one section: tools, cost, first, throughput, big
+    python benchmarks/throughput.py                 # everything; about an hour on 2 cores
+    python benchmarks/throughput.py --only cost     # one section: tools, cost, first, throughput, big, fleet
 
 Sections:
   tools       CPU per simulated tool call (target <= 60 ms), as this environment runs them and with
@@ -19,6 +19,16 @@ Sections:
               (target >= 2.5x) at --baseline-points
   big         a 64-core, 48-slot host at --big-scale (target wall / bound <= 1.2), run as
               --big-flow-runs shard flow runs at once
+  fleet       one Prefect server on PostgreSQL fed by each of --fleet-hosts simulated hosts at once
+              (--fleet-points zero-latency points each), then Prefect's multi-server setup (two API
+              processes, one services process, Redis): server CPU per point by process and the points
+              per second one server core sustains (benchmarks/fleetscale.py; needs Debian's
+              postgresql and redis-server)
+
+Children run with the Prefect settings of the command they stand for: `kernelsweep run`'s
+(Prefect at CRITICAL, nothing logged to the API) for the single-host sweeps and Prefect's floor, the
+fleet worker unit's for shards. Every ratio is printed with the load average it was taken at, and
+no verdict is given while the 1-minute load exceeds the CPU count (benchmarks/guard.py).
 
 The bound is computed from what the simulator was configured to sleep (its records, sim.latency),
 never from times the run measured: max(C / slots + min P, min C + P / cores) per flow run, summed
@@ -39,6 +49,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetscale import section_fleet
 from guard import load, verdict
 from servers import PREFECT_DEFAULT_RECORDING, Server, postgres, prefect_server, settle
 from toolcost import TARGET_MS, tool_costs
@@ -51,7 +62,7 @@ from kernelsweep.kernels import load_kernel
 from kernelsweep.sim.latency import read_latencies
 from kernelsweep.spec import SweepSpec
 
-SECTIONS = ("tools", "cost", "first", "throughput", "big")
+SECTIONS = ("tools", "cost", "first", "throughput", "big", "fleet")
 COST_TARGET_MS = 100.0
 RATIO_TARGET, SPEEDUP_TARGET, BIG_RATIO_TARGET = 1.15, 2.5, 1.2
 BENCH_HOST = Host(cores=4, compile_slots=2, time_scale=0.5)
@@ -85,7 +96,7 @@ def warm_up(base: Path, server: Server) -> None:
 
 # ---------------------------------------------------------------- tools
 def section_tools(base: Path) -> None:
-    print("\n== Simulated tool calls: CPU per call (children's CPU, one call at a time)")
+    print(f"\n== Simulated tool calls: CPU per call (children's CPU, one call at a time; {load()})")
     as_is = tool_costs()
     cached = _tool_costs_with_bytecode(base)
     flag = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "not set"
@@ -250,7 +261,7 @@ def first_point(root: Path, env: dict[str, str]) -> float:
 
 
 def section_first(base: Path) -> None:
-    print("\n== Time to the first point of `kernelsweep run` (one simulated point, zero tool latency)")
+    print(f"\n== Time to the first point of `kernelsweep run` (one simulated point, zero tool latency; {load()})")
     home = fresh(base, "first-home")
     host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=0.0)
     env = {**clean_env(), **host.env(base / "first-host"), "PREFECT_HOME": str(home)}
@@ -276,7 +287,8 @@ def section_first(base: Path) -> None:
 # ---------------------------------------------------------------- throughput
 def section_throughput(base: Path, sizes: list[int], baseline_points: int, scale: float) -> None:
     host = Host(cores=BENCH_HOST.cores, compile_slots=BENCH_HOST.compile_slots, time_scale=scale)
-    print(f"\n== Throughput: {host.cores} simulated cores, {host.compile_slots} compile slots, time scale {scale}")
+    print(f"\n== Throughput: {host.cores} simulated cores, {host.compile_slots} compile slots, time scale {scale}; "
+          f"{load()}")  # fmt: skip
     with prefect_server(base / "throughput-server") as server:
         warm_up(base, server)
         for n in sizes:
@@ -343,9 +355,11 @@ def main() -> None:
     parser.add_argument("--big-points", type=int, default=96)
     parser.add_argument("--big-scale", type=float, default=16.0, help="the big host's latency scale (to fit 2 CPUs)")
     parser.add_argument("--big-flow-runs", type=int, default=1)
+    parser.add_argument("--fleet-hosts", type=int, nargs="+", default=[1, 2, 4, 8], help="simulated hosts at once")
+    parser.add_argument("--fleet-points", type=int, default=32, help="zero-latency points per fleet host")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="kernelsweep-bench-"))
-    print(f"kernelsweep throughput benchmark; load average at start {load()} ({os.cpu_count()} CPUs)")
+    print(f"kernelsweep throughput benchmark; at the start: {load()}")
     try:
         if "tools" in args.only:
             section_tools(base)
@@ -357,8 +371,10 @@ def main() -> None:
             section_throughput(base, args.points, args.baseline_points, args.time_scale)
         if "big" in args.only:
             section_big(base, args.big_points, args.big_scale, args.big_flow_runs)
+        if "fleet" in args.only:
+            section_fleet(base, args.fleet_hosts, args.fleet_points)
     finally:
-        print(f"\nload average at the end {load()}")
+        print(f"\nat the end: {load()}")
         with contextlib.suppress(OSError):
             shutil.rmtree(base)
 

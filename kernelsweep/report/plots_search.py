@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from kernelsweep.report.plots import MARKERS, to_png
 
@@ -39,7 +40,7 @@ def search_progress(kernel: str, shapes: dict[str, Trials], simulated: bool) -> 
         steps = best_so_far(trials)
         axes.step([t for t, _ in steps], [v for _, v in steps], where="post", color=colour, marker=marker, label=label)
     axes.set_yscale("log")
-    axes.xaxis.get_major_locator().set_params(integer=True)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("configurations measured (in the order the search proposed them)")
     axes.set_ylabel("latency (us): best so far (line), each trial (dots)")
     axes.set_title(f"{kernel}: search progress{' (simulated)' if simulated else ''}", fontsize=9)

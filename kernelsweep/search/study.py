@@ -146,5 +146,5 @@ def _distribution(values: list[int | str]) -> optuna.distributions.BaseDistribut
 def _value(values: list[int | str], param: int | str) -> int | str:
     """A trial's parameter as the tunable's value: the rank among the sorted numbers, or the choice."""
     if all(isinstance(v, int) for v in values):
-        return sorted(values)[int(param)]  # type: ignore[type-var]
+        return sorted(values)[int(param)]
     return param

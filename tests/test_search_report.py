@@ -139,3 +139,26 @@ def test_fleet_up_refuses_a_spec_with_a_search_in_one_line(tmp_path, monkeypatch
     lines = [line for line in stderr.getvalue().decode().splitlines() if line.strip()]
     assert exited.value.code == 2 and stdout.getvalue() == b""
     assert len(lines) == 1 and "kernels[0] has a search block" in lines[0] and "kernelsweep run" in lines[0]
+
+
+def test_the_html_report_shows_the_best_table_the_progress_chart_and_the_matrix():
+    from datetime import UTC, datetime
+
+    from kernelsweep.report.html import bundle
+    from kernelsweep.report.load import Selection
+    from kernelsweep.report.summary import Report
+
+    rows = [_config(f"tile_m={t}", 100.0 + t, trial=i) for i, t in enumerate((32, 64, 128))]
+    rows += [replace(r, lnc=1, row_id=r.row_id + "/1", search_trial=None) for r in rows]
+    newest = latest(rows)
+    built = Report(
+        results_uri="results", selection=Selection(), generated_at=datetime.now(UTC), latest=newest, histories=[],
+        regressions=[], platforms=["trn2"], cross=[], best=best_configurations(rows, Rule()),
+        search_progress=progress(rows), matrix=matrix_rows(newest),
+    )  # fmt: skip
+    files = bundle(built)
+    page = files["index.html"].decode()
+    assert "search-matmul.png" in files and files["search-matmul.png"].startswith(b"\x89PNG")
+    assert "<h2>Best configuration per shape</h2>" in page and "<h2>Kernel x toolchain x LNC</h2>" in page
+    assert page.count("tile_m=32") >= 2  # the best at LNC 2 and at LNC 1, each its own shape row
+    assert "data-file='search-matmul.png'" in page

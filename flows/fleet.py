@@ -34,7 +34,7 @@ from prefect.states import Cancelled, Completed, Failed, State
 
 from kernelsweep.errors import StoreError, UsageError
 from kernelsweep.expansion import expand
-from kernelsweep.fleet import Shard, ShardData, plan_shards, shard_data, shard_deployment
+from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
 from kernelsweep.flows.ui import artifact_key
 from kernelsweep.s3 import S3Location
 from kernelsweep.spec import SweepSpec
@@ -64,6 +64,7 @@ def fleet(spec: SweepSpec) -> State:
         spec: The sweep: kernels, parameter grid, dtypes, platforms, capture settings, locations.
     """
     log = get_run_logger()
+    refuse_searches(spec, f"fleet {spec.name}")
     shards = plan_shards(expand(spec), spec.execution.max_points_per_flow_run)
     started = datetime.now(UTC)
     with get_client(sync_client=True) as client:

@@ -2,7 +2,8 @@
 
 Its artifacts have fixed keys, so the UI keeps each one's history across runs: `report-summary`
 (latest result per point), `report-regressions` (every step slower, with its cause),
-`report-failures`, and `report-html`, a link to the HTML report and charts stored next to the
+`report-failures`, `report-best` (the best configuration per shape; empty unless rows carry tunables), and
+`report-html`, a link to the HTML report and charts stored next to the
 results under `reports/<flow run id>/`. Its deployment (deployments/prefect.yaml) runs it whenever a
 sweep or fleet run completes, on the results that run wrote.
 """
@@ -30,6 +31,7 @@ KEYS = {
     "regressions": "report-regressions",
     "failures": "report-failures",
     "html": "report-html",
+    "best": "report-best",
 }
 
 
@@ -89,6 +91,9 @@ def _publish(built: Report, page: str, scope: str) -> None:
         key=KEYS["regressions"], table=built.regression_rows(), description=f"steps slower, with causes: {scope}"
     )
     create_table_artifact(key=KEYS["failures"], table=built.failure_rows(), description=f"failed points: {scope}")
+    create_table_artifact(
+        key=KEYS["best"], table=built.best_rows(), description=f"best configuration per shape: {scope}"
+    )
     create_link_artifact(
         key=KEYS["html"], link=browser_link(page), link_text="kernelsweep report (HTML)", description=page
     )

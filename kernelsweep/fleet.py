@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
+from kernelsweep.errors import UsageError
 from kernelsweep.locations import Location
 from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.results import reader
-from kernelsweep.spec import Point
+from kernelsweep.spec import Point, SweepSpec
 
 POOL_PREFIX = "kernelsweep-"  # every pool the fleet uses; deployments/prefect.yaml names them so
 
@@ -30,6 +31,17 @@ def pool_name(family: str) -> str:
 def shard_deployment(family: str) -> str:
     """The deployment a fleet run submits a family's shards to (flow `sweep-shard`, one per family)."""
     return f"sweep-shard/{family}"
+
+
+def refuse_searches(spec: SweepSpec, source: str) -> None:
+    """The fleet shards fixed points; a search's next trials depend on its last ones, and its study is
+    one process's journal, so a spec with a search would have its searches silently left out."""
+    searching = [i for i, block in enumerate(spec.kernels) if block.search is not None]
+    if searching:
+        raise UsageError(
+            f"{source}: kernels[{searching[0]}] has a search block, which the fleet cannot shard; "
+            "run it on one host with `kernelsweep run`, or remove `search` for the fleet"
+        )
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import yaml
 from rich.table import Table
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.fleet import POOL_PREFIX
+from kernelsweep.fleet import POOL_PREFIX, refuse_searches
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.flows.cli.run import QUIET_PREFECT, load
 
@@ -63,6 +63,7 @@ def fleet() -> None:
 def up(file_path: str, spec_path: str, crash_after: int) -> None:
     """Create the work pools and deployments (again: it changes only what differs)."""
     spec, points = load(spec_path)
+    refuse_searches(spec, spec_path)
     pools = _pools_in(Path(file_path))
     value = spec.model_dump(mode="json")
     size = len(json.dumps(value))

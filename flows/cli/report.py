@@ -134,6 +134,12 @@ def selection_from(
     help="TOML file of accepted steps (series, night, reason): they stop failing the report (docs/reports.md).",
 )
 @click.option("--allow-incorrect", is_flag=True, help="Exit 0 even while a series' latest row is incorrect.")
+@click.option(
+    "--export-best",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write each shape's best configuration (kernel, shape, tunables, latency, row id) to this file: "
+    "TOML for a .toml name, else JSON.",
+)
 def report(
     results_uri: str,
     alpha: float,
@@ -143,6 +149,7 @@ def report(
     html_dir: Path | None,
     acknowledged: Path | None,
     allow_incorrect: bool,
+    export_best: Path | None,
     **filters: Any,
 ) -> None:
     """Summarise the results: latest result per point, failed and incorrect points, regressions and
@@ -162,9 +169,15 @@ def report(
         from kernelsweep.report.publish import write_bundle
 
         page = write_bundle(bundle(built), str(html_dir))
+    if export_best is not None:
+        from kernelsweep.report.best import export
+
+        written = export(built.best, export_best)
     emit(output_format, built, allow_incorrect)
     if html_dir is not None:
         console.print(f"HTML report: {page}", highlight=False, soft_wrap=True)
+    if export_best is not None:
+        console.print(f"best configurations of {written} shape(s): {export_best}", highlight=False, soft_wrap=True)
     sys.exit(built.exit_code(allow_incorrect))
 
 
@@ -191,6 +204,13 @@ def render(built: Report) -> None:
     out.print(f"steps judged with {built.method}", highlight=False)
     if len(built.platforms) > 1:
         out.print(_table("Across platforms: latency (us) and % of each platform's peak", built.cross_rows()))
+    if built.best:
+        judged = built.rule.describe(len(built.best), "shape(s)")
+        title = f"Best configuration per shape (runner-up / best judged with {judged})"
+        uniform = tuple(c for c in ("dtype", "platform") if len({b[c] for b in built.best_rows()}) == 1)
+        out.print(_table(title, built.best_rows(), drop=("why", "row_id", "runner_up", *uniform)), highlight=False)
+    if built.matrix:
+        out.print(_table("Kernel x toolchain x LNC: points traced, compiled, correct", built.matrix))
 
 
 def _with_interval(rows: list[dict[str, Cell]]) -> list[dict[str, Cell]]:
@@ -213,6 +233,7 @@ def _latest(built: Report) -> list[dict[str, Cell]]:
             {
                 "kernel": row["kernel"],
                 "shape": row["shape"],
+                **({"variant": row["variant"]} if "variant" in row else {}),
                 "dtype": row["dtype"],
                 "platform": row["platform"],
                 "status": row["status"],

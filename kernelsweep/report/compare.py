@@ -108,7 +108,7 @@ def compare_kernels(results: list[ReportRow], a: str, b: str, rule: Rule | None 
     if not side_a.keys() & side_b.keys():
         raise UsageError(f"kernels {a} and {b} share no (shape, dtype, platform); compare kernels with the same axes")
     title = f"kernel {b} against kernel {a}"
-    return _compare(title, a, b, ("shape", "dtype", "platform"), side_a, side_b, results, rule or Rule())
+    return _compare(title, a, b, ("shape", "dtype", "platform", "variant"), side_a, side_b, results, rule or Rule())
 
 
 def compare_runs(results: list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
@@ -137,13 +137,13 @@ def compare_versions(results: list[ReportRow], tool: str, a: str, b: str, rule: 
     both = [v for v in present if _version_matches(v, a) and _version_matches(v, b)]
     if both:
         raise UsageError(f"{tool} {both[0]} matches both {a} and {b}; give versions that tell them apart")
-    side_a = _sides(results, lambda r: _version_matches(getattr(r, column), a))
-    side_b = _sides(results, lambda r: _version_matches(getattr(r, column), b))
+    side_a = _sides(results, lambda r: _version_matches(getattr(r, column), a), across_toolchains=True)
+    side_b = _sides(results, lambda r: _version_matches(getattr(r, column), b), across_toolchains=True)
     title = f"{tool} {b} against {tool} {a}"
     return _compare(title, a, b, _SERIES, side_a, side_b, results, rule or Rule())
 
 
-_SERIES = ("kernel", "shape", "dtype", "platform")
+_SERIES = ("kernel", "shape", "dtype", "platform", "variant")
 
 
 def _compare(
@@ -156,6 +156,8 @@ def _compare(
     results: list[ReportRow],
     rule: Rule,
 ) -> Comparison:
+    if len({key[-1] for key in side_a.keys() | side_b.keys()}) <= 1:  # one variant: no variant column
+        key_names, side_a, side_b = key_names[:-1], _without_variant(side_a), _without_variant(side_b)
     shared = sorted(side_a.keys() & side_b.keys(), key=natural_order)
     if not shared:
         raise UsageError(f"{a_label} and {b_label} have no point in common; nothing to compare")
@@ -249,11 +251,20 @@ def geometric_mean(effects: Sequence[Effect], alpha: float) -> tuple[float, floa
     return ratio_of(centre), ratio_of(centre - half), ratio_of(centre + half)
 
 
-def _sides(results: list[ReportRow], keep: Callable[[ReportRow], bool]) -> dict[Key, list[ReportRow]]:
+def _sides(
+    results: list[ReportRow], keep: Callable[[ReportRow], bool], across_toolchains: bool = False
+) -> dict[Key, list[ReportRow]]:
+    """The kept rows by series, newest first; `across_toolchains` pairs two named toolchains' rows of a
+    point (a version comparison from one run that swept both)."""
     sides: dict[Key, list[ReportRow]] = {}
     for r in sorted((r for r in results if keep(r)), key=lambda r: r.order, reverse=True):
-        sides.setdefault(r.series, []).append(r)
+        key = (*r.series[:4], r.variant_across_toolchains) if across_toolchains else r.series
+        sides.setdefault(key, []).append(r)
     return sides
+
+
+def _without_variant(side: dict[Key, list[ReportRow]]) -> dict[Key, list[ReportRow]]:
+    return {key[:-1]: rows for key, rows in side.items()}
 
 
 def _failure(row: ReportRow) -> str:

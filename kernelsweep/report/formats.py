@@ -125,6 +125,8 @@ def report_json(r: Report, allow_incorrect: bool = False) -> dict[str, Any]:
         "regressions": r.regression_rows(),
         "open_regressions": len(r.open_regressions),
         "cross_platform": r.cross_rows(),
+        "best": r.best_rows(),
+        "matrix": r.matrix,
         "exit_code": r.exit_code(allow_incorrect),
     }
 
@@ -142,5 +144,9 @@ def report_markdown(r: Report, allow_incorrect: bool = False) -> str:
     lines += ["", "#### Regressions", "", *table(r.regression_rows())]
     lines += ["", "#### Failed or incorrect points", "", *table(r.failure_rows())]
     lines += ["", "#### Latest result per point", "", *table(r.summary_rows())]
+    if r.best:
+        lines += ["", "#### Best configuration per shape", "", *table(r.best_rows())]
+    if r.matrix:
+        lines += ["", "#### Kernel x toolchain x LNC", "", *table(r.matrix)]
     lines += ["", f"exit {r.exit_code(allow_incorrect)}"]
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from html import escape
 
-from kernelsweep.report import plots, plots_steps
+from kernelsweep.report import plots, plots_search, plots_steps
 from kernelsweep.report.summary import Cell, Report
 
 MAX_REGRESSION_CHARTS = 20  # the newest; the summary chart and the table show them all
@@ -41,11 +41,14 @@ def bundle(report: Report) -> dict[str, bytes]:
     for step in report.regressions[:MAX_REGRESSION_CHARTS]:
         history = next(h for h in report.histories if h.series == step.series)
         name = _file("regression", *step.series, step.first_after.run_date.isoformat())
-        caption = f"{' '.join(step.series)}: step on {step.first_after.run_date}"
+        caption = f"{' '.join(p for p in step.series if p)}: step on {step.first_after.run_date}"
         charts[name] = (caption, plots_steps.series_chart(history, step), ())
     if report.latest:
         charts["peak-share.png"] = ("Share of each platform's peak", plots.peak_share(report.latest), ())
         charts["roofline.png"] = ("Roofline", plots.roofline(report.latest), ())
+    for kernel, shapes in report.search_progress.items():
+        png = plots_search.search_progress(kernel, shapes, report.is_simulation)
+        charts[_file("search", kernel)] = (f"{kernel}: search progress (best so far per trial)", png, ())
     for kernel, chart in plots.latency_by_shape(report.latest).items():
         charts[_file("latency", kernel)] = (f"{kernel}: latency by shape", chart.png, chart.x_labels)
     files = {name: png for name, (_, png, _) in charts.items()}
@@ -56,6 +59,7 @@ def bundle(report: Report) -> dict[str, bytes]:
 def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]) -> str:
     series = [c for c in charts if c.startswith("regression-")]
     latency = [c for c in charts if c.startswith("latency-")]
+    search = [c for c in charts if c.startswith("search-")]
     parts = [
         page_head("kernelsweep report"),
         "<h1>kernelsweep report</h1>",
@@ -74,6 +78,7 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         *(figure(name, *charts[name][:2], css="half") for name in series),
         "<h2>Failed or incorrect points</h2>",
         table(report.failure_rows(), empty="Every point's latest run succeeded with a correct output."),
+        *_search_sections(report, charts, search),
         "<h2>Latest result per point</h2>",
         table(report.summary_rows()),
         "<h2>Across platforms: % of each platform's peak (roofline)</h2>",
@@ -84,6 +89,20 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
     parts += [figure(name, *charts[name]) for name in latency]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _search_sections(
+    report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]], names: list[str]
+) -> list[str]:
+    """The best configuration per shape with the search's progress, and the kernel x toolchain x LNC
+    matrix; nothing when the results have neither."""
+    parts = []
+    if report.best:
+        parts += ["<h2>Best configuration per shape</h2>", table(report.best_rows())]
+        parts += [figure(name, *charts[name][:2]) for name in names]
+    if report.matrix:
+        parts += ["<h2>Kernel x toolchain x LNC</h2>", table(report.matrix)]
+    return parts
 
 
 def page_head(title: str) -> str:

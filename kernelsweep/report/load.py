@@ -1,6 +1,8 @@
 """The rows a report reads, typed, and the latest one per series.
 
-A series is one point measured again and again: (kernel, shape, dtype, platform). A flow run
+A series is one point measured again and again: (kernel, shape, dtype, platform, variant), the
+variant being what else sets a point apart (an LNC other than the platform's default, tunables, a
+named toolchain), so a search's configurations or two SDKs are never one series. A flow run
 re-executed with different bytes keeps both objects under the same row ids (`.attempt-N`); the
 re-execution started later, so per row id the latest `started_at` wins.
 """
@@ -14,11 +16,12 @@ from typing import Any
 import pyarrow.dataset as ds
 
 from kernelsweep.errors import UsageError
+from kernelsweep.platforms import PLATFORMS
 from kernelsweep.report.stats import Sample
 from kernelsweep.results import reader
 from kernelsweep.results.schema import INCORRECT
 
-SeriesKey = tuple[str, str, str, str]  # kernel, shape, dtype, platform
+SeriesKey = tuple[str, str, str, str, str]  # kernel, shape, dtype, platform, variant
 LINEAGE = {  # the row's lineage a step can be blamed on, with the name a person reads
     "compiler_version": "compiler",
     "runtime_version": "runtime",
@@ -71,10 +74,31 @@ class ReportRow:
     flow_run_id: str | None
     started_at: datetime | None
     run_date: date
+    tunables: str | None = None  # `tile_m=128,loop_order=mn`; null without tunables (and in older rows)
+    toolchain_name: str | None = None
+    search_trial: int | None = None
 
     @property
     def series(self) -> SeriesKey:
-        return (self.kernel, self.shape, self.dtype, self.platform)
+        return (self.kernel, self.shape, self.dtype, self.platform, self.variant)
+
+    @property
+    def variant(self) -> str:
+        """What sets the row's point apart beside its shape, as its point id says it: an LNC other than
+        the platform's default, its tunables, its named toolchain ("" for none)."""
+        return " ".join(self._variant_parts(toolchain=True))
+
+    @property
+    def variant_across_toolchains(self) -> str:
+        """The variant without the toolchain: what two SDKs' rows of one point share."""
+        return " ".join(self._variant_parts(toolchain=False))
+
+    def _variant_parts(self, toolchain: bool) -> list[str]:
+        platform = PLATFORMS.get(self.platform)
+        default = platform.default_lnc if platform else 1
+        parts = [f"lnc={self.lnc}"] if self.lnc is not None and self.lnc != default else []
+        parts += [self.tunables] if self.tunables else []
+        return parts + ([f"toolchain={self.toolchain_name}"] if toolchain and self.toolchain_name else [])
 
     @property
     def ok(self) -> bool:

@@ -68,10 +68,17 @@ class CrossRow:
 
 
 def cross_platform(latest: list[ReportRow]) -> tuple[list[str], list[CrossRow]]:
-    """(platforms present, one row per kernel x shape x dtype) from the latest rows."""
+    """(platforms present, one row per kernel x shape x dtype) from the latest rows; tunables and a named
+    toolchain stay apart (after the shape); a platform swept at several LNC settings shows its default."""
     platforms = sorted({r.platform for r in latest})
     rows: dict[tuple[str, str, str], dict[str, Normalised]] = {}
-    for result in latest:
-        rows.setdefault((result.kernel, result.shape, result.dtype), {})[result.platform] = normalise(result)
+    for result in sorted(latest, key=lambda r: r.lnc == _default_lnc(r.platform)):  # the default LNC last: it stays
+        shape = " ".join(p for p in (result.shape, result.tunables, result.toolchain_name) if p)
+        rows.setdefault((result.kernel, shape, result.dtype), {})[result.platform] = normalise(result)
     ordered = sorted(rows.items(), key=lambda item: natural_order(item[0]))
     return platforms, [CrossRow(k, s, d, by) for (k, s, d), by in ordered]
+
+
+def _default_lnc(platform: str) -> int:
+    known = PLATFORMS.get(platform)
+    return known.default_lnc if known else 1

@@ -31,7 +31,7 @@ def steps_summary(steps: list[Step]) -> bytes:
         change, low, high = (100 * (v - 1) for v in (step.effect.ratio, step.effect.low, step.effect.high))
         axes.barh(i, change, color=colour[short(step.cause)], alpha=0.8)
         axes.errorbar(change, i, xerr=[[change - low], [high - change]], color="black", capsize=2, linewidth=1)
-    labels = [f"{' '.join(s.series)} ({s.first_after.run_date:%m-%d})" for s in ordered]
+    labels = [f"{' '.join(p for p in s.series if p)} ({s.first_after.run_date:%m-%d})" for s in ordered]
     axes.set_yticks(range(len(ordered)), labels, fontsize=7)
     axes.axvline(0, color="black", linewidth=0.8)
     axes.set_xlabel("change at the step (%), with its interval")
@@ -60,9 +60,8 @@ def series_chart(history: History, step: Step) -> bytes:
     axes.axvspan(cut - 0.5, last + 0.4, color="#d62728", alpha=0.08, label="after (tested)")
     axes.axvline(cut - 0.5, color="#d62728", linestyle="--")
     axes.set_xlabel(f"run # (oldest first; {rows[0].run_date} to {rows[-1].run_date})")
-    kernel, shape, dtype, platform = history.series
     axes.set_title(
-        f"{kernel} {shape} {dtype} {platform}{simulated_tag(rows)}: {step.effect.change:+.1%} on "
+        f"{' '.join(p for p in history.series if p)}{simulated_tag(rows)}: {step.effect.change:+.1%} on "
         f"{step.first_after.run_date}, {short(step.cause)}",
         fontsize=8,
     )

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from kernelsweep.report.acknowledge import Acknowledgement, reason_for
+from kernelsweep.report.best import Best, best_configurations, progress
 from kernelsweep.report.load import ReportRow, Selection, latest, load
+from kernelsweep.report.matrix import matrix_rows
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
 from kernelsweep.report.ranks import median_interval
 from kernelsweep.report.regress import History, Step, regressions, track
@@ -31,6 +33,9 @@ class Report:
     cross: list[CrossRow]
     rule: Rule = Rule()
     acknowledged: list[Acknowledgement] = field(default_factory=list)
+    best: list[Best] = field(default_factory=list)  # per shape with tunables: its fastest configuration
+    search_progress: dict[str, dict[str, list[tuple[int, float | None]]]] = field(default_factory=dict)
+    matrix: list[dict[str, Cell]] = field(default_factory=list)  # kernel x toolchain x LNC
 
     @property
     def failed(self) -> list[ReportRow]:
@@ -69,6 +74,14 @@ class Report:
             if (s.series, s.first_after.order) not in undone and reason_for(s, self.acknowledged) is None
         ]
 
+    @property
+    def has_variants(self) -> bool:
+        """Whether the series differ in LNC, tunables or toolchain: then tables show the variant."""
+        return len({r.variant for r in self.latest}) > 1
+
+    def _variant(self, variant: str) -> dict[str, Cell]:
+        return {"variant": variant} if self.has_variants else {}
+
     def summary_rows(self) -> list[dict[str, Cell]]:
         rows = []
         for r in self.latest:
@@ -78,6 +91,7 @@ class Report:
                 {
                     "kernel": r.kernel,
                     "shape": r.shape,
+                    **self._variant(r.variant),
                     "dtype": r.dtype,
                     "platform": r.platform,
                     "status": r.status,
@@ -101,6 +115,7 @@ class Report:
             {
                 "kernel": r.kernel,
                 "shape": r.shape,
+                **self._variant(r.variant),
                 "dtype": r.dtype,
                 "platform": r.platform,
                 "status": r.status,
@@ -120,6 +135,7 @@ class Report:
             {
                 "kernel": s.series[0],
                 "shape": s.series[1],
+                **self._variant(s.series[4]),
                 "dtype": s.series[2],
                 "platform": s.series[3],
                 "night": s.first_after.run_date.isoformat(),
@@ -136,6 +152,13 @@ class Report:
             }
             for s in (self.regressions if steps is None else steps)
         ]
+
+    def best_rows(self) -> list[dict[str, Cell]]:
+        """The best configuration per shape, how many were tried, and the runner-up's gap with its verdict."""
+        rows = [b.row() for b in self.best]
+        if not any(r["variant"] for r in rows):
+            rows = [{k: v for k, v in r.items() if k != "variant"} for r in rows]
+        return rows
 
     def cross_rows(self) -> list[dict[str, Cell]]:
         """Latency and % of each platform's peak (roofline) side by side, one row per point."""
@@ -179,6 +202,9 @@ def build_report(
         cross=cross,
         rule=rule,
         acknowledged=acknowledged or [],
+        best=best_configurations(results, rule),
+        search_progress=progress(results),
+        matrix=matrix_rows(newest),
     )
 
 

@@ -38,11 +38,11 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
     assert config["pull"] == []  # module entrypoints: nothing to fetch on a worker
     deployments = {(d["entrypoint"].rsplit(":", 1)[1], d["name"]): d for d in config["deployments"]}
     for family in FAMILIES:
-        for flow in ("sweep", "sweep_shard", "kernel_run"):
-            assert deployments[flow, family]["work_pool"]["name"] == f"kernelsweep-{family}"
-        [nightly] = deployments["sweep", family]["schedules"]
-        assert nightly["cron"] and nightly["timezone"] == "UTC"
+        for flow, queue in (("sweep", "urgent"), ("sweep_shard", "nightly"), ("kernel_run", "urgent")):
+            assert deployments[flow, family]["work_pool"] == {"name": f"kernelsweep-{family}", "work_queue_name": queue}
+    assert not any("schedules" in d for d in config["deployments"])  # the one nightly is set by `fleet up`
     assert deployments["fleet", "fleet"]["work_pool"]["name"] == "kernelsweep-control"
+    assert deployments["fleet", "fleet"]["concurrency_limit"] == 1  # a second fleet run waits
     shard_flow = importlib.import_module("kernelsweep.flows.sweep").sweep_shard
     assert shard_deployment("trn2") == f"{shard_flow.name}/trn2"  # what the fleet flow submits to
     for deployment in config["deployments"]:

@@ -32,7 +32,7 @@ from prefect.client.schemas.objects import StateType
 from prefect.runtime import flow_run
 from prefect.states import Scheduled
 
-from kernelsweep.context import StageContext, prepare
+from kernelsweep.context import StageContext
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet import pool_name, shard_journal_key
 from kernelsweep.fleet_hosts import VERSION_NAMES, HostReport, unmet
@@ -43,6 +43,7 @@ from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import begin, plan_resume
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
 from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.toolchains import prepare_toolchains
 
 WORKER_NAME_ENV = "PREFECT__WORKER_NAME"  # set by a Prefect worker for the flow runs it starts
 
@@ -54,17 +55,24 @@ def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_
     probe_location(spec.results_location, "results", "the spec's `results`")
     probe_location(spec.artifacts_location, "artifact store", "the spec's `artifacts`")
     with stoppable() as stop:
-        ctx, notice = prepare(spec, locations_from_env(), stop)
+        contexts, notice = prepare_toolchains(spec, points, locations_from_env(), stop)
         if notice:
             get_run_logger().info(notice)
-        check_host(spec, ctx, points, report_host(ctx))
+        for ctx in contexts.values():
+            check_host(spec, ctx, points, report_host(ctx))
         key = shard_journal_key(spec, fleet_run_id, shard)
         plan = plan_resume(spec.results_location, key, points, find=True)
         started = datetime.now(UTC)
         journal = begin(spec.results_location, plan, str(flow_run.id), scheduled_date(), spec.name, started)
         with subscribe(Progress(len(points), len(plan.reused)).point_done):
             outcome = run_points(
-                spec, ctx, points, run_id=journal.run_id, run_date=journal.run_date, journal=journal, reused=plan.reused
+                spec,
+                contexts,
+                points,
+                run_id=journal.run_id,
+                run_date=journal.run_date,
+                journal=journal,
+                reused=plan.reused,
             )
     journal.close()
     rejoin_fleet(fleet_run_id)

@@ -139,6 +139,7 @@ def test_cycle_count_is_total_time_at_the_profiler_clock(tmp_path):
     assert record["neuroncore_cycle_count"] == pytest.approx(SEED_002["neuroncore_cycle_count"], rel=1e-6)
 
 
+@pytest.mark.slow  # predicts kernels of up to 8192 through the NKI simulator: seconds each
 @pytest.mark.parametrize(("platform", "lnc"), [("trn2", 2), ("trn2", 1), ("trn1", 1), ("inf2", 1)])
 def test_predictions_grow_with_problem_size(platform, lnc, tmp_path):
     def total(kernel, params, dtype):

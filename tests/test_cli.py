@@ -265,7 +265,7 @@ def test_an_internal_error_is_one_line_exit_4_and_a_traceback_only_when_asked(mo
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(run, "load", broken)
+    monkeypatch.setattr(run, "load_expansion", broken)
     with pytest.raises(SystemExit) as exited:
         app.main(["validate", "spec.toml"])
     assert exited.value.code == 4

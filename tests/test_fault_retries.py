@@ -24,6 +24,7 @@ def fresh_sim(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_busy_core_is_retried_with_backoff_and_succeeds(tmp_path, monkeypatch, fresh_sim):
     from kernelsweep.flows.sweep import sweep
 

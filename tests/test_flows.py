@@ -76,6 +76,7 @@ def test_failed_point_is_a_row_and_the_rest_completes(tmp_path):
     assert stored["ntff_sha256"] is None
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_large_sweeps_split_into_bounded_shard_runs(tmp_path):
     from kernelsweep.flows.sweep import sweep
 

@@ -175,6 +175,7 @@ def test_an_unknown_row_is_a_one_line_usage_error(tmp_path, local_sweep):
 # --- S3 ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_sweep_to_s3_reads_back_and_every_artifact_of_a_row_verifies(tmp_path, moto_endpoint, monkeypatch):
     apply_env(monkeypatch, aws_test_env(moto_endpoint))
     bucket = create_bucket(moto_endpoint)
@@ -211,6 +212,7 @@ def test_sweep_to_s3_reads_back_and_every_artifact_of_a_row_verifies(tmp_path, m
 # --- the CLI command (flows/cli.py) ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_cli_lineage_exit_codes(tmp_path, local_sweep):
     results, row = local_sweep
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}

@@ -122,11 +122,13 @@ def _check_snippets(home: Path, results: str, capsys) -> None:
     assert "avg(total_time_us)" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_readme_examples_on_a_results_folder(results_home, monkeypatch, capsys):
     monkeypatch.chdir(results_home)  # the README's examples read ./results, where the quickstart writes
     _check_snippets(results_home, "results", capsys)
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_readme_examples_on_s3(results_home, monkeypatch, capsys):
     with moto_s3() as endpoint:
         apply_env(monkeypatch, aws_test_env(endpoint))

@@ -149,6 +149,7 @@ def test_a_stopped_sweep_keeps_what_it_finished_and_a_resume_measures_only_the_r
     assert not list((tmp_path / "results" / "_journal").rglob("*.json"))  # the journal is gone
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_remeasure_measures_every_point_again_under_the_same_ids(tmp_path):
     from kernelsweep.flows.sweep import sweep
 
@@ -161,6 +162,7 @@ def test_remeasure_measures_every_point_again_under_the_same_ids(tmp_path):
         assert rows[before.row_id]["ntff_sha256"] != before.ntff_sha256  # captured again
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_a_sharded_sweep_resumes_each_shard_under_its_first_id(tmp_path):
     from kernelsweep.flows.sweep import sweep
 
@@ -180,6 +182,7 @@ def test_a_sharded_sweep_resumes_each_shard_under_its_first_id(tmp_path):
     assert {Path(p).name.removesuffix(".parquet") for p in report.paths} == shard_ids
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_a_results_location_that_dies_mid_run_stops_the_sweep_and_a_resume_finishes_it(
     tmp_path, moto_endpoint, monkeypatch
 ):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import tomllib
 
+import pytest
+
 from kernelsweep.results import reader
 from kernelsweep.spec import parse_spec
 
@@ -25,6 +27,7 @@ grid = { s = [128], h = [256], i = [128] }
 """
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_rerunning_an_unchanged_sweep_compiles_nothing(tmp_path, bucket, prefect_harness):
     """Through the sweep flow in-process, with the results and the caches on S3."""
     from kernelsweep.flows.sweep import sweep

@@ -51,6 +51,7 @@ def test_every_spec_file_is_a_valid_form_value_and_round_trips(path):
     assert type(spec).model_validate(value) == spec
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_a_bad_form_value_fails_the_run_with_the_clis_line(tmp_path):
     """profile_nth_exec past num_exec passes the form's per-field checks; the run then fails with
     the line `kernelsweep validate` prints for the same value."""

@@ -73,7 +73,9 @@ def test_a_sweep_started_from_the_typed_run_form_completes(fleet_server, tmp_pat
 
             before = {run["id"] for run in server.flow_runs(deployment_id={"any_": [deployment["id"]]})}
             page.get_by_role("button", name="Submit").click()
-            flow_run_id = poll(lambda: _new_run(server, deployment["id"], before), timeout=60, what="the submitted run")
+            flow_run_id = poll(
+                lambda: _new_run(server, deployment["id"], before), timeout=180, what="the submitted run"
+            )
             browser.close()
 
         run = server.wait_final(flow_run_id, 600)

@@ -75,13 +75,8 @@ def report(
     Returns:
         Where the HTML report was stored.
     """
-    selection = Selection(
-        kernels=tuple(kernels or ()),
-        platforms=tuple(platforms or ()),
-        dtypes=tuple(dtypes or ()),
-        sweeps=tuple(sweeps or ()),
-        days=days,
-    )
+    tupled = (tuple(kernels or ()), tuple(platforms or ()), tuple(dtypes or ()), tuple(sweeps or ()))
+    selection = Selection(kernels=tupled[0], platforms=tupled[1], dtypes=tupled[2], sweeps=tupled[3], days=days)
     if after_flow_run:
         results_uri = _results_of(after_flow_run) or results_uri
     accepted = load_acknowledged(Path(acknowledged)) if acknowledged else []
@@ -94,10 +89,15 @@ def report(
     counts = (len(built.latest), len(built.failed), len(built.incorrect), len(built.regressions))
     get_run_logger().info("%d points, %d failed, %d incorrect, %d regression step(s); report at %s", *counts, link)
     if keep_days is not None:
-        pruned = prune_reports(results_uri, keep_days, datetime.now(UTC), spare=str(flow_run.id))
-        if pruned:
-            get_run_logger().info("deleted %d report(s) older than %d days", len(pruned), keep_days)
+        _prune(results_uri, keep_days)
     return page
+
+
+def _prune(results_uri: str, keep_days: int) -> None:
+    """Report pages older than `keep_days` (kernelsweep.report.retention); never this run's."""
+    pruned = prune_reports(results_uri, keep_days, datetime.now(UTC), spare=str(flow_run.id))
+    if pruned:
+        get_run_logger().info("deleted %d report(s) older than %d days", len(pruned), keep_days)
 
 
 def _publish(built: Report, link: str, page: str, scope: str) -> None:

@@ -193,7 +193,7 @@ def spread(fleet_server, control, silent_shard, tmp_path_factory) -> SpreadRun:
         )  # 6 points per family: 3 shards each
         fleet_run = _run_fleet(server, spec)
         state = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
-        status = server.run("kernelsweep", "fleet", "status")
+        status = server.run("kernelsweep", "fleet", "status", env={"COLUMNS": "250"})  # one table row a line
     finally:
         for host in hosts:
             host.stop()
@@ -206,6 +206,7 @@ def test_a_fleet_run_spreads_each_family_over_its_own_workers(fleet_server, spre
     assert spread.state["type"] == "COMPLETED"
     by_family = {f: {i for i, r in shards.items() if f in r["tags"]} for f in ("trn1", "trn2")}
     assert len(shards) == 6 and {r["state"]["type"] for r in shards.values()} == {"COMPLETED"}
+    assert {r["work_queue_name"] for r in shards.values()} == {"urgent"}  # started by hand: ahead of the nightly
     assert len(by_family["trn1"]) == len(by_family["trn2"]) == 3
     assert took["trn2-a"] and took["trn2-b"], took  # both trn2 hosts shared the trn2 shards
     assert took["trn2-a"] | took["trn2-b"] == by_family["trn2"]

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -32,6 +33,23 @@ def _free_pair() -> int:
     return port
 
 
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _processes_in(folder: Path) -> list[str]:
+    """Pids of live processes working in `folder` (the demo starts every one of its processes there)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(proc / "cwd")).is_relative_to(folder):
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
+
+
 def _api(port: int, path: str, body: dict | None = None) -> object:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
@@ -46,9 +64,11 @@ def _online(port: int, pool: str) -> list[str]:
     return [w["name"] for w in workers if w["status"] == "ONLINE"]
 
 
-def _submit_from_the_ui(port: int, deployment_id: str) -> None:
+def _submit_from_the_ui(port: int, deployment_id: str, shot: Path) -> dict:
+    """Submit fleet/fleet's run form as it comes (the nightly spec) in chromium; the run it created."""
     from playwright.sync_api import sync_playwright
 
+    of_fleet = {"flow_runs": {"deployment_id": {"any_": [deployment_id]}}}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
@@ -58,8 +78,16 @@ def _submit_from_the_ui(port: int, deployment_id: str) -> None:
         submit = page.get_by_role("button", name="Submit")
         submit.wait_for(timeout=90_000)
         submit.click()
-        page.wait_for_url("**/runs/flow-run/**", timeout=90_000)
-        browser.close()
+        try:
+            [run] = poll(
+                lambda: [r for r in _api(port, "/flow_runs/filter", of_fleet) if not r["auto_scheduled"]] or None,
+                timeout=120,
+                what="the fleet run the form started (not the nightly ones planned)",
+            )
+        finally:
+            page.screenshot(path=str(shot))
+            browser.close()
+    return run
 
 
 def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanly(tmp_path):
@@ -77,13 +105,7 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
         for family in FAMILIES:
             poll(lambda f=family: _online(port, f"kernelsweep-{f}") or None, timeout=180, what=f"a {family} host")
         deployment = _api(port, "/deployments/name/fleet/fleet")
-        _submit_from_the_ui(port, deployment["id"])
-        of_fleet = {"flow_runs": {"deployment_id": {"any_": [deployment["id"]]}}}
-        [run] = poll(
-            lambda: [r for r in _api(port, "/flow_runs/filter", of_fleet) if not r["auto_scheduled"]] or None,
-            timeout=60,
-            what="the fleet run the form started (not the nightly ones planned)",
-        )
+        run = _submit_from_the_ui(port, deployment["id"], tmp_path / "submitted.png")
         final = poll(
             lambda: (
                 (r := _api(port, f"/flow_runs/{run['id']}"))["state"]["type"]
@@ -115,7 +137,8 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
         assert stopped.returncode == 0 and "stopped the demo" in stopped.stdout + stopped.stderr, stopped.stderr
         assert demo.wait(timeout=60) == 0
         assert "stopped the demo; its results, reports and logs stay in" in out.read_text()
-        assert launcher.port_free(launcher.LOOPBACK, port) and launcher.port_free(launcher.LOOPBACK, port + 1)
+        assert not _listening(port) and not _listening(port + 1)  # the server and the reports' web server
+        assert not _processes_in(home)  # the server, the workers and their flow runs all ended
         assert not (home / "demo.json").exists()
     finally:
         if demo.poll() is None:

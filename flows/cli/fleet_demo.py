@@ -116,6 +116,7 @@ def _run(home: Path, port: int, time_scale: float, prefect_yaml: Path) -> None:
         for process in reversed(processes):
             launcher.terminate_tree(process, grace_seconds=STOP_SECONDS)
         reports.shutdown()
+        reports.server_close()
         (home / STATE_FILE).unlink(missing_ok=True)
     console.print(f"stopped the demo; its results, reports and logs stay in {home}", highlight=False)
 

@@ -402,3 +402,16 @@ def test_the_reports_notify_through_the_named_block(fleet_server, spread, webhoo
         what="the night's summary at the webhook",
     )
     assert "points" in summary["subject"] and "Report: " in summary["body"]
+    # A regression's event, as the report emits it (kernelsweep.report.notify), takes the same way.
+    emit = (
+        "from prefect.events import emit_event; emit_event(event='kernelsweep.regression', "
+        "resource={'prefect.resource.id': 'kernelsweep.series.test'}, "
+        "payload={'subject': 'kernelsweep regression: test 20% slower', 'body': 'since last night'})"
+    )
+    done = fleet_server.run(str(Path(sys.executable)), "-c", emit)
+    assert done.returncode == 0, done.stderr
+    poll(
+        lambda: any(m.get("subject") == "kernelsweep regression: test 20% slower" for m in webhook) or None,
+        timeout=120,
+        what="the regression at the webhook",
+    )

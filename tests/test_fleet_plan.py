@@ -58,10 +58,18 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
         (["status"], {}, 2, "PREFECT_API_URL is not set; point it at the fleet's server"),
         (["status"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 3, "does not answer"),
         (["up", "--spec", "nosuch.toml"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "no such spec file"),
+        (["up", "--spec", "{unwritable}"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "cannot be written"),
     ],
 )
 def test_fleet_commands_fail_in_one_line(tmp_path, argv, env, code, says):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    spec = tmp_path / "unwritable.toml"  # results where nothing can be created: `fleet up` probes, as a run would
+    spec.write_text(
+        'name = "n"\nplatforms = ["trn2"]\ntoolchain = "sim"\nresults = "/proc/kernelsweep-nope/results"\n'
+        f'artifacts = "{tmp_path}/artifacts"\n[[kernels]]\nkernel = "vector_add"\ndtypes = ["float32"]\n'
+        "grid = { n = [2048] }\n"
+    )
+    argv = [arg.format(unwritable=spec) for arg in argv]
     done = subprocess.run(
         [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", *argv],
         env={**clean, "PREFECT_HOME": str(tmp_path), **env},

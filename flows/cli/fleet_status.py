@@ -3,8 +3,8 @@
 The nightly schedule (and whether it is paused), each pool (paused or not, its queues, the workers
 online and those whose heartbeat is late), the shards running now with their progress, the last
 night's fleet run per family, and the next scheduled runs. A worker counts as late once its last
-heartbeat is older than LATE_HEARTBEATS of its own heartbeat intervals, well before Prefect marks it
-offline (about 90 s after it died, measured).
+heartbeat is older than LATE_HEARTBEATS of its own heartbeat intervals (and LATE_FLOOR_SECONDS), well
+before Prefect marks it offline (about 90 s after it died, measured).
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from kernelsweep.fleet import FLEET_DEPLOYMENT, POOL_PREFIX
 from kernelsweep.fleet_hosts import HostReport
 from kernelsweep.flows.cli.output import out
 from kernelsweep.flows.cli.prefect_client import server_client
+from kernelsweep.platforms import PLATFORM_NAMES
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
     from prefect.client.schemas.objects import FlowRun
 
-LATE_HEARTBEATS = 2
+LATE_HEARTBEATS = 3
+LATE_FLOOR_SECONDS = 30.0  # a busy host's heartbeat a few seconds behind is not news
 DEFAULT_HEARTBEAT_SECONDS = 30
 
 
@@ -70,7 +72,7 @@ def _pools_table(client: SyncPrefectClient) -> Table:
         for worker in client.read_workers_for_work_pool(pool.name):
             age = (now - worker.last_heartbeat_time).total_seconds() if worker.last_heartbeat_time else None
             interval = worker.heartbeat_interval_seconds or DEFAULT_HEARTBEAT_SECONDS
-            if age is not None and age > LATE_HEARTBEATS * interval:
+            if age is not None and age > max(LATE_HEARTBEATS * interval, LATE_FLOOR_SECONDS):
                 if age < 24 * 3600:  # a worker gone for a day is history, not news
                     late.append(f"{worker.name} ({age:.0f} s)")
             elif worker.status and worker.status.value == "ONLINE":
@@ -130,7 +132,7 @@ def _last_night(client: SyncPrefectClient) -> list[str]:
     )
     families: dict[str, list[FlowRun]] = {}
     for shard in shards:
-        family = next((t for t in shard.tags if t != "fleet"), "-")
+        family = next((t for t in shard.tags if t in PLATFORM_NAMES), "-")
         families.setdefault(family, []).append(shard)
     for family, runs in sorted(families.items()):
         done = sum(1 for r in runs if r.state and r.state.type.value == "COMPLETED")

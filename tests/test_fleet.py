@@ -224,7 +224,7 @@ def test_a_fleet_run_spreads_each_family_over_its_own_workers(fleet_server, spre
 
     status = spread.status
     assert status.returncode == 0, status.stderr
-    assert re.search(r"kernelsweep-trn2\s.*2 \(trn2-a, trn2-b\)", status.stdout)
+    assert re.search(r"kernelsweep-trn2\s.*2 \(trn2-a, trn2-b\)", status.stdout), status.stdout
     assert f"last fleet run: fleet-spread ({spread.id}) Completed" in status.stdout
     assert "trn1: 3 of 3 shards completed on trn1-a" in status.stdout
     assert "trn2: 3 of 3 shards completed on trn2-a, trn2-b" in status.stdout

@@ -77,8 +77,8 @@ def _pools_table(client: SyncPrefectClient) -> Table:
                     late.append(f"{worker.name} ({age:.0f} s)")
             elif worker.status and worker.status.value == "ONLINE":
                 online.append(worker.name)
-        table.add_row(pool.name, state, queues, f"{len(online)}" + (f" ({', '.join(online)})" if online else ""),
-                      ", ".join(late) or "-")  # fmt: skip
+        names = f" ({', '.join(sorted(online))})" if online else ""
+        table.add_row(pool.name, state, queues, f"{len(online)}{names}", ", ".join(late) or "-")
     return table
 
 

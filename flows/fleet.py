@@ -1,59 +1,45 @@
-"""The `fleet` flow: one sweep shared by every host of every family.
+"""The `fleet` flow: one sweep shared by every host of every family; the nightly suite.
 
-It runs on the small control pool. The spec is expanded once here; each family's points are cut into
-shards (`kernelsweep.fleet.plan_shards`) and every shard becomes a flow run of that family's
-`sweep-shard/<family>` deployment, so the family's work pool hands shards to whichever of its hosts
-is free. The fleet run then only waits and finally publishes one summary, read from the dataset.
+It runs on the small control pool, at most one at a time (the deployment's concurrency limit: a
+second fleet run waits, so two nights never double-book the hosts). The spec is expanded once here;
+each family's points are cut into shards (`kernelsweep.fleet.plan_shards`) and every shard becomes a
+flow run of that family's `sweep-shard/<family>` deployment, so the family's work pool hands shards
+to whichever of its hosts is free: on the pool's `nightly` queue for the scheduled nightly run, on
+`urgent` (served first) for a run started by hand. The fleet run then waits and finally publishes one
+summary, read from the dataset, and compacts the nights before its own.
 
 - Shards are submitted with an idempotency key derived from this flow run, so a retried fleet run
   finds its shards again instead of starting a second set.
-- A shard that failed or crashed is re-run alone, as the same flow run (`prefect flow-run retry
-  ID`, or Retry in the UI): the same flow run id gives the same row ids and result object, and the
-  content-addressed trace/compile caches make the re-run skip finished work.
-- A family whose pool has had no worker online for `execution.worker_wait_seconds` gets its
-  unstarted shards cancelled with a message saying so, rather than a fleet run that never ends.
+- A shard that crashed or failed is scheduled again by the server (kernelsweep.flows.automations)
+  a bounded number of times, on any host of its family, and resumes from its journal
+  (kernelsweep.flows.shard); the wait (kernelsweep.flows.fleet_wait) counts those retries in.
+- The run fails, naming each shard that did not complete and why (a host in the wrong pool, a host
+  with other SDK versions than the run requires), when one still has not after its retries.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import date
 from uuid import UUID
 
 from prefect import flow, get_client, get_run_logger
-from prefect.artifacts import create_markdown_artifact
 from prefect.client.orchestration import SyncPrefectClient
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, WorkerFilter, WorkerFilterStatus
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.runtime import flow_run
-from prefect.settings import PREFECT_UI_URL
-from prefect.states import Cancelled, Completed, Failed, State
+from prefect.states import Completed, Failed, State
 
-from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.expansion import expand
 from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
-from kernelsweep.flows.ui import artifact_key
-from kernelsweep.s3 import S3Location
+from kernelsweep.fleet_hosts import HostReport, describe, disagreements
+from kernelsweep.flows.automations import retries_installed
+from kernelsweep.flows.fleet_summary import ShardOutcome, publish
+from kernelsweep.flows.fleet_wait import ShardWait
+from kernelsweep.results.compact import compact
 from kernelsweep.spec import SweepSpec
-
-POLL_SECONDS = 2.0
-_UNSTARTED = {StateType.SCHEDULED, StateType.PENDING}
-
-
-@dataclass(frozen=True)
-class ShardOutcome:
-    shard: Shard
-    flow_run_id: str
-    state: str  # COMPLETED, FAILED, CRASHED, CANCELLED
-    message: str
-    data: ShardData
-
-    @property
-    def completed(self) -> bool:
-        return self.state == StateType.COMPLETED.value
 
 
 @flow(name="fleet", flow_run_name="fleet-{spec.name}")
@@ -66,43 +52,82 @@ def fleet(spec: SweepSpec) -> State:
     log = get_run_logger()
     refuse_searches(spec, f"fleet {spec.name}")
     shards = plan_shards(expand(spec), spec.execution.max_points_per_flow_run)
-    started = datetime.now(UTC)
     with get_client(sync_client=True) as client:
+        this = client.read_flow_run(UUID(str(flow_run.id)))
         pools = {family: _pool_of(client, family) for family in {s.family for s in shards}}
-        runs = {s.index: _submit(spec, s, len(shards)) for s in shards}
-        log.info("fleet %s: %d shards submitted (%s)", spec.name, len(shards), _per_family(shards))
-        final = _wait(client, spec, shards, runs, pools)
-    try:
-        data: dict[str, ShardData] | None = shard_data(
-            spec.results_location, [str(r) for r in runs.values()], started.date()
-        )
-    except (StoreError, UsageError) as exc:
-        log.warning("the shards' results could not be read back for the summary: %s", exc)
-        data = None
-    outcomes = [_outcome(s, str(runs[s.index]), final[s.index], data) for s in shards]
-    _publish(spec, outcomes)
+        queue = "nightly" if this.auto_scheduled else "urgent"
+        runs = {s.index: _submit(spec, s, len(shards), queue) for s in shards}
+        log.info("fleet %s: %d shards submitted to the %s queues (%s)", spec.name, len(shards), queue, _count(shards))
+        final = ShardWait(client, spec, shards, runs).until_done(pools, retries_installed(client))
+        hosts = _host_reports(client, list(runs.values()))
+    night = this.created.date() if this.created else date.today()
+    data = _read_back(spec, [str(r) for r in runs.values()], night)
+    outcomes = [_outcome(s, str(runs[s.index]), final[s.index], data, hosts.get(runs[s.index])) for s in shards]
+    flags = describe(disagreements(hosts.values()))
+    for line in flags:
+        log.warning(line)
+    publish(spec, outcomes, flags)
+    _compact(spec, night)
+    return _final_state(outcomes, flags)
+
+
+def _final_state(outcomes: list[ShardOutcome], flags: list[str]) -> State:
     incomplete = [o for o in outcomes if not o.completed]
-    points = sum(len(s.points) for s in shards)
     if incomplete:
-        retry = " ".join(f"prefect flow-run retry {o.flow_run_id};" for o in incomplete)
-        return Failed(message=f"{len(incomplete)} of {len(shards)} shards did not complete; re-run each alone: {retry}")
+        reasons = "; ".join(
+            f"shard {o.shard.index} ({o.shard.family}, {o.flow_run_id}) {o.state.lower()}: {o.message}"
+            for o in incomplete
+        )
+        return Failed(
+            message=f"{len(incomplete)} of {len(outcomes)} shards did not complete: {reasons} (after its retries; "
+            "`prefect flow-run retry ID` re-runs one, and this fleet run finishes once all have completed)"
+        )
+    points = sum(len(o.shard.points) for o in outcomes)
     failed = sum(o.data.failed for o in outcomes)
-    return Completed(message=f"{len(shards)} shards, {points} points, {failed} failed points")
+    flagged = f"; {'; '.join(flags)}" if flags else ""
+    return Completed(message=f"{len(outcomes)} shards, {points} points, {failed} failed points{flagged}")
 
 
-def _outcome(shard: Shard, run_id: str, final: tuple[str, str], data: dict[str, ShardData] | None) -> ShardOutcome:
-    """A completed shard whose rows are not all in the dataset did not do its job: a host of another
-    family (a worker in the wrong pool) leaves the points it cannot run and still completes."""
+def _outcome(
+    shard: Shard, run_id: str, final: tuple[str, str], data: dict[str, ShardData] | None, host: HostReport | None
+) -> ShardOutcome:
+    """A completed shard whose rows are not all in the dataset did not do its job."""
     state, message = final
     written = (data or {}).get(run_id, ShardData())
     rows = written.ok + written.failed
     if data is not None and state == StateType.COMPLETED.value and rows < len(shard.points):
         state = StateType.FAILED.value
-        message = f"wrote {rows} of {len(shard.points)} rows; its log says why (a host of another family?)"
-    return ShardOutcome(shard, run_id, state, message, written)
+        message = f"wrote {rows} of {len(shard.points)} rows; its log says why"
+    return ShardOutcome(shard, run_id, state, message, written, host)
 
 
-def _per_family(shards: list[Shard]) -> str:
+def _read_back(spec: SweepSpec, run_ids: list[str], night: date) -> dict[str, ShardData] | None:
+    try:
+        return shard_data(spec.results_location, run_ids, night)
+    except KernelsweepError as exc:
+        get_run_logger().warning("the shards' results could not be read back for the summary: %s", exc)
+        return None
+
+
+def _compact(spec: SweepSpec, night: date) -> None:
+    """The nights before this one, each partition as one object (kernelsweep.results.compact)."""
+    try:
+        done = compact(spec.results_location, before=night)
+    except KernelsweepError as exc:
+        get_run_logger().warning("compacting the results before %s failed (%s); the next run tries again", night, exc)
+        return
+    if done:
+        replaced = sum(part.replaced for part in done)
+        get_run_logger().info("compacted %d partitions dated before %s (%d objects)", len(done), night, replaced)
+
+
+def _host_reports(client: SyncPrefectClient, runs: list[UUID]) -> dict[UUID, HostReport]:
+    found = client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=runs)))
+    reports = {run.id: HostReport.from_labels(run.labels) for run in found}
+    return {run_id: report for run_id, report in reports.items() if report is not None}
+
+
+def _count(shards: list[Shard]) -> str:
     counts: dict[str, int] = {}
     for shard in shards:
         counts[shard.family] = counts.get(shard.family, 0) + 1
@@ -120,7 +145,7 @@ def _pool_of(client: SyncPrefectClient, family: str) -> str:
     return deployment.work_pool_name
 
 
-def _submit(spec: SweepSpec, shard: Shard, shards: int) -> UUID:
+def _submit(spec: SweepSpec, shard: Shard, shards: int, queue: str) -> UUID:
     run = run_deployment(
         shard_deployment(shard.family),
         parameters={
@@ -128,79 +153,12 @@ def _submit(spec: SweepSpec, shard: Shard, shards: int) -> UUID:
             "points": [p.model_dump(mode="json") for p in shard.points],
             "shard": shard.index,
             "shards": shards,
+            "fleet_run_id": str(flow_run.id),
         },
         timeout=0,
         tags=["fleet", shard.family],
         idempotency_key=f"{flow_run.id}-shard-{shard.index}",
+        work_queue_name=queue,
     )
     assert isinstance(run, FlowRun)  # called from a sync flow: Prefect runs it to completion, not a coroutine
     return run.id
-
-
-def _wait(
-    client: SyncPrefectClient, spec: SweepSpec, shards: list[Shard], runs: dict[int, UUID], pools: dict[str, str]
-) -> dict[int, tuple[str, str]]:
-    """Poll until every shard is final; returns shard index -> (state type, message)."""
-    final: dict[int, tuple[str, str]] = {}
-    offline_since: dict[str, float] = {}
-    by_id = {run_id: index for index, run_id in runs.items()}
-    while len(final) < len(shards):
-        pending = [runs[i] for i in runs if i not in final]
-        unstarted: dict[str, list[FlowRun]] = {}
-        for run in client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=pending))):
-            index = by_id[run.id]
-            if run.state is not None and run.state.is_final():
-                final[index] = (run.state.type.value, run.state.message or "")
-            elif run.state is None or run.state.type in _UNSTARTED:
-                unstarted.setdefault(shards[index].family, []).append(run)
-        for family, waiting in unstarted.items():
-            if workers_online(client, pools[family]):
-                offline_since.pop(family, None)
-                continue
-            since = offline_since.setdefault(family, time.monotonic())
-            if time.monotonic() - since >= spec.execution.worker_wait_seconds:
-                message = (
-                    f"no {family} worker online in work pool {pools[family]} for "
-                    f"{spec.execution.worker_wait_seconds:g} s (execution.worker_wait_seconds); start one with "
-                    f"`prefect worker start --pool {pools[family]}` and re-run this shard"
-                )
-                get_run_logger().error("%s (%d shards)", message, len(waiting))
-                for run in waiting:
-                    client.set_flow_run_state(run.id, Cancelled(message=message), force=True)
-                    final[by_id[run.id]] = (StateType.CANCELLED.value, message)
-        if len(final) < len(shards):
-            time.sleep(POLL_SECONDS)
-    return final
-
-
-def workers_online(client: SyncPrefectClient, pool: str) -> list[str]:
-    """The names of the pool's workers Prefect counts as online (a recent heartbeat), for the fleet
-    flow's wait and for `kernelsweep fleet status` alike."""
-    online = WorkerFilter(status=WorkerFilterStatus(any_=["ONLINE"]))
-    return sorted(w.name for w in client.read_workers_for_work_pool(pool, worker_filter=online))
-
-
-def _run_link(flow_run_id: str) -> str:
-    base = PREFECT_UI_URL.value()
-    return f"[{flow_run_id[:8]}]({base.rstrip('/')}/runs/flow-run/{flow_run_id})" if base else f"`{flow_run_id}`"
-
-
-def _publish(spec: SweepSpec, outcomes: list[ShardOutcome]) -> None:
-    """One markdown table per fleet run: per family and shard, the points and the objects written."""
-    prefix = "s3://" if isinstance(spec.results_location, S3Location) else ""
-    lines = [
-        f"### fleet {spec.name}: {sum(o.completed for o in outcomes)} of {len(outcomes)} shards completed",
-        "",
-        "| family | shard | points | ok | failed | state | flow run | objects |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for o in outcomes:
-        objects = "<br>".join(prefix + path for path in o.data.objects) or "-"
-        state = o.state.lower() + (f": {o.message}" if not o.completed and o.message else "")
-        lines.append(
-            f"| {o.shard.family} | {o.shard.index} | {len(o.shard.points)} | {o.data.ok} | {o.data.failed} "
-            f"| {state.replace('|', '/')} | {_run_link(o.flow_run_id)} | {objects} |"
-        )
-    create_markdown_artifact(
-        key=artifact_key("fleet", spec.name), markdown="\n".join(lines), description=f"fleet run of sweep {spec.name}"
-    )

@@ -2,27 +2,36 @@
 
 Its artifacts have fixed keys, so the UI keeps each one's history across runs: `report-summary`
 (latest result per point), `report-regressions` (every step slower, with its cause),
-`report-failures`, `report-best` (the best configuration per shape; empty unless rows carry tunables), and
-`report-html`, a link to the HTML report and charts stored next to the
-results under `reports/<flow run id>/`. Its deployment (deployments/prefect.yaml) runs it whenever a
-sweep or fleet run completes, on the results that run wrote.
+`report-failures`, `report-best` (the best configuration per shape; empty unless rows carry tunables),
+and `report-html`, a link a browser opens (kernelsweep.report.publish.browser_link) to the HTML report
+stored next to the results under `reports/<flow run id>/`. Reports older than `keep_days` are deleted
+there. Its deployment (deployments/prefect.yaml) runs it whenever a sweep or fleet run completes, on the
+results that run wrote.
+
+It also emits a Prefect event per open regression and one for the night (kernelsweep.report.notify),
+which the automation `kernelsweep fleet up --notify BLOCK` installs sends to people.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_link_artifact, create_table_artifact
 from prefect.client.orchestration import get_client
+from prefect.events import emit_event
 from prefect.runtime import flow_run
 
+from kernelsweep.flows.settings import reports_url_from_env
 from kernelsweep.platforms import PlatformName
 from kernelsweep.report.acknowledge import load_acknowledged
 from kernelsweep.report.html import bundle
 from kernelsweep.report.load import Selection
+from kernelsweep.report.notify import notices
 from kernelsweep.report.publish import browser_link, report_location, write_bundle
+from kernelsweep.report.retention import prune_reports
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
 from kernelsweep.report.summary import Report, build_report
 
@@ -47,6 +56,7 @@ def report(
     alpha: float = DEFAULT_ALPHA,
     threshold: float = DEFAULT_THRESHOLD,
     acknowledged: str | None = None,
+    keep_days: int | None = 30,
 ) -> str:
     """Summarise a results dataset, track regressions, and store the HTML report next to it.
 
@@ -62,29 +72,37 @@ def report(
         alpha: Error level of each step's verdict; intervals are 1 - 2 alpha (docs/reports.md).
         threshold: The smallest change that matters, as a fraction (0.02 = 2%).
         acknowledged: Path of a TOML file of accepted steps (series, night, reason) on the worker.
+        keep_days: Delete report pages under the results' reports/ older than this many days (empty: keep all).
 
     Returns:
         Where the HTML report was stored.
     """
-    selection = Selection(
-        kernels=tuple(kernels or ()),
-        platforms=tuple(platforms or ()),
-        dtypes=tuple(dtypes or ()),
-        sweeps=tuple(sweeps or ()),
-        days=days,
-    )
+    tupled = (tuple(kernels or ()), tuple(platforms or ()), tuple(dtypes or ()), tuple(sweeps or ()))
+    selection = Selection(kernels=tupled[0], platforms=tupled[1], dtypes=tupled[2], sweeps=tupled[3], days=days)
     if after_flow_run:
         results_uri = _results_of(after_flow_run) or results_uri
     accepted = load_acknowledged(Path(acknowledged)) if acknowledged else []
     built = build_report(results_uri, selection, Rule(threshold=threshold, alpha=alpha), accepted)
     page = write_bundle(bundle(built), report_location(results_uri, str(flow_run.id)))
-    _publish(built, page, f"{results_uri} ({selection.describe()})")
+    link = browser_link(page, reports_url_from_env())
+    _publish(built, link, page, f"{results_uri} ({selection.describe()})")
+    for notice in notices(built, link):
+        emit_event(event=notice.event, resource=notice.resource, payload=notice.payload)
     counts = (len(built.latest), len(built.failed), len(built.incorrect), len(built.regressions))
-    get_run_logger().info("%d points, %d failed, %d incorrect, %d regression step(s); report at %s", *counts, page)
+    get_run_logger().info("%d points, %d failed, %d incorrect, %d regression step(s); report at %s", *counts, link)
+    if keep_days is not None:
+        _prune(results_uri, keep_days)
     return page
 
 
-def _publish(built: Report, page: str, scope: str) -> None:
+def _prune(results_uri: str, keep_days: int) -> None:
+    """Report pages older than `keep_days` (kernelsweep.report.retention); never this run's."""
+    pruned = prune_reports(results_uri, keep_days, datetime.now(UTC), spare=str(flow_run.id))
+    if pruned:
+        get_run_logger().info("deleted %d report(s) older than %d days", len(pruned), keep_days)
+
+
+def _publish(built: Report, link: str, page: str, scope: str) -> None:
     """The report's artifacts, under fixed keys so the UI keeps each one's history."""
     create_table_artifact(key=KEYS["summary"], table=built.summary_rows(), description=f"latest per point: {scope}")
     create_table_artifact(
@@ -94,9 +112,7 @@ def _publish(built: Report, page: str, scope: str) -> None:
     create_table_artifact(
         key=KEYS["best"], table=built.best_rows(), description=f"best configuration per shape: {scope}"
     )
-    create_link_artifact(
-        key=KEYS["html"], link=browser_link(page), link_text="kernelsweep report (HTML)", description=page
-    )
+    create_link_artifact(key=KEYS["html"], link=link, link_text="kernelsweep report (HTML)", description=page)
 
 
 def _results_of(resource_id: str) -> str | None:

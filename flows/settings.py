@@ -23,6 +23,7 @@ from kernelsweep.sim.config import SimConfig
 from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 
 STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
+REPORTS_URL_ENV = "KERNELSWEEP_REPORTS_URL"  # a web server's base URL for the results' reports/ folder
 LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
 
 
@@ -34,6 +35,11 @@ def tool_paths_from_env() -> tuple[Path, ...]:
 def neuron_python_from_env() -> str | None:
     """KERNELSWEEP_NEURON_PYTHON: the Python of this host's Neuron SDK environment."""
     return os.environ.get(NEURON_PYTHON_ENV) or None
+
+
+def reports_url_from_env() -> str | None:
+    """KERNELSWEEP_REPORTS_URL: where a web server serves `<results>/reports/` (the report link's base)."""
+    return os.environ.get(REPORTS_URL_ENV) or None
 
 
 def state_folder() -> Path:

@@ -29,9 +29,11 @@ from kernelsweep.blocks import SearchTarget
 from kernelsweep.context import StageContext, host_memory_bytes
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
+from kernelsweep.fleet_hosts import VERSION_NAMES, unmet
 from kernelsweep.flows.pool import measure
 from kernelsweep.flows.search import run_searches
 from kernelsweep.flows.settings import locations_from_env
+from kernelsweep.flows.shard import run_fleet_shard
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
 from kernelsweep.probe import probe_location
@@ -79,7 +81,7 @@ def sweep(
         )
     _probe_locations(spec)  # before the journal: an unwritable location is a usage error, found in a second
     plan = plan_resume(spec.results_location, run_key(spec), points, run_id=resume_run_id, remeasure=remeasure)
-    journal = begin(spec.results_location, plan, str(flow_run.id), _run_date(), spec.name, datetime.now(UTC))
+    journal = begin(spec.results_location, plan, str(flow_run.id), scheduled_date(), spec.name, datetime.now(UTC))
     shards = math.ceil(len(points) / spec.execution.max_points_per_flow_run)
     if shards <= 1:
         report = run_on_this_host(
@@ -108,6 +110,7 @@ def sweep_shard(
     shards: int,
     journal_run_id: str | None = None,
     remeasure: bool = False,
+    fleet_run_id: str | None = None,
 ) -> SweepOutcome:
     """Run one slice of a sweep's points (shard 0 .. shards-1).
 
@@ -119,11 +122,15 @@ def sweep_shard(
         journal_run_id: The parent run whose journal holds this shard's rows (and, when the parent
             is resumed, the id this shard first ran under).
         remeasure: Measure again the points a previous attempt of this shard finished.
+        fleet_run_id: The fleet run this shard belongs to (set by the fleet flow): its points are of one
+            family, journaled per fleet run and shard, and a host that cannot run them refuses them.
     """
+    if fleet_run_id is not None:
+        return run_fleet_shard(spec, points, shard, fleet_run_id)
     if journal_run_id is None:
         return run_on_this_host(spec, points)
     plan = plan_resume(spec.results_location, run_key(spec), points, run_id=journal_run_id, remeasure=remeasure)
-    journal = begin(spec.results_location, plan, journal_run_id, _run_date(), spec.name, datetime.now(UTC))
+    journal = begin(spec.results_location, plan, journal_run_id, scheduled_date(), spec.name, datetime.now(UTC))
     run_id = journal.shard_run_id(shard, str(flow_run.id))
     return run_on_this_host(spec, points, journal=journal, run_id=run_id, reused=plan.reused)
 
@@ -148,12 +155,14 @@ def run_on_this_host(
         targets = targets or []
         contexts, notice = prepare_toolchains(spec, [*points, *(t.point for t in targets)], locations_from_env(), stop)
         ctx = next(iter(contexts.values()))
+        for each in contexts.values():
+            refuse_unpinned(spec, each)
         mine, left = ctx.host.split(points)
         for line in (notice, ctx.host.notice(left, len(points))):
             if line:
                 get_run_logger().info(line)
         run_id = run_id or str(flow_run.id)
-        run_date = journal.run_date if journal else _run_date()
+        run_date = journal.run_date if journal else scheduled_date()
         if mine or targets:
             ids = {p.point_id for p in mine}
             kept = {point_id: row for point_id, row in (reused or {}).items() if point_id in ids}
@@ -232,13 +241,20 @@ def _store(
         ) from exc
 
 
+def refuse_unpinned(spec: SweepSpec, ctx: StageContext) -> None:
+    """A run that pins SDK versions (`require`) measures nothing on a host without them."""
+    problems = unmet(spec.require, {name: getattr(ctx.versions, name) for name in VERSION_NAMES})
+    if problems:
+        raise UsageError(f"this host has {'; '.join(problems)}: run on a host with those versions or change `require`")
+
+
 def _probe_locations(spec: SweepSpec) -> None:
     """A run started from a deployment fails before any point, exactly as the CLI would."""
     probe_location(spec.results_location, "results", "the spec's `results`")
     probe_location(spec.artifacts_location, "artifact store", "the spec's `artifacts`")
 
 
-def _run_date() -> date:
+def scheduled_date() -> date:
     """The run's scheduled date (UTC): a retry after midnight keeps its objects' keys."""
     scheduled = flow_run.scheduled_start_time or datetime.now(UTC)
     return scheduled.astimezone(UTC).date()

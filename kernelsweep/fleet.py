@@ -10,17 +10,58 @@ its objects), not from Prefect's bookkeeping: the summary shows what a reader of
 from __future__ import annotations
 
 import math
+import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kernelsweep.errors import UsageError
-from kernelsweep.locations import Location
+from kernelsweep.locations import LocalFolder, Location, parse_location
 from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.results import reader
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.results.journal import run_key
+from kernelsweep.spec import FLEET_TABLE, Point, SweepSpec
 
 POOL_PREFIX = "kernelsweep-"  # every pool the fleet uses; deployments/prefect.yaml names them so
+FLEET_DEPLOYMENT = "fleet/fleet"  # the one deployment the nightly schedule is on
+NIGHTLY_CRON, NIGHTLY_TIMEZONE = "0 2 * * *", "UTC"
+QUEUES = {"urgent": 1, "nightly": 2}  # each pool's work queues and their priority (1 is served first)
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """The `[fleet]` table of the nightly spec file: when the nightly fleet run starts. A sweep never
+    reads it (kernelsweep.spec.load_spec drops it); `kernelsweep fleet up --cron/--timezone` override it."""
+
+    cron: str = NIGHTLY_CRON
+    timezone: str = NIGHTLY_TIMEZONE
+
+    def override(self, cron: str | None, timezone: str | None) -> FleetSettings:
+        settings = FleetSettings(cron or self.cron, timezone or self.timezone)
+        settings.check("--timezone" if timezone else "[fleet] timezone")
+        return settings
+
+    def check(self, where: str) -> None:
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UsageError(f"{where}: unknown time zone {self.timezone!r}; use an IANA name like UTC") from None
+
+
+def fleet_settings(spec_path: str | Path) -> FleetSettings:
+    """The spec file's `[fleet]` table (the file itself is checked by kernelsweep.spec.load_spec)."""
+    try:
+        table = tomllib.loads(Path(spec_path).read_text()).get(FLEET_TABLE, {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return FleetSettings()  # load_spec reports the file's own problem, in its words
+    unknown = set(table) - {"cron", "timezone"} if isinstance(table, dict) else {"(not a table)"}
+    if unknown:
+        raise UsageError(f"{spec_path}: [fleet] takes cron and timezone, not {', '.join(sorted(unknown))}")
+    settings = FleetSettings(str(table.get("cron", NIGHTLY_CRON)), str(table.get("timezone", NIGHTLY_TIMEZONE)))
+    settings.check(f"{spec_path}: [fleet] timezone")
+    return settings
 
 
 def pool_name(family: str) -> str:
@@ -42,6 +83,12 @@ def refuse_searches(spec: SweepSpec, source: str) -> None:
             f"{source}: kernels[{searching[0]}] has a search block, which the fleet cannot shard; "
             "run it on one host with `kernelsweep run`, or remove `search` for the fleet"
         )
+
+
+def shard_journal_key(spec: SweepSpec, fleet_run_id: str, shard: int) -> str:
+    """The journal of one shard of one fleet run: every attempt of the shard (a retry on another host
+    of the family) finds the points the earlier ones finished there."""
+    return run_key(spec, scope=f"fleet-{fleet_run_id}-shard-{shard}")
 
 
 @dataclass(frozen=True)
@@ -75,24 +122,28 @@ class ShardData:
 
 
 def shard_data(results_uri: Location | str, flow_run_ids: Iterable[str], since: date) -> dict[str, ShardData]:
-    """Per flow run id, from the objects under `results_uri` dated `since` or later (shards run after
-    their fleet run started, so older partitions are never listed)."""
+    """Per flow run id, from the rows under `results_uri` dated `since` or later (shards run after
+    their fleet run started, so older partitions are never listed). Rows are counted by their
+    `flow_run_id`, so a partition compacted since (kernelsweep.results.compact) still counts; its
+    objects are named after the run only until then."""
     ids = set(flow_run_ids)
-    data = reader.dataset(results_uri, filters=[("run_date", ">=", since)])
+    where = parse_location(results_uri, "results location")
+    if isinstance(where, LocalFolder) and not where.path.is_dir():  # nothing was ever written there
+        return {run_id: ShardData() for run_id in ids}
+    dated = [("run_date", ">=", since)]
     objects: dict[str, list[str]] = {}
-    for fragment in data.get_fragments():
+    for fragment in reader.dataset(results_uri, filters=dated).get_fragments():
         run_id = fragment.path.rsplit("/", 1)[-1].split(".", 1)[0]
         if run_id in ids:
             objects.setdefault(run_id, []).append(fragment.path)
-    statuses: dict[str, dict[str, str]] = {}
-    if objects:
-        table = data.to_table(columns=["flow_run_id", "row_id", "status"])
-        for run_id, row_id, status in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
-            if run_id in ids:
-                statuses.setdefault(run_id, {})[row_id] = status
+    mine = [*dated, ("flow_run_id", "in", sorted(ids))]
+    rows = reader.read(results_uri, filters=mine, columns=["flow_run_id", "status"]).to_pylist() if ids else []
+    counts: dict[str, list[str]] = {}
+    for row in rows:
+        counts.setdefault(row["flow_run_id"], []).append(row["status"])
     found = {}
     for run_id in ids:
-        rows = statuses.get(run_id, {}).values()
-        ok = sum(status == "ok" for status in rows)
-        found[run_id] = ShardData(ok=ok, failed=len(rows) - ok, objects=sorted(objects.get(run_id, [])))
+        statuses = counts.get(run_id, [])
+        ok = sum(status == "ok" for status in statuses)
+        found[run_id] = ShardData(ok=ok, failed=len(statuses) - ok, objects=sorted(objects.get(run_id, [])))
     return found

@@ -104,6 +104,20 @@ class ExecutionSettings(_Strict):
     )
 
 
+class Requirements(_Strict):
+    """Versions a run insists on: a host whose own differ refuses the run's points before measuring any,
+    so one night's rows are never made with a mix of compilers. Each is a pattern (`2.21.*`); empty: any."""
+
+    compiler: str = Field("", max_length=100, description="neuronx-cc version, e.g. 2.21.* (empty: any).")
+    runtime: str = Field("", max_length=100, description="Neuron runtime version, e.g. 2.2* (empty: any).")
+    nki: str = Field("", max_length=100, description="NKI version, e.g. 0.7.* (empty: any).")
+    profiler: str = Field("", max_length=100, description="Profiler version (empty: any).")
+
+    def pins(self) -> dict[str, str]:
+        """The versions pinned, by name."""
+        return {name: pattern for name, pattern in self.model_dump().items() if pattern}
+
+
 class GridAxis(_Strict):
     """One axis of a kernel's grid; a list of these (not a mapping) so the run form types every value."""
 
@@ -271,6 +285,10 @@ class SweepSpec(_Strict):
     results: str = Field("results", description="Results location: a folder or s3://bucket/prefix.")
     artifacts: str = Field("artifacts", description="Artifact store: a folder or s3://bucket/prefix.")
     seed: int = Field(0, ge=0, description="Seed for generated inputs.")
+    require: Requirements = Field(
+        default_factory=Requirements,
+        description="Pin SDK versions: hosts whose versions do not match refuse this run's points.",
+    )
     toolchains: list[NamedToolchain] = Field(
         default_factory=list,
         description="Named Neuron SDK environments to run every point under, each by its python (the spec file: "
@@ -356,6 +374,7 @@ class Point(_Strict):
 # --------------------------------------------------------------------------------------------
 
 MAX_SPEC_BYTES = 1 << 20
+FLEET_TABLE = "fleet"  # a spec file's [fleet] table is for `kernelsweep fleet up` (kernelsweep.fleet), not a sweep
 MAX_AXIS_VALUE = 2**31 - 1
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
 _LOCATION_CHARS = re.compile(r"^[^\x00-\x1f\x7f]{1,1024}$")
@@ -383,6 +402,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise UsageError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
     except RecursionError:
         raise UsageError(f"{path}: nested too deeply to be a sweep spec; fix the file") from None
+    data.pop(FLEET_TABLE, None)
     return parse_spec(data, source=str(path))
 
 

@@ -1,12 +1,13 @@
 """The fleet end to end, with real parts only: `prefect server start`, `kernelsweep fleet up`, workers
-as separate processes (simulated trn1 and trn2 hosts, each with its own lock and state folders), the
-fleet deployment started with `prefect deployment run`, and the dataset read back.
+as separate processes (simulated trn1, trn2 and inf2 hosts, each with its own lock and state folders),
+the fleet deployment started with `prefect deployment run`, and the dataset read back.
 
 Every test here shares the session's fleet server and the module's control worker (the fleet runs
-and the reports they trigger run on it). Two waits overlap the other tests instead of adding to them:
-the spread run is a module fixture and the report its completion triggers is checked by the module's
-last test; and the silent host, whose shard Prefect marks Crashed only 30-60 s after the host dies,
-dies before the spread run starts and is checked at the end too.
+and the reports they trigger run on it). Fleet runs go one at a time (fleet/fleet's concurrency
+limit), so each test's run is short. Two waits overlap the other tests instead of adding to them:
+the reports that completed fleet runs trigger (and the notifications they send) are checked by the
+module's last tests; and the silent host, whose sweep Prefect marks Crashed only 30-60 s after the
+host dies, dies before the spread run starts and is checked at the end too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
+import threading
+import time
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -27,7 +32,9 @@ from kernelsweep.spec import Point, SweepSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]
 
+REPO = Path(__file__).resolve().parents[1]
 POOLS = {family: f"kernelsweep-{family}" for family in ("trn1", "trn2", "inf2")}
+NOTIFY_BLOCK = "kernelsweep-test-hook"
 RUN_TIMEOUT = 600
 SLOW_HOST = {"KERNELSWEEP_SIM_TIME_SCALE": "3"}  # a shard lasts long enough to be caught running
 
@@ -53,9 +60,9 @@ def _online(server: PrefectServer, workers: list[Worker]) -> None:
         poll(lambda w=worker: w.name in server.workers_online(w.pool), timeout=120, what=f"worker {worker.name}")
 
 
-def _run_fleet(server: PrefectServer, spec: SweepSpec) -> str:
+def _run_fleet(server: PrefectServer, spec: SweepSpec, deployment: str = "fleet/fleet") -> str:
     done = server.run(
-        "prefect", "deployment", "run", "fleet/fleet", "-p", f"spec={json.dumps(spec.model_dump(mode='json'))}"
+        "prefect", "deployment", "run", deployment, "-p", f"spec={json.dumps(spec.model_dump(mode='json'))}"
     )
     assert done.returncode == 0, done.stderr
     return re.search(r"UUID:\s*([0-9a-f-]{36})", done.stdout).group(1)
@@ -106,26 +113,60 @@ def control(fleet_server) -> Worker:
         worker.stop()
 
 
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).received.append(json.loads(body or b"{}"))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def webhook(fleet_server) -> list[dict]:
+    """A local webhook server, and the custom-webhook notification block on the fleet's server that
+    posts to it (`fleet up --notify custom-webhook/NOTIFY_BLOCK`); the list fills with what arrives."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/hook"
+    create = (
+        "from prefect.blocks.notifications import CustomWebhookNotificationBlock as B; "
+        f"B(name='kernelsweep', url='{url}', json_data={{'subject': '{{{{subject}}}}', 'body': '{{{{body}}}}'}})"
+        f".save('{NOTIFY_BLOCK}', overwrite=True)"
+    )
+    done = fleet_server.run(str(Path(sys.executable)), "-c", create)
+    assert done.returncode == 0, done.stderr
+    try:
+        yield _Hook.received
+    finally:
+        httpd.shutdown()
+
+
 @dataclass
 class SilentShard:
-    fleet_run: str
-    shard: str  # the shard flow run that was running on the host when it died
+    fleet_run: str  # here the sweep itself
+    shard: str  # the flow run that was running on the host when it died
     took: set[str]  # the flow runs the host took
     spec: SweepSpec
 
 
 @pytest.fixture(scope="module")
 def silent_shard(fleet_server, control, tmp_path_factory) -> SilentShard:
-    """An inf2 host that dies while it runs the only shard of its fleet run, and says nothing more."""
+    """An inf2 host that dies while it runs a sweep (sweep/inf2: not a fleet run, which would hold the
+    fleet's one slot while Prefect waits for the host's silence), and says nothing more."""
     server, root = fleet_server, tmp_path_factory.mktemp("silent")
     [host] = _hosts(server, root, {"inf2-silent": "inf2"}, **SLOW_HOST)
     try:
-        spec = _spec(root, "silent", ("inf2",), [2048], per_run=2)  # 2 points: 1 shard
-        fleet_run = _run_fleet(server, spec)
-        running = _running_shard(server, fleet_run)
+        spec = _spec(root, "silent", ("inf2",), [2048], per_run=2)
+        sweep_run = _run_fleet(server, spec, "sweep/inf2")
+        poll(lambda: server.state_of(sweep_run) == "RUNNING" or None, timeout=RUN_TIMEOUT, what="the sweep running")
     finally:
         host.die()
-    return SilentShard(fleet_run, running, host.submitted(), spec)
+    return SilentShard(sweep_run, sweep_run, host.submitted(), spec)
 
 
 @dataclass
@@ -152,7 +193,7 @@ def spread(fleet_server, control, silent_shard, tmp_path_factory) -> SpreadRun:
         )  # 6 points per family: 3 shards each
         fleet_run = _run_fleet(server, spec)
         state = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
-        status = server.run("kernelsweep", "fleet", "status")
+        status = server.run("kernelsweep", "fleet", "status", env={"COLUMNS": "250"})  # one table row a line
     finally:
         for host in hosts:
             host.stop()
@@ -165,6 +206,7 @@ def test_a_fleet_run_spreads_each_family_over_its_own_workers(fleet_server, spre
     assert spread.state["type"] == "COMPLETED"
     by_family = {f: {i for i, r in shards.items() if f in r["tags"]} for f in ("trn1", "trn2")}
     assert len(shards) == 6 and {r["state"]["type"] for r in shards.values()} == {"COMPLETED"}
+    assert {r["work_queue_name"] for r in shards.values()} == {"urgent"}  # started by hand: ahead of the nightly
     assert len(by_family["trn1"]) == len(by_family["trn2"]) == 3
     assert took["trn2-a"] and took["trn2-b"], took  # both trn2 hosts shared the trn2 shards
     assert took["trn2-a"] | took["trn2-b"] == by_family["trn2"]
@@ -182,58 +224,135 @@ def test_a_fleet_run_spreads_each_family_over_its_own_workers(fleet_server, spre
 
     status = spread.status
     assert status.returncode == 0, status.stderr
-    assert re.search(r"kernelsweep-trn2\s.*2 \(trn2-a, trn2-b\)", status.stdout)
+    assert re.search(r"kernelsweep-trn2\s.*2 \(trn2-a, trn2-b\)", status.stdout), status.stdout
     assert f"last fleet run: fleet-spread ({spread.id}) Completed" in status.stdout
+    assert "trn1: 3 of 3 shards completed on trn1-a" in status.stdout
+    assert "trn2: 3 of 3 shards completed on trn2-a, trn2-b" in status.stdout
 
 
-def test_the_deployments_carry_nightly_schedules_and_the_server_has_planned_them(fleet_server):
-    deployments = {
-        d["name"]: d for d in fleet_server.api("/deployments/filter", {"deployments": {"tags": {"all_": ["sweep"]}}})
-    }
-    assert sorted(deployments) == ["inf2", "trn1", "trn2"]
-    for deployment in deployments.values():
-        [schedule] = deployment["schedules"]
-        assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["schedule"]["timezone"] == "UTC"
-        assert deployment["work_pool_name"] == POOLS[deployment["name"]]
-        assert deployment["parameters"]["spec"]["name"] == "nightly-test"  # the nightly spec `fleet up` stored
-        planned = fleet_server.flow_runs(
-            deployment_id={"any_": [deployment["id"]]}, state={"type": {"any_": ["SCHEDULED"]}}
-        )
-        assert planned and all(run["expected_start_time"].endswith("T02:00:00Z") for run in planned)
+def _schedules(server: PrefectServer) -> dict[str, list[dict]]:
+    """`flow/deployment` -> its schedules, for every deployment of the fleet."""
+    found = server.api("/deployments/filter", {"deployments": {"tags": {"all_": ["kernelsweep"]}}})
+    flows = {f["id"]: f["name"] for f in server.api("/flows/filter", {})}
+    return {f"{flows[d['flow_id']]}/{d['name']}": d["schedules"] for d in found}
 
 
-def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(fleet_server, control, tmp_path):
-    """The host of a running shard dies and its shard is marked Crashed (here at once, through the API;
-    the module's last test shows the automation doing it after the host's silence); the fleet run says
-    which shard to re-run; `prefect flow-run retry` re-runs it on the other host, into the same rows."""
+def _fleet_up(server: PrefectServer, *extra: str) -> None:
+    argv = ("--file", str(REPO / "deployments/prefect.yaml"), "--spec", str(server.home / "nightly.toml"))
+    done = server.run("kernelsweep", "fleet", "up", *argv, "--crash-after", str(CRASH_AFTER_SECONDS), *extra)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_nightly_is_the_fleet_run_and_a_paused_schedule_stays_paused(fleet_server, webhook):
+    """First in the module: its second `fleet up` also installs the notification automation the
+    module's last test sees deliver."""
     server = fleet_server
-    [host] = _hosts(server, tmp_path, {"trn2-doomed": "trn2"}, **SLOW_HOST)  # alone, so it takes the first shard
+    schedules = _schedules(server)
+    [nightly] = schedules.pop("fleet/fleet")
+    assert nightly["schedule"]["cron"] == "0 2 * * *" and nightly["schedule"]["timezone"] == "UTC" and nightly["active"]
+    assert set(schedules) >= {"sweep/trn1", "sweep/trn2", "sweep/inf2"} and not any(schedules.values())
+    [fleet] = server.api("/deployments/filter", {"deployments": {"name": {"any_": ["fleet"]}}})
+    assert fleet["concurrency_limit"] == 1 or fleet["global_concurrency_limit"]["limit"] == 1
+    queues = {q["name"]: q["priority"] for q in server.api("/work_pools/kernelsweep-trn2/queues/filter", {})}
+    assert queues["urgent"] < queues["nightly"]  # runs from the UI before the nightly shards
+
+    paused = server.run("kernelsweep", "fleet", "pause")
+    assert paused.returncode == 0 and "paused fleet/fleet 0 2 * * * (UTC)" in paused.stderr, paused.stderr
+    _fleet_up(server, "--notify", f"custom-webhook/{NOTIFY_BLOCK}")
+    [again] = _schedules(server)["fleet/fleet"]
+    assert again["id"] == nightly["id"] and not again["active"]  # `fleet up` kept the pause
+    assert not server.flow_runs(deployment_id={"any_": [fleet["id"]]}, state={"type": {"any_": ["SCHEDULED"]}})
+    resumed = server.run("kernelsweep", "fleet", "resume")
+    assert resumed.returncode == 0 and "resumed fleet/fleet" in resumed.stderr, resumed.stderr
+    assert _schedules(server)["fleet/fleet"][0]["active"]
+    planned = poll(
+        lambda: server.flow_runs(deployment_id={"any_": [fleet["id"]]}, state={"type": {"any_": ["SCHEDULED"]}}),
+        timeout=180,
+        what="the server planning the nightly fleet runs",
+    )
+    assert all(run["expected_start_time"].endswith("T02:00:00Z") for run in planned)
+
+
+def _journaled(spec: SweepSpec) -> dict[str, dict]:
+    """The rows a shard's journal holds (finished points), by row id."""
+    files = (Path(spec.results) / "_journal").rglob("points/*.json")
+    rows = [json.loads(f.read_text())["row"] for f in files]
+    return {r["row_id"]: r for r in rows}
+
+
+def _captures_since(server: PrefectServer, flow_run_id: str, since: str) -> int:
+    """Capture task runs of the flow run that started at or after `since` (ISO time, UTC)."""
+    runs = server.api(
+        "/task_runs/filter",
+        {"flow_runs": {"id": {"any_": [flow_run_id]}}, "task_runs": {"name": {"like_": "capture-"}}},
+    )
+    return sum(1 for r in runs if r["start_time"] and r["start_time"] >= since)
+
+
+def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, control, tmp_path):
+    """The host of a running shard dies after finishing some of its points; its shard is marked Crashed
+    (here at once, through the API; the silent-host test shows the automation doing it). With no step
+    by anyone, the server retries the shard on the family's other host, which measures only the points
+    the journal lacks; the fleet run completes with every point once."""
+    server = fleet_server
+    [host] = _hosts(server, tmp_path, {"trn2-doomed": "trn2"}, **SLOW_HOST)  # alone, so it takes the shard
     workers = [host]
     try:
-        spec = _spec(tmp_path, "killed", ("trn2",), [2048, 4096], per_run=2)  # 4 points: 2 shards
+        spec = _spec(tmp_path, "killed", ("trn2",), [2048, 4096, 8192], per_run=6)  # 6 points: 1 shard
         points = expand(spec)
         fleet_run = _run_fleet(server, spec)
         running = _running_shard(server, fleet_run)
-        assert running in host.submitted()
+        poll(lambda: len(_journaled(spec)) >= 1 or None, timeout=RUN_TIMEOUT, what="a finished point", every=0.2)
         host.die()
+        killed_at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+        finished = _journaled(spec)
+        assert 1 <= len(finished) < len(points), "the host must die mid-shard"
         workers += _hosts(server, tmp_path, {"trn2-survivor": "trn2"})
         crashed = {"type": "CRASHED", "name": "Crashed", "message": "its host was killed (set by the test)"}
         server.api(f"/flow_runs/{running}/set_state", {"state": crashed, "force": True})
-        assert server.state_of(running) == "CRASHED"
-        outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
-        assert outcome["type"] == "FAILED" and f"prefect flow-run retry {running}" in outcome["message"]
-        assert running not in _writers(spec)  # the crashed shard wrote nothing
 
-        retry = server.run("prefect", "flow-run", "retry", running)
-        assert retry.returncode == 0, retry.stdout + retry.stderr
-        assert server.wait_final(running, RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
-        assert running in workers[1].submitted()
-        rows = _dataset_rows(spec)
-        assert _keys(rows) == _keys(points) and len({r["row_id"] for r in rows}) == len(points)
-        assert sum(r["flow_run_id"] == running for r in rows) == 2  # the re-run kept its flow run id
+        outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
+        assert outcome["type"] == "COMPLETED", outcome["message"]
+        assert running in workers[1].submitted() and server.flow_runs(id={"any_": [running]})[0]["run_count"] == 2
+        rows = {r["row_id"]: r for r in _dataset_rows(spec)}
+        assert _keys(list(rows.values())) == _keys(points) and len(rows) == len(points)  # every point once
+        kept = reader.read(spec.results, columns=["row_id", "started_at", "ntff_sha256"]).to_pylist()
+        for row in kept:
+            if row["row_id"] in finished:  # the same measurement, not a new one
+                assert row["ntff_sha256"] == finished[row["row_id"]]["ntff_sha256"]
+        assert _captures_since(server, running, killed_at) == len(points) - len(finished)  # counted
+        criteria = {"key": {"any_": ["fleet-killed"]}, "flow_run_id": {"any_": [fleet_run]}}
+        [summary] = server.api("/artifacts/filter", {"artifacts": criteria})
+        assert "1 of 1 shards completed" in summary["data"] and "trn2-survivor" in summary["data"]
     finally:
         for worker in workers:
             worker.stop()
+
+
+def test_guards_a_wrong_family_host_and_a_version_pin_fail_their_shards(fleet_server, control, tmp_path):
+    """A trn1 host started in the trn2 pool, and an inf2 host without the compiler the run pins: each
+    refuses its shard before measuring (retried, bounded, then final); the fleet run fails naming them."""
+    server = fleet_server
+    stray = server.start_worker("trn1-stray", POOLS["trn2"], env=sim_host_env(tmp_path / "stray", "trn1"))
+    old = server.start_worker("inf2-old", POOLS["inf2"], env=sim_host_env(tmp_path / "old", "inf2"))
+    try:
+        _online(server, [stray, old])
+        spec = _spec(tmp_path, "guards", ("trn2", "inf2"), [2048], per_run=2)
+        spec = spec.model_copy(update={"require": spec.require.model_copy(update={"compiler": "9.99.*"})})
+        fleet_run = _run_fleet(server, spec)
+        outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
+    finally:
+        stray.stop()
+        old.stop()
+    assert outcome["type"] == "FAILED" and "2 of 2 shards did not complete" in outcome["message"]
+    assert "host trn1-stray is trn1" in outcome["message"] and "work pool kernelsweep-trn2" in outcome["message"]
+    assert "host inf2-old in work pool kernelsweep-inf2 has compiler" in outcome["message"]
+    assert "(the run requires 9.99.*)" in outcome["message"]
+    shards = _shards(server, fleet_run).values()
+    assert sorted(r["run_count"] for r in shards) == [3, 3]  # the first attempt and two automatic retries
+    assert not _writers(spec)  # nothing measured
+    [shard] = [r for r in shards if "inf2" in r["tags"]]
+    assert shard["labels"]["kernelsweep.host"] == "inf2-old" and shard["labels"]["kernelsweep.compiler"]
 
 
 def test_a_family_with_no_worker_online_fails_its_shards_after_the_wait(fleet_server, control, tmp_path):
@@ -267,12 +386,34 @@ def test_the_fleet_runs_completion_triggers_the_report_on_what_it_wrote(fleet_se
 
 def test_a_silent_host_gets_its_shard_marked_crashed_by_the_automation(fleet_server, silent_shard):
     """Last in the module too: `fleet up` installs an automation that marks a running flow run Crashed
-    after CRASH_AFTER_SECONDS without a heartbeat; the fleet run then says which shard to re-run."""
+    after CRASH_AFTER_SECONDS without a heartbeat."""
     server, running = fleet_server, silent_shard.shard
     assert running in silent_shard.took  # the host died running it
     # Its last heartbeat came at most HEARTBEAT_SECONDS before it died: Crashed within CRASH_AFTER_SECONDS of that.
     crashed = server.wait_final(running, CRASH_AFTER_SECONDS + 120)
     assert crashed["state"]["type"] == "CRASHED" and "no heartbeat" in crashed["state"]["message"]
-    outcome = server.wait_final(silent_shard.fleet_run, RUN_TIMEOUT)["state"]
-    assert outcome["type"] == "FAILED" and f"prefect flow-run retry {running}" in outcome["message"]
-    assert running not in _writers(silent_shard.spec)  # the crashed shard wrote nothing
+    assert running not in _writers(silent_shard.spec)  # the crashed sweep wrote nothing
+
+
+def test_the_reports_notify_through_the_named_block(fleet_server, spread, webhook):
+    """Last: the report each completed fleet run triggered emitted its night's event, and the automation
+    `fleet up --notify` installed posted it to the local webhook through the named block."""
+    summary = poll(
+        lambda: next((m for m in webhook if m.get("subject", "").startswith("kernelsweep report:")), None),
+        timeout=RUN_TIMEOUT,
+        what="the night's summary at the webhook",
+    )
+    assert "points" in summary["subject"] and "Report: " in summary["body"]
+    # A regression's event, as the report emits it (kernelsweep.report.notify), takes the same way.
+    emit = (
+        "from prefect.events import emit_event; emit_event(event='kernelsweep.regression', "
+        "resource={'prefect.resource.id': 'kernelsweep.series.test'}, "
+        "payload={'subject': 'kernelsweep regression: test 20% slower', 'body': 'since last night'})"
+    )
+    done = fleet_server.run(str(Path(sys.executable)), "-c", emit)
+    assert done.returncode == 0, done.stderr
+    poll(
+        lambda: any(m.get("subject") == "kernelsweep regression: test 20% slower" for m in webhook) or None,
+        timeout=120,
+        what="the regression at the webhook",
+    )

@@ -38,11 +38,11 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
     assert config["pull"] == []  # module entrypoints: nothing to fetch on a worker
     deployments = {(d["entrypoint"].rsplit(":", 1)[1], d["name"]): d for d in config["deployments"]}
     for family in FAMILIES:
-        for flow in ("sweep", "sweep_shard", "kernel_run"):
-            assert deployments[flow, family]["work_pool"]["name"] == f"kernelsweep-{family}"
-        [nightly] = deployments["sweep", family]["schedules"]
-        assert nightly["cron"] and nightly["timezone"] == "UTC"
+        for flow, queue in (("sweep", "urgent"), ("sweep_shard", "nightly"), ("kernel_run", "urgent")):
+            assert deployments[flow, family]["work_pool"] == {"name": f"kernelsweep-{family}", "work_queue_name": queue}
+    assert not any("schedules" in d for d in config["deployments"])  # the one nightly is set by `fleet up`
     assert deployments["fleet", "fleet"]["work_pool"]["name"] == "kernelsweep-control"
+    assert deployments["fleet", "fleet"]["concurrency_limit"] == 1  # a second fleet run waits
     shard_flow = importlib.import_module("kernelsweep.flows.sweep").sweep_shard
     assert shard_deployment("trn2") == f"{shard_flow.name}/trn2"  # what the fleet flow submits to
     for deployment in config["deployments"]:
@@ -58,10 +58,18 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
         (["status"], {}, 2, "PREFECT_API_URL is not set; point it at the fleet's server"),
         (["status"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 3, "does not answer"),
         (["up", "--spec", "nosuch.toml"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "no such spec file"),
+        (["up", "--spec", "{unwritable}"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "cannot be written"),
     ],
 )
 def test_fleet_commands_fail_in_one_line(tmp_path, argv, env, code, says):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    spec = tmp_path / "unwritable.toml"  # results where nothing can be created: `fleet up` probes, as a run would
+    spec.write_text(
+        'name = "n"\nplatforms = ["trn2"]\ntoolchain = "sim"\nresults = "/proc/kernelsweep-nope/results"\n'
+        f'artifacts = "{tmp_path}/artifacts"\n[[kernels]]\nkernel = "vector_add"\ndtypes = ["float32"]\n'
+        "grid = { n = [2048] }\n"
+    )
+    argv = [arg.format(unwritable=spec) for arg in argv]
     done = subprocess.run(
         [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", *argv],
         env={**clean, "PREFECT_HOME": str(tmp_path), **env},

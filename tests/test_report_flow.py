@@ -74,7 +74,8 @@ def test_on_s3_the_page_is_an_object_beside_the_results_and_the_link_names_it(tm
     assert stored["ContentType"] == "text/html" and b"kernelsweep report" in stored["Body"].read()
     with get_client(sync_client=True) as client:
         link = _artifacts(client, KEYS["html"], {report_id})[report_id]
-    assert f"({moto_endpoint}/{bucket}/{key})" in link.data  # the object on the endpoint the results live on
+    assert f"({moto_endpoint}/{bucket}/{key}?" in link.data  # the object on the endpoint the results live on
+    assert "Signature=" in link.data and "Expires=" in link.data  # presigned: a browser opens it
     assert len(reader.read(spec.results).to_pylist()) == 1
 
 

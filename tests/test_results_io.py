@@ -233,8 +233,9 @@ def test_different_rows_for_one_run_go_to_attempt_keys(bucket, moto_endpoint, ca
     write_results(rerun, uri, flow_run_id=run, run_date=RUN_DATE, lineage=LINEAGE)
     assert len(list_keys(moto_endpoint, bucket)) == 2
 
-    # Both attempts are readable; find_row prefers the later attempt.
-    assert reader.read(uri).num_rows == 8
+    # Both attempts are readable; `read` and find_row prefer the later attempt.
+    assert reader.read(uri, every_copy=True).num_rows == 8
+    assert reader.read(uri).num_rows == 4
     later = pq.read_table(io.BytesIO(bodies[attempt2])).to_pylist()[0]
     assert reader.find_row(uri, later["row_id"])["total_time_us"] == later["total_time_us"]
     assert reader.find_row(uri, "no-such-row") is None

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.flows.cli import compare, doctor, extract, fleet, lineage, report, run, server
+from kernelsweep.flows.cli import compact, compare, doctor, extract, fleet, lineage, report, run, server
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_RUN_FAILED, EXIT_SIGNAL_BASE, EXIT_USAGE, fail
 from kernelsweep.importpath import append_last_resort
 
@@ -69,6 +69,7 @@ for command in (
     fleet.fleet,
     report.report,
     compare.compare,
+    compact.compact,
     server.server,
 ):
     cli.add_command(command)

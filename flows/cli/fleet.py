@@ -1,16 +1,14 @@
-"""`kernelsweep fleet up` and `kernelsweep fleet status`: the fleet's pools and deployments on the
-Prefect server named by PREFECT_API_URL.
+"""`kernelsweep fleet up|pause|resume|status|demo`: the fleet's pools, deployments, schedule and
+reflexes on the Prefect server named by PREFECT_API_URL.
 
-`up` is idempotent: it creates the work pools `deployments/prefect.yaml` names (process pools; an
-existing pool is left as its operator configured it), stores the nightly spec as the Prefect
-variable the deployments take their default `spec` from, and runs `prefect --no-prompt deploy
---all` on the file (Prefect updates deployments that exist). The spec is checked first, exactly as
-`kernelsweep validate` checks it, so a bad nightly suite never reaches the server.
-
-It also installs one automation: a flow run whose host vanished (power loss, a terminated instance,
-an OOM kill) sends no more heartbeats, and the open-source server does nothing about that by
-itself; the automation marks such a run Crashed after `--crash-after` seconds of silence, so its
-fleet run finishes and the shard can be re-run.
+`up` is idempotent. It checks the nightly spec exactly as `kernelsweep validate` does, probes its
+results and artifact locations (kernelsweep.probe), and refuses a spec nothing in the fleet can run
+(a platform without a shard deployment; hosts that all lack the pinned versions or the real SDK),
+each with one line, before it changes anything. Then it creates the pools and their queues
+(kernelsweep.flows.fleet_setup), stores the nightly spec as the Prefect variable the deployments
+take their default `spec` from, installs the automations (kernelsweep.flows.automations: crash
+detection, shard retries, notifications), runs `prefect --no-prompt deploy --all` on the file, and
+sets the one nightly schedule on `fleet/fleet`, keeping it paused if it was.
 """
 
 from __future__ import annotations
@@ -19,29 +17,30 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 import yaml
-from rich.table import Table
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.fleet import POOL_PREFIX, refuse_searches
-from kernelsweep.flows.cli.output import console, out
+from kernelsweep.fleet import FleetSettings, fleet_settings, refuse_searches
+from kernelsweep.flows.cli.fleet_demo import demo
+from kernelsweep.flows.cli.fleet_status import status
+from kernelsweep.flows.cli.output import console
+from kernelsweep.flows.cli.prefect_client import server_client as _client
 from kernelsweep.flows.cli.run import QUIET_PREFECT, load
+from kernelsweep.spec import SweepSpec
 
 if TYPE_CHECKING:  # Prefect is imported only by the commands that talk to a server
+    from uuid import UUID
+
     from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.filters import DeploymentFilter
 
 NIGHTLY_VARIABLE = "kernelsweep_nightly_spec"  # prefect.yaml: "{{ prefect.variables.kernelsweep_nightly_spec }}"
 VARIABLE_LIMIT = 5000  # characters of JSON a Prefect variable holds
 DEPLOY_TIMEOUT_SECONDS = 600
-CRASH_AUTOMATION = "kernelsweep: crash flow runs whose host went silent"
-ENDED = ("Completed", "Failed", "Cancelled", "Crashed")
+SHARD_ENTRYPOINT = "kernelsweep.flows.sweep:sweep_shard"
 
 
 @click.group()
@@ -49,9 +48,15 @@ def fleet() -> None:
     """Set up and inspect the fleet: work pools, deployments, workers (against PREFECT_API_URL)."""
 
 
+fleet.add_command(status)
+fleet.add_command(demo)
+
+
 @fleet.command()
 @click.option("--file", "file_path", default="deployments/prefect.yaml", show_default=True, help="The prefect.yaml.")
 @click.option("--spec", "spec_path", default="deployments/nightly.toml", show_default=True, help="The nightly suite.")
+@click.option("--cron", help="When the nightly fleet run starts, as cron [the spec's [fleet] cron, else 0 2 * * *].")
+@click.option("--timezone", help="The cron's time zone, an IANA name [the spec's [fleet] timezone, else UTC].")
 @click.option(
     "--crash-after",
     type=click.IntRange(min=60),
@@ -60,74 +65,147 @@ def fleet() -> None:
     help="Seconds without a heartbeat before a running flow run is marked Crashed (workers send one every "
     "PREFECT_FLOWS_HEARTBEAT_FREQUENCY seconds, 180 by default).",
 )
-def up(file_path: str, spec_path: str, crash_after: int) -> None:
+@click.option(
+    "--shard-retries",
+    type=click.IntRange(min=0, max=10),
+    default=2,
+    show_default=True,
+    help="How many times a crashed or failed shard is scheduled again, on any host of its family (0: never).",
+)
+@click.option(
+    "--notify",
+    metavar="BLOCK",
+    help="Send regressions and nightly summaries through this notification "
+    "block, as block-type-slug/name (e.g. slack-webhook/perf-team).",
+)
+@click.option("--skip-probe", is_flag=True, help="Do not write a test object to the spec's locations from here.")
+def up(
+    file_path: str,
+    spec_path: str,
+    cron: str | None,
+    timezone: str | None,
+    crash_after: int,
+    shard_retries: int,
+    notify: str | None,
+    skip_probe: bool,
+) -> None:
     """Create the work pools and deployments (again: it changes only what differs)."""
+    from kernelsweep.flows import automations
+    from kernelsweep.flows.fleet_setup import ensure_pools, reconcile_schedules
+
     spec, points = load(spec_path)
     refuse_searches(spec, spec_path)
-    pools = _pools_in(Path(file_path))
+    settings = _schedule_settings(spec_path, cron, timezone)
+    pools, shard_families = _pools_in(Path(file_path))
+    _check_spec(spec, spec_path, shard_families, probe=not skip_probe)
+    with _client() as client:
+        _check_hosts(client, spec, spec_path)
+        block = _notification_block(client, notify) if notify else None
+        for line in ensure_pools(client, pools):
+            console.print(line, highlight=False)
+        _store_variable(client, spec, spec_path)
+        automations.install(client, automations.crash_detection(crash_after))
+        automations.install(client, automations.shard_retries(shard_retries))
+        if block is not None:
+            automations.install(client, automations.notifications(block))
+    console.print(f"nightly spec {spec.name} ({len(points)} points) stored as variable {NIGHTLY_VARIABLE}")
+    _deploy(Path(file_path))
+    with _client() as client:
+        for line in reconcile_schedules(client, settings):
+            console.print(line, highlight=False)
+    status.callback()  # type: ignore[misc]
+
+
+@fleet.command()
+def pause() -> None:
+    """Pause the nightly schedule (it stays paused through `fleet up` until `fleet resume`)."""
+    _set_nightly(False)
+
+
+@fleet.command()
+def resume() -> None:
+    """Resume the nightly schedule."""
+    _set_nightly(True)
+
+
+def _set_nightly(active: bool) -> None:
+    from kernelsweep.flows.fleet_setup import set_nightly_active
+
+    with _client() as client:
+        changed = set_nightly_active(client, active)
+    for line in changed or [f"the nightly schedule is {'active' if active else 'paused'} already"]:
+        console.print(line, highlight=False)
+
+
+def _schedule_settings(spec_path: str, cron: str | None, timezone: str | None) -> FleetSettings:
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    settings = fleet_settings(spec_path).override(cron, timezone)
+    try:
+        CronSchedule(cron=settings.cron, timezone=settings.timezone)
+    except ValidationError as exc:
+        where = "--cron" if cron else f"{spec_path}: [fleet] cron"
+        reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise UsageError(f"{where} {settings.cron!r}: {reason}; give five cron fields, e.g. '0 2 * * *'") from None
+    return settings
+
+
+def _check_spec(spec: SweepSpec, spec_path: str, shard_families: set[str], *, probe: bool) -> None:
+    """Refuse a spec part of which no deployment could run, or whose locations cannot be written."""
+    from kernelsweep.probe import probe_location
+
+    missing = [p for p in spec.platforms if p not in shard_families]
+    if missing:
+        raise UsageError(
+            f"{spec_path}: platform {missing[0]} has no sweep-shard/{missing[0]} deployment in the prefect.yaml, so "
+            "nothing can run its points; remove it from platforms or add its pool and deployments"
+        )
+    if probe:
+        probe_location(spec.results_location, "results", f"{spec_path}'s `results` (or --skip-probe)")
+        probe_location(spec.artifacts_location, "artifact store", f"{spec_path}'s `artifacts` (or --skip-probe)")
+
+
+def _check_hosts(client: SyncPrefectClient, spec: SweepSpec, spec_path: str) -> None:
+    from kernelsweep.fleet_hosts import unrunnable
+    from kernelsweep.flows.fleet_setup import reported_hosts
+
+    problem = unrunnable(spec, reported_hosts(client))
+    if problem:
+        raise UsageError(f"{spec_path}: nothing in the fleet can run it: {problem}")
+
+
+def _notification_block(client: SyncPrefectClient, name: str) -> UUID:
+    from prefect.exceptions import ObjectNotFound
+
+    slug, _, block_name = name.partition("/")
+    if not block_name:
+        raise UsageError(f"--notify {name}: give the block as block-type-slug/name, e.g. slack-webhook/perf-team")
+    try:
+        document = client.read_block_document_by_name(block_name, slug, include_secrets=False)
+    except ObjectNotFound:
+        raise UsageError(f"--notify {name}: no such block on the server; create it in the UI (Blocks) first") from None
+    capabilities = document.block_schema.capabilities if document.block_schema else []
+    if "notify" not in capabilities:
+        raise UsageError(f"--notify {name}: a {slug} block cannot send notifications; name a notification block")
+    return document.id
+
+
+def _store_variable(client: SyncPrefectClient, spec: SweepSpec, spec_path: str) -> None:
+    from prefect.client.schemas.actions import VariableCreate, VariableUpdate
+
     value = spec.model_dump(mode="json")
     size = len(json.dumps(value))
     if size > VARIABLE_LIMIT:
         raise UsageError(f"{spec_path}: the spec is {size} characters; a Prefect variable holds {VARIABLE_LIMIT}")
-    with _client() as client:
-        from prefect.client.schemas.actions import VariableCreate, VariableUpdate, WorkPoolCreate
-        from prefect.exceptions import ObjectNotFound
-        from prefect.workers.process import ProcessWorker
-
-        for pool in pools:
-            try:
-                client.read_work_pool(pool)
-            except ObjectNotFound:
-                template = ProcessWorker.get_default_base_job_template()
-                client.create_work_pool(WorkPoolCreate(name=pool, type="process", base_job_template=template))
-                console.print(f"created work pool {pool}", highlight=False)
-        if client.read_variable_by_name(NIGHTLY_VARIABLE) is None:
-            client.create_variable(VariableCreate(name=NIGHTLY_VARIABLE, value=value, tags=["kernelsweep"]))
-        else:
-            client.update_variable(VariableUpdate(name=NIGHTLY_VARIABLE, value=value))
-        _crash_detection(client, crash_after)
-    console.print(f"nightly spec {spec.name} ({len(points)} points) stored as variable {NIGHTLY_VARIABLE}")
-    _deploy(Path(file_path))
-    status.callback()  # type: ignore[misc]
-
-
-def _crash_detection(client: SyncPrefectClient, seconds: int) -> None:
-    """Prefect's zombie-run recipe: after a run starts or beats, expect a beat (or its end) in time."""
-    from datetime import timedelta
-
-    from prefect.client.schemas.objects import StateType
-    from prefect.events.actions import ChangeFlowRunState
-    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
-
-    automation = AutomationCore(
-        name=CRASH_AUTOMATION,
-        description="A flow run with no heartbeat for this long lost its host: mark it Crashed.",
-        trigger=EventTrigger(
-            match={"prefect.resource.id": "prefect.flow-run.*"},
-            after={"prefect.flow-run.Running", "prefect.flow-run.heartbeat"},
-            expect={"prefect.flow-run.heartbeat", *(f"prefect.flow-run.{state}" for state in ENDED)},
-            for_each={"prefect.resource.id"},
-            posture=Posture.Proactive,
-            threshold=1,
-            within=timedelta(seconds=seconds),
-        ),
-        actions=[
-            ChangeFlowRunState(
-                state=StateType.CRASHED,
-                force=True,  # a Running run: no orchestration rule may keep it there
-                message=f"no heartbeat for {seconds} s: the host running this flow run is gone; re-run it with "
-                "`prefect flow-run retry ID`",
-            )
-        ],
-    )
-    existing = client.read_automations_by_name(CRASH_AUTOMATION)
-    if existing:
-        client.update_automation(existing[0].id, automation)
+    if client.read_variable_by_name(NIGHTLY_VARIABLE) is None:
+        client.create_variable(VariableCreate(name=NIGHTLY_VARIABLE, value=value, tags=["kernelsweep"]))
     else:
-        client.create_automation(automation)
+        client.update_variable(VariableUpdate(name=NIGHTLY_VARIABLE, value=value))
 
 
-def _pools_in(path: Path) -> list[str]:
+def _pools_in(path: Path) -> tuple[list[str], set[str]]:
+    """The work pools the file names, and the families it has a shard deployment for."""
     try:
         config = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -140,7 +218,8 @@ def _pools_in(path: Path) -> list[str]:
     names = [(d.get("work_pool") or {}).get("name") for d in deployments]
     if not all(isinstance(name, str) and name for name in names):
         raise UsageError(f"{path}: every deployment needs work_pool.name")
-    return sorted({str(name) for name in names})
+    shards = {str(d.get("name")) for d in deployments if d.get("entrypoint") == SHARD_ENTRYPOINT}
+    return sorted({str(name) for name in names}), shards
 
 
 def _deploy(path: Path) -> None:
@@ -158,99 +237,3 @@ def _deploy(path: Path) -> None:
     if done.returncode != 0:
         lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
         raise KernelsweepError(f"`prefect deploy --all` failed: {lines[-1] if lines else done.returncode}")
-
-
-@fleet.command()
-def status() -> None:
-    """Pools, workers online per family, the next scheduled runs and the last fleet run."""
-    with _client() as client:
-        out.print(_pools_table(client))
-        out.print(_upcoming_table(client))
-        out.print(_last_fleet_run(client), highlight=False, soft_wrap=True)
-
-
-def _pools_table(client: SyncPrefectClient) -> Table:
-    from kernelsweep.flows.fleet import workers_online
-
-    table = Table(title="work pools")
-    for column in ("pool", "type", "status", "workers online"):
-        table.add_column(column)
-    pools = [p for p in client.read_work_pools() if p.name.startswith(POOL_PREFIX)]
-    for pool in sorted(pools, key=lambda p: p.name):
-        online = workers_online(client, pool.name)
-        state = pool.status.value.lower() if pool.status else "-"
-        table.add_row(pool.name, pool.type, state, f"{len(online)}" + (f" ({', '.join(online)})" if online else ""))
-    return table
-
-
-def _upcoming_table(client: SyncPrefectClient) -> Table:
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
-    from prefect.client.schemas.objects import StateType
-    from prefect.client.schemas.sorting import FlowRunSort
-
-    ours = _our_deployments()
-    found = client.read_deployments(deployment_filter=ours)
-    flows = {flow_id: client.read_flow(flow_id).name for flow_id in {d.flow_id for d in found}}
-    deployments = {d.id: f"{flows[d.flow_id]}/{d.name}" for d in found}
-    scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
-    upcoming = client.read_flow_runs(
-        flow_run_filter=scheduled, deployment_filter=ours, sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=10
-    )
-    table = Table(title="next scheduled runs")
-    for column in ("deployment", "expected start", "flow run"):
-        table.add_column(column)
-    for run in upcoming:
-        start = run.expected_start_time.isoformat(timespec="minutes") if run.expected_start_time else "-"
-        table.add_row(deployments.get(run.deployment_id, "-") if run.deployment_id else "-", start, run.name)
-    return table
-
-
-def _last_fleet_run(client: SyncPrefectClient) -> str:
-    from prefect.client.schemas.filters import (
-        FlowFilter,
-        FlowFilterName,
-        FlowRunFilter,
-        FlowRunFilterState,
-        FlowRunFilterStateType,
-    )
-    from prefect.client.schemas.objects import StateType
-    from prefect.client.schemas.sorting import FlowRunSort
-
-    started = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(not_any_=[StateType.SCHEDULED])))
-    last = client.read_flow_runs(
-        flow_filter=FlowFilter(name=FlowFilterName(any_=["fleet"])),
-        flow_run_filter=started,
-        sort=FlowRunSort.START_TIME_DESC,
-        limit=1,
-    )
-    if not last:
-        return "last fleet run: none yet"
-    run = last[0]
-    state = run.state.name if run.state else "-"
-    message = f": {run.state.message}" if run.state and run.state.message else ""
-    when = run.start_time.isoformat(timespec="minutes") if run.start_time else "not started"
-    return f"last fleet run: {run.name} ({run.id}) {state} at {when}{message}"
-
-
-def _our_deployments() -> DeploymentFilter:
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterTags
-
-    return DeploymentFilter(tags=DeploymentFilterTags(all_=["kernelsweep"]))
-
-
-@contextmanager
-def _client() -> Iterator[SyncPrefectClient]:
-    """A client of the server in PREFECT_API_URL (never an ephemeral one), checked to answer."""
-    for key, value in QUIET_PREFECT.items():
-        os.environ.setdefault(key, value)
-    from prefect import get_client
-    from prefect.settings import PREFECT_API_URL
-
-    url = PREFECT_API_URL.value()
-    if not url:
-        raise UsageError("PREFECT_API_URL is not set; point it at the fleet's server, e.g. http://prefect:4200/api")
-    with get_client(sync_client=True) as client:
-        error = client.api_healthcheck()
-        if error is not None:
-            raise KernelsweepError(f"the Prefect server at {url} does not answer ({error}); start it or fix the URL")
-        yield client

@@ -1,8 +1,10 @@
 """The report as one self-contained HTML page plus its charts as PNG files.
 
 Every image is embedded in the page as a data: URI, so `index.html` alone opens anywhere (a
-downloaded copy, an S3 object, a CI artifact) with no network and no relative links to resolve;
-the PNGs are also written next to it for use elsewhere. Wide tables scroll inside the page.
+downloaded copy, an S3 object behind a presigned link, a CI artifact) with no network and no
+relative links to resolve. It is the only copy of each chart: writing the PNGs next to it as well
+doubled what a night's reports weigh (each `<img>` names its chart in `data-file`, for whoever
+wants one out). Wide tables scroll inside the page.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ img { max-width: 100%; border: 1px solid #ddd; }
 
 
 def bundle(report: Report) -> dict[str, bytes]:
-    """File name -> bytes: the charts and `index.html` embedding them."""
+    """File name -> bytes: `index.html`, its charts embedded."""
     charts: dict[str, tuple[str, bytes, tuple[str, ...]]] = {}  # file -> (caption, png, x labels)
     if report.regressions:
         charts["steps-summary.png"] = ("Every step slower, by size", plots_steps.steps_summary(report.regressions), ())
@@ -51,9 +53,7 @@ def bundle(report: Report) -> dict[str, bytes]:
         charts[_file("search", kernel)] = (f"{kernel}: search progress (best so far per trial)", png, ())
     for kernel, chart in plots.latency_by_shape(report.latest).items():
         charts[_file("latency", kernel)] = (f"{kernel}: latency by shape", chart.png, chart.x_labels)
-    files = {name: png for name, (_, png, _) in charts.items()}
-    files[INDEX] = render(report, charts).encode()
-    return files
+    return {INDEX: render(report, charts).encode()}
 
 
 def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]) -> str:

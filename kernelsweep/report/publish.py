@@ -16,6 +16,7 @@ from kernelsweep.locations import Location, parse_location
 from kernelsweep.report.html import INDEX
 
 REPORTS_FOLDER = "reports"
+PRESIGN_SECONDS = 7 * 24 * 3600  # SigV4's longest
 
 
 def report_location(results: Location | str, report_id: str) -> Location:
@@ -45,13 +46,23 @@ def write_bundle(files: dict[str, bytes], destination: Location | str, client: s
     return str(folder / INDEX)
 
 
-def browser_link(location: Location | str) -> str:
-    """A link a person can open: file:// for a folder; for S3, the object on the configured endpoint
-    (a test or private S3 server), else in the AWS console (which asks for the reader's own login)."""
+def browser_link(location: Location | str, served_at: str | None = None, client: s3.S3Client | None = None) -> str:
+    """An http(s) link a person's browser opens, for the report page at `location`:
+
+    - `served_at` (KERNELSWEEP_REPORTS_URL): the base URL of a web server in front of the results'
+      `reports/` folder (`kernelsweep fleet demo` runs one; on S3, CloudFront or any static server);
+    - an S3 object: a presigned GET URL, valid for PRESIGN_SECONDS (at most as long as the credentials
+      that signed it: an instance profile's last hours, not days);
+    - otherwise a local file's file:// URL (it opens only on the machine that has the file).
+    """
     where = parse_location(location, "report location")
+    if served_at:
+        relative = str(where).split(f"/{REPORTS_FOLDER}/", 1)[-1]
+        return f"{served_at.rstrip('/')}/{quote(relative)}"
     if not isinstance(where, s3.S3Location):
         return where.path.resolve().as_uri()
-    endpoint = s3.configured_endpoint()
-    if endpoint:
-        return f"{endpoint.rstrip('/')}/{where.bucket}/{quote(where.prefix)}"
-    return f"https://console.aws.amazon.com/s3/object/{where.bucket}?prefix={quote(where.prefix)}"
+    client = client or s3.make_client()
+    url: str = client.generate_presigned_url(
+        "get_object", Params={"Bucket": where.bucket, "Key": where.prefix}, ExpiresIn=PRESIGN_SECONDS
+    )
+    return url

@@ -5,6 +5,13 @@ columns that only later files have. Reading through `dataset` avoids that: the s
 BASE_SCHEMA plus every `param_*` column any selected file holds (int64), so files written before a
 column existed read back with nulls there, and the hive partitions come back typed (`run_date` as a
 date, not a string). Hidden files (`.incoming-*`, a crashed local write) are never read.
+
+One row id can be in two objects: a flow run re-executed with different bytes keeps both
+(`<id>.parquet`, `<id>.attempt-2.parquet`), and `kernelsweep compact` (kernelsweep.results.compact)
+writes a partition's rows into one object before it deletes the small ones. `read` returns each row
+id once: the row of the highest attempt, a compacted object counting below every attempt (anything
+written after a compaction is newer than it). A reader in the middle of a compaction therefore sees
+every row exactly once, before, during and after.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeAlias
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyarrow import fs
@@ -26,7 +34,9 @@ from kernelsweep.results.writer import LAYOUT_VERSION
 
 PARTITIONS = pa.schema([("platform", pa.string()), ("run_date", pa.date32())])
 FOOTER_READ_THREADS = 16
+COMPACTED_PREFIX = "compact-"  # a partition's rows in one object (kernelsweep.results.compact)
 _ATTEMPT = re.compile(r"\.attempt-(\d+)\.parquet$")
+_FILENAME = "__filename"  # pyarrow's per-row source path, asked for by name
 
 Filters: TypeAlias = ds.Expression | list | None
 
@@ -37,7 +47,7 @@ def dataset(uri: Location | str, *, filters: Filters = None) -> ds.Dataset:
     Hand it to DuckDB (`duckdb.sql("select ... from d")`) or scan it yourself; `read` is the
     one-call version.
     """
-    filesystem, root = _filesystem(uri)
+    filesystem, root = table_filesystem(uri)
     base = _with_partitions(BASE_SCHEMA)
     partitioning = ds.partitioning(PARTITIONS, flavor="hive")
     try:
@@ -56,14 +66,33 @@ def dataset(uri: Location | str, *, filters: Filters = None) -> ds.Dataset:
     return ds.FileSystemDataset(fragments, _with_partitions(unified), ds.ParquetFileFormat(), filesystem)
 
 
-def read(uri: Location | str, *, filters: Filters = None, columns: list[str] | None = None) -> pa.Table:
-    """Rows under `uri` as one table; `filters` is a pyarrow expression or pyarrow's DNF tuples,
+def read(
+    uri: Location | str, *, filters: Filters = None, columns: list[str] | None = None, every_copy: bool = False
+) -> pa.Table:
+    """Rows under `uri` as one table, each row id once (see the module's docstring; `every_copy`
+    keeps every object's copy); `filters` is a pyarrow expression or pyarrow's DNF tuples,
     e.g. `[("platform", "=", "trn2"), ("run_date", ">=", date(2026, 1, 1))]`."""
     data = dataset(uri, filters=filters)
+    names = columns if columns is not None else data.schema.names
+    scanned = names if every_copy else list(dict.fromkeys([*names, "row_id", _FILENAME]))
     try:
-        return data.to_table(filter=_expression(filters), columns=columns)
+        table = data.to_table(filter=_expression(filters), columns=scanned)
     except OSError as exc:
         raise StoreError(f"reading results at {uri}: {exc}", retryable=True) from exc
+    return table if every_copy else _one_per_row_id(table).select(names)
+
+
+def _one_per_row_id(table: pa.Table) -> pa.Table:
+    """Per row id, the row of the object that ranks highest (`rank`)."""
+    if table.num_rows == 0 or pc.count_distinct(table["row_id"]).as_py() == table.num_rows:
+        return table
+    files = table[_FILENAME].to_pylist()
+    ranked = table.append_column("__rank", pa.array([rank(f) for f in files], pa.int64()))
+    ordered = ranked.take(pc.sort_indices(ranked, [("row_id", "ascending"), ("__rank", "descending")]))
+    ids = ordered["row_id"]
+    first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
+    keep = pa.concat_arrays([pa.array([True]), first.combine_chunks()])
+    return ordered.filter(keep).drop_columns(["__rank"])
 
 
 def find_row(uri: Location | str, row_id: str, *, filters: Filters = None) -> dict | None:
@@ -78,7 +107,7 @@ def find_row(uri: Location | str, row_id: str, *, filters: Filters = None) -> di
         where = where & narrow
     found: list[tuple[int, dict]] = []
     for tagged in data.scanner(filter=where).scan_batches():
-        found += [(_attempt(tagged.fragment.path), row) for row in tagged.record_batch.to_pylist()]
+        found += [(rank(tagged.fragment.path), row) for row in tagged.record_batch.to_pylist()]
     return max(found, key=lambda pair: pair[0])[1] if found else None
 
 
@@ -98,7 +127,10 @@ def _physical_schema(fragment: ds.Fragment) -> pa.Schema:
         raise StoreError(f"{fragment.path} is not a readable Parquet file ({exc}); move it out of the dataset") from exc
 
 
-def _attempt(path: str) -> int:
+def rank(path: str) -> int:
+    """Which copy of a row wins: a run's attempt number (1 for `<id>.parquet`), 0 for a compacted object."""
+    if path.rsplit("/", 1)[-1].startswith(COMPACTED_PREFIX):
+        return 0
     match = _ATTEMPT.search(path)
     return int(match.group(1)) if match else 1
 
@@ -117,7 +149,8 @@ def _expression(filters: Filters) -> ds.Expression | None:
         raise UsageError(f"filters {filters!r}: use a pyarrow expression or [(column, op, value), ...]") from exc
 
 
-def _filesystem(results: Location | str) -> tuple[fs.FileSystem, str]:
+def table_filesystem(results: Location | str) -> tuple[fs.FileSystem, str]:
+    """The filesystem the dataset is on and the path of its `v1/` table in it."""
     where = parse_location(results, "results location")
     if isinstance(where, s3.S3Location):
         try:

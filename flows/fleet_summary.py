@@ -1,0 +1,68 @@
+"""The fleet run's summary: one markdown artifact (`fleet-<sweep name>`), versioned run after run.
+
+Per shard: its family, points, the rows read back from the dataset (ok, failed), its final state,
+the host that ran it and a link to its flow run; per family, the SDK each host reported and a flag
+where the hosts of one family disagree (kernelsweep.fleet_hosts). Object names are shown without
+their folder (the partition is in the heading), so the table stays readable in the UI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefect.artifacts import create_markdown_artifact
+from prefect.settings import PREFECT_UI_URL
+
+from kernelsweep.fleet import Shard, ShardData
+from kernelsweep.fleet_hosts import HostReport
+from kernelsweep.flows.ui import artifact_key
+from kernelsweep.s3 import S3Location
+from kernelsweep.spec import SweepSpec
+
+
+@dataclass(frozen=True)
+class ShardOutcome:
+    shard: Shard
+    flow_run_id: str
+    state: str  # COMPLETED, FAILED, CRASHED, CANCELLED
+    message: str
+    data: ShardData
+    host: HostReport | None = None  # what the host of its last attempt reported
+
+    @property
+    def completed(self) -> bool:
+        return self.state == "COMPLETED"
+
+
+def run_link(flow_run_id: str) -> str:
+    base = PREFECT_UI_URL.value()
+    return f"[{flow_run_id[:8]}]({base.rstrip('/')}/runs/flow-run/{flow_run_id})" if base else f"`{flow_run_id}`"
+
+
+def publish(spec: SweepSpec, outcomes: list[ShardOutcome], flags: list[str]) -> None:
+    where = "s3://" if isinstance(spec.results_location, S3Location) else ""
+    lines = [
+        f"### fleet {spec.name}: {sum(o.completed for o in outcomes)} of {len(outcomes)} shards completed",
+        "",
+        *(f"**{flag}**" for flag in flags),
+        f"Results: `{where}{spec.results_location}`",
+        "",
+        "| family | shard | points | ok | failed | state | host | flow run | objects |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        objects = "<br>".join(path.rsplit("/", 1)[-1] for path in o.data.objects) or "-"
+        state = o.state.lower() + (f": {o.message}" if not o.completed and o.message else "")
+        host = o.host.host if o.host else "-"
+        lines.append(
+            f"| {o.shard.family} | {o.shard.index} | {len(o.shard.points)} | {o.data.ok} | {o.data.failed} "
+            f"| {state.replace('|', '/')} | {host} | {run_link(o.flow_run_id)} | {objects} |"
+        )
+    lines += ["", "| host | family | compiler | runtime | nki | profiler |", "|---|---|---|---|---|---|"]
+    hosts = {o.host.host: o.host for o in outcomes if o.host}
+    for report in sorted(hosts.values(), key=lambda r: (r.family or "", r.host)):
+        versions = " | ".join(report.versions.get(n) or "-" for n in ("compiler", "runtime", "nki", "profiler"))
+        lines.append(f"| {report.host} | {report.family or 'any'} | {versions} |")
+    create_markdown_artifact(
+        key=artifact_key("fleet", spec.name), markdown="\n".join(lines), description=f"fleet run of sweep {spec.name}"
+    )

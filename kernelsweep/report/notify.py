@@ -1,0 +1,70 @@
+"""What a report tells the people who did not open it: one notice per open regression and one for the night.
+
+The report flow emits each notice as a Prefect event (kernelsweep.flows.report), and the automation
+`kernelsweep fleet up --notify BLOCK` installs sends each event through a notification block (a
+webhook, Slack, email: any Prefect notification block). Every notice carries its finished subject
+and body, so the automation's templates only place them; the other payload fields are there for
+automations of one's own (say, only regressions above 10%).
+
+An open regression (kernelsweep.report.summary: no later step undid it, nobody acknowledged it) is
+announced by every report until it is acknowledged or undone: a reminder each night, not once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kernelsweep.names import slug
+from kernelsweep.report.summary import Report
+
+REGRESSION_EVENT = "kernelsweep.regression"
+SUMMARY_EVENT = "kernelsweep.report.summary"
+RESOURCE_PREFIX = "kernelsweep."  # every notice's resource id starts so (the automation matches it)
+
+
+@dataclass(frozen=True)
+class Notice:
+    event: str
+    resource: dict[str, str]
+    payload: dict[str, object] = field(default_factory=dict)
+
+
+def notices(report: Report, link: str) -> list[Notice]:
+    """One per open regression, newest first, then the night's summary."""
+    found = [_regression(row, link) for row in report.regression_rows(report.open_regressions)]
+    return [*found, _summary(report, link, len(found))]
+
+
+def _regression(row: Mapping[str, object], link: str) -> Notice:
+    series = " ".join(str(row[k]) for k in ("kernel", "shape", "dtype", "platform"))
+    subject = f"kernelsweep regression: {series} {row['change_percent']}% slower since {row['night']}"
+    body = (
+        f"{series}: {row['before_us']} us -> {row['after_us']} us ({row['change_percent']}% slower, interval "
+        f"{row['ci_low_percent']}% to {row['ci_high_percent']}%, {row['runs']} runs) since the night of "
+        f"{row['night']}; cause: {row['cause']}. Report: {link}"
+    )
+    resource = {
+        "prefect.resource.id": f"{RESOURCE_PREFIX}series.{slug(series)}",
+        "prefect.resource.name": series,
+        "kernelsweep.night": str(row["night"]),
+    }
+    return Notice(REGRESSION_EVENT, resource, {**row, "subject": subject, "body": body, "link": link})
+
+
+def _summary(report: Report, link: str, regressions: int) -> Notice:
+    counts = {
+        "points": len(report.latest),
+        "failed": len(report.failed),
+        "incorrect": len(report.incorrect),
+        "open_regressions": regressions,
+    }
+    subject = (
+        f"kernelsweep report: {counts['points']} points, {counts['failed']} failed, {regressions} open regressions"
+    )
+    body = (
+        f"{report.results_uri} ({report.selection.describe()}): {counts['points']} points, {counts['failed']} failed, "
+        f"{counts['incorrect']} incorrect, {regressions} open regression(s). Report: {link}"
+    )
+    resource = {"prefect.resource.id": f"{RESOURCE_PREFIX}results.{slug(report.results_uri)[:200]}"}
+    return Notice(SUMMARY_EVENT, resource, {**counts, "subject": subject, "body": body, "link": link})

@@ -1,0 +1,155 @@
+"""`kernelsweep compact`: rewrite each partition's small objects as one, losing, duplicating and half-showing nothing.
+
+Every shard writes one object per platform, and each object carries ~48 KB of Parquet metadata
+(docs/fleet.md, "Storage over time"): a month of nights is hundreds of mostly-metadata objects that
+every report lists and opens. Compaction makes one object of each partition
+(`v1/platform=<p>/run_date=<d>/`), in this order:
+
+1. read every object of the partition (every copy of every row);
+2. keep one row per row id: the copy `reader.rank` prefers (a run's highest attempt; an earlier
+   compacted object ranks lowest), so the rows are those a reader already saw, row ids unchanged;
+3. write them as one object named after its bytes (`compact-<sha256>.parquet`), created only where
+   absent (kernelsweep.results.writer: a hard link of a complete hidden file, `If-None-Match: *` on S3);
+4. only then delete the objects it was made from.
+
+Stopped anywhere (a kill, a lost connection), a partition holds its old objects, or the compacted
+one beside some of them: `reader.read` returns each row id once either way, so a reader never sees a
+half state. Running it again is safe and finishes the job: the rows are the same, so the bytes and
+the name are the same (`exists-identical`), and the deletes are repeated. A partition that is one
+object already is left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+from kernelsweep.errors import StoreError
+from kernelsweep.locations import Location
+from kernelsweep.results import reader
+from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION, schema_for
+from kernelsweep.results.writer import LAYOUT_VERSION, ResultTarget, open_target, parquet_bytes
+
+SORT = [("kernel", "ascending"), ("shape", "ascending"), ("dtype", "ascending"), ("row_id", "ascending")]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Partition:
+    platform: str
+    run_date: date
+    objects: list[str]  # paths on the dataset's filesystem
+
+    @property
+    def key(self) -> str:
+        return f"{LAYOUT_VERSION}/platform={self.platform}/run_date={self.run_date.isoformat()}"
+
+
+@dataclass(frozen=True)
+class Compacted:
+    partition: str  # `v1/platform=.../run_date=...`
+    replaced: int  # objects deleted
+    rows: int
+    uri: str  # the one object the partition is now
+
+
+def partitions(results: Location | str, *, before: date | None = None) -> list[Partition]:
+    """Every partition with more than one object (dated before `before`, when given), oldest first."""
+    filesystem, root = reader.table_filesystem(results)
+    try:
+        infos = filesystem.get_file_info(fs.FileSelector(root, recursive=True, allow_not_found=True))
+    except OSError as exc:
+        raise StoreError(f"listing results at {results}: {exc}", retryable=True) from exc
+    found: dict[tuple[str, date], list[str]] = {}
+    for info in infos:
+        parts = info.path[len(root) :].strip("/").split("/")
+        if info.type != fs.FileType.File or len(parts) != 3 or parts[2].startswith((".", "_")):
+            continue
+        platform, day = parts[0].removeprefix("platform="), parts[1].removeprefix("run_date=")
+        try:
+            run_date = date.fromisoformat(day)
+        except ValueError:
+            continue
+        if before is None or run_date < before:
+            found.setdefault((platform, run_date), []).append(info.path)
+    groups = [Partition(p, d, sorted(paths)) for (p, d), paths in found.items() if len(paths) > 1]
+    return sorted(groups, key=lambda g: (g.run_date, g.platform))
+
+
+def compact(results: Location | str, *, before: date | None = None) -> list[Compacted]:
+    """Compact every partition of `results` that has several objects; what was done, per partition."""
+    filesystem, _ = reader.table_filesystem(results)
+    target = open_target(results)
+    return [compact_partition(filesystem, target, group) for group in partitions(results, before=before)]
+
+
+def compact_partition(filesystem: fs.FileSystem, target: ResultTarget, group: Partition) -> Compacted:
+    table = merged([_read(filesystem, path) for path in group.objects], group.objects)
+    data = parquet_bytes(table.replace_schema_metadata(_metadata(group, table.num_rows)))
+    sha = hashlib.sha256(data).hexdigest()
+    key = f"{group.key}/{reader.COMPACTED_PREFIX}{sha[:32]}.parquet"
+    if target.create(key, data, sha) == "exists-different":  # a name made of the bytes: never expected
+        raise StoreError(f"{target.uri(key)} exists with other bytes; leaving {group.key} as it is")
+    written = target.uri(key)
+    sources = [path for path in group.objects if not written.endswith(path.rsplit("/", 1)[-1])]
+    _delete(filesystem, sources)
+    log.info("compacted %d objects of %s into %s (%d rows)", len(sources), group.key, written, table.num_rows)
+    return Compacted(group.key, len(sources), table.num_rows, written)
+
+
+def merged(tables: list[pa.Table], paths: list[str]) -> pa.Table:
+    """One table of every row id once (the copy `reader.rank` prefers), in the writer's row order."""
+    names = [n for t in tables for n in t.schema.names if n.startswith(PARAM_PREFIX)]
+    axes = dict.fromkeys(n.removeprefix(PARAM_PREFIX) for n in names)
+    schema = schema_for(list(axes))
+    best: dict[str, tuple[int, int, int]] = {}  # row id -> (rank, table, row)
+    for index, (table, path) in enumerate(zip(tables, paths, strict=True)):
+        rank = reader.rank(path)
+        for row, row_id in enumerate(table.column("row_id").to_pylist()):
+            if row_id not in best or rank > best[row_id][0]:
+                best[row_id] = (rank, index, row)
+    keep: dict[int, list[int]] = {}
+    for _, index, row in best.values():
+        keep.setdefault(index, []).append(row)
+    parts = [_conform(tables[index].take(sorted(rows)), schema) for index, rows in sorted(keep.items())]
+    return pa.concat_tables(parts).sort_by(SORT)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` in `schema`'s columns and order: a column an older object lacks is null."""
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in table.schema.names else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _read(filesystem: fs.FileSystem, path: str) -> pa.Table:
+    try:
+        return pq.read_table(path, filesystem=filesystem, partitioning=None)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise StoreError(f"{path} is not a readable Parquet file ({exc}); move it out of the dataset") from exc
+
+
+def _delete(filesystem: fs.FileSystem, paths: Iterable[str]) -> None:
+    for path in paths:
+        try:
+            filesystem.delete_file(path)
+        except FileNotFoundError:
+            pass  # deleted by a compaction that ran at the same time
+        except OSError as exc:
+            raise StoreError(f"deleting {path} after compacting it: {exc}; run the compaction again") from exc
+
+
+def _metadata(group: Partition, rows: int) -> dict[bytes, bytes]:
+    """No names or times: the same rows must make the same bytes (so a repeated compaction is idempotent)."""
+    lineage = f'{{"compacted": "{group.key}", "points": {rows}}}'
+    return {b"kernelsweep.schema_version": str(SCHEMA_VERSION).encode(), b"kernelsweep.lineage": lineage.encode()}

@@ -1,0 +1,146 @@
+"""`kernelsweep fleet demo` as a newcomer runs it from the repository's root: it starts a server, the
+pools and a simulated host of every family, prints the UI's address; a fleet run started from the UI's
+run form in chromium completes on those hosts, its report link opens over http; `--stop` ends it all."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prefect_server import poll
+
+from kernelsweep.flows import server as launcher
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]  # one server start at a time on 2 cores
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+FAMILIES = ("trn1", "trn2", "inf2")
+
+
+def _free_pair() -> int:
+    port = 4400
+    while not (launcher.port_free(launcher.LOOPBACK, port) and launcher.port_free(launcher.LOOPBACK, port + 1)):
+        port += 2
+    return port
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _processes_in(folder: Path) -> list[str]:
+    """Pids of live processes working in `folder` (the demo starts every one of its processes there)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(proc / "cwd")).is_relative_to(folder):
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
+
+
+def _api(port: int, path: str, body: dict | None = None) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api{path}", data=data, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _online(port: int, pool: str) -> list[str]:
+    workers = _api(port, f"/work_pools/{pool}/workers/filter", {})
+    return [w["name"] for w in workers if w["status"] == "ONLINE"]
+
+
+def _submit_from_the_ui(port: int, deployment_id: str, shot: Path) -> dict:
+    """Submit fleet/fleet's run form as it comes (the nightly spec) in chromium; the run it created."""
+    from playwright.sync_api import sync_playwright
+
+    of_fleet = {"flow_runs": {"deployment_id": {"any_": [deployment_id]}}}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 1800})
+        page.goto(f"http://127.0.0.1:{port}/deployments/deployment/{deployment_id}/run")
+        submit = page.get_by_role("button", name="Submit")
+        submit.wait_for(timeout=90_000)
+        submit.click()
+        try:
+            [run] = poll(
+                lambda: [r for r in _api(port, "/flow_runs/filter", of_fleet) if not r["auto_scheduled"]] or None,
+                timeout=120,
+                what="the fleet run the form started (not the nightly ones planned)",
+            )
+        finally:
+            page.screenshot(path=str(shot))
+            browser.close()
+    return run
+
+
+def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanly(tmp_path):
+    assert shutil.which(CHROMIUM), "Debian's chromium is missing: `apt-get install chromium` (.ci/run installs it)"
+    port, home = _free_pair(), tmp_path / "demo"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_"))}
+    argv = [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", "demo", "--home", str(home), "--port", str(port)]
+    log = (tmp_path / "demo.out").open("w")
+    demo = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out = tmp_path / "demo.out"
+        poll(lambda: "Prefect UI: http://" in out.read_text() or demo.poll() is not None, timeout=400, what="the UI")
+        assert demo.poll() is None, out.read_text()
+        assert f"Prefect UI: http://127.0.0.1:{port}" in out.read_text()
+        for family in FAMILIES:
+            poll(lambda f=family: _online(port, f"kernelsweep-{f}") or None, timeout=180, what=f"a {family} host")
+        deployment = _api(port, "/deployments/name/fleet/fleet")
+        run = _submit_from_the_ui(port, deployment["id"], tmp_path / "submitted.png")
+        final = poll(
+            lambda: (
+                (r := _api(port, f"/flow_runs/{run['id']}"))["state"]["type"]
+                in {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+                and r
+            ),
+            timeout=900,
+            what="the fleet run's end",
+            every=3,
+        )
+        assert final["state"]["type"] == "COMPLETED", final["state"]["message"]
+        shards = _api(port, "/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [run["id"]]}}})
+        assert {t for s in shards for t in s["tags"] if t in FAMILIES} == set(FAMILIES)  # every family's hosts
+        link = poll(
+            lambda: next(
+                iter(_api(port, "/artifacts/filter", {"artifacts": {"key": {"any_": ["report-html"]}}})), None
+            ),
+            timeout=600,
+            what="the report's link",
+        )
+        assert link["data"].startswith(f"[kernelsweep report (HTML)](http://127.0.0.1:{port + 1}/")
+        url = link["data"].split("](", 1)[1].rstrip(")")
+        with urllib.request.urlopen(url, timeout=30) as page:
+            assert b"vector_add" in page.read()
+
+        stopped = subprocess.run(
+            [*argv[:-4], "--home", str(home), "--stop"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert stopped.returncode == 0 and "stopped the demo" in stopped.stdout + stopped.stderr, stopped.stderr
+        assert demo.wait(timeout=60) == 0
+        assert "stopped the demo; its results, reports and logs stay in" in out.read_text()
+        assert not _listening(port) and not _listening(port + 1)  # the server and the reports' web server
+        assert not _processes_in(home)  # the server, the workers and their flow runs all ended
+        assert not (home / "demo.json").exists()
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+        log.close()

@@ -167,7 +167,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             neff=hit.refs["neff"], seconds=None, cache_hit=True, compile_options=options, model=traced.model
         )
     with _scratch("compile") as workdir:
-        folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR), workdir / "ir")
+        folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
             neff = compiler.compile_ir(
@@ -203,8 +203,11 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     settings = ctx.capture
     dge = {"on": True, "off": False}.get(settings.dge_notifs, get_platform(point.platform).dge_notifs_default)
     with _scratch("capture") as workdir:
-        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF)
-        files = {name: ctx.store.fetch(ref, workdir / names.input_file(name)) for name, ref in inputs.inputs.items()}
+        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
+        files = {
+            name: ctx.store.fetch(ref, workdir / names.input_file(name), rebuildable=True)
+            for name, ref in inputs.inputs.items()
+        }
         results: list[profiler.CaptureOutput] = []
         with ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id) as lease:
             started = time.perf_counter()
@@ -267,7 +270,7 @@ def extract_stage(
     profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
     schema = explorer.summary_schema(ctx.toolchain)
     with _scratch("extract") as workdir:
-        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF)
+        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         profiles = []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"
@@ -321,7 +324,7 @@ def _check(
     definition = load_kernel(point.kernel_ref)
     arrays = {}
     for info in definition.input_infos(point.params, point.dtype):
-        path = ctx.store.fetch(inputs.inputs[info.name], workdir / names.input_file(info.name))
+        path = ctx.store.fetch(inputs.inputs[info.name], workdir / names.input_file(info.name), rebuildable=True)
         arrays[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
     expected = definition.reference(arrays, point.params)
     actual = {}

@@ -127,14 +127,16 @@ def test_the_store_heals_corrupt_artifacts_and_cache_entries(tmp_path):
     [first] = _rows(tmp_path, sweep(spec).flow_run_id)
     assert first["status"] == "ok" and first["compile_cache_hit"] is False
 
-    # A cached NEFF whose bytes went bad: found on lookup, removed, traced and compiled again (current
-    # NKI compiles in the tracing call, so the trace entry names the NEFF), with a notice.
+    # A cached NEFF whose bytes went bad: found on lookup, moved aside (kept in the store's quarantine
+    # folder), traced and compiled again (current NKI compiles in the tracing call, so the trace entry
+    # names the NEFF), with a notice.
     _corrupt(_store_file(store, first["neff_sha256"]))
     with _notices() as said:
         [second] = _rows(tmp_path, sweep(spec).flow_run_id)
     assert second["status"] == "ok" and second["trace_cache_hit"] is False and second["compile_cache_hit"] is False
     assert sha256_file(_store_file(store, second["neff_sha256"])) == second["neff_sha256"]
-    assert "was corrupt" in " ".join(said) and "removed, rebuilding it" in " ".join(said)
+    assert "is corrupt" in " ".join(said) and "moved aside, rebuilding it" in " ".join(said)
+    assert len(list((store / "quarantine").glob(f"{first['neff_sha256']}.*.corrupt"))) == 1
 
     # A cache entry that is not JSON any more: a miss with a notice, rebuilt, not a failure forever.
     [entry] = (store / "index" / "cache-v1" / "trace").rglob("*.json")
@@ -145,12 +147,12 @@ def test_the_store_heals_corrupt_artifacts_and_cache_entries(tmp_path):
     assert "cannot be read" in " ".join(said)
 
     # An input artifact gone bad (not cached, so found only when fetched): that point fails saying it
-    # was removed, and the next run writes it again and succeeds.
+    # was moved aside (every run makes its inputs again), and the next run writes it again and succeeds.
     [first_input] = [ref for ref in third["inputs"] if ref["name"] == "a_input"] or third["inputs"][:1]
     _corrupt(_store_file(store, first_input["sha256"]))
     [failed] = _rows(tmp_path, sweep(spec).flow_run_id)
     assert failed["status"] == "failed" and failed["error_class"] == "CorruptArtifact"
-    assert "removed from the store" in failed["error_message"]
+    assert "moved aside to" in failed["error_message"] and "quarantine" in failed["error_message"]
     assert not _store_file(store, first_input["sha256"]).exists()
     [healed] = _rows(tmp_path, sweep(spec).flow_run_id)
     assert healed["status"] == "ok"

@@ -6,17 +6,18 @@ guarded so that whatever it does is one line.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from kernelsweep.dtypes import itemsize
 from kernelsweep.errors import InvalidShapeError, UsageError
 from kernelsweep.kernels import KernelDefinition, load_kernel
-from kernelsweep.platforms import PlatformName, get_platform
+from kernelsweep.platforms import Platform, get_platform
 from kernelsweep.spec import KernelGrid, Point, SweepSpec
 
 DEFAULT_MAX_POINTS = 10_000  # above this a sweep must be asked for (`--max-points`)
@@ -59,16 +60,49 @@ def expand_spec(
     one `row_id` would otherwise land in one object. With `host_memory_bytes` (the host that will run
     the points), a point too big for it is refused too, before its inputs could exhaust it.
     """
+    check_count(spec, source, max_points)
+    notices = repeated_values(spec, source)
+    points: dict[str, Point] = {}
+    block_of: dict[str, int] = {}
+    repeats: Counter[int] = Counter()
+    for index, entry, definition, params, dtype in checked_points(spec, source, host_memory_bytes):
+        for point in _per_platform(spec, entry.ref, definition, params, dtype):
+            earlier = points.get(point.point_id)
+            if earlier is None:
+                points[point.point_id], block_of[point.point_id] = point, index
+            elif earlier.kernel_ref != point.kernel_ref:
+                raise UsageError(
+                    f"{source}: kernels[{index}]: {entry.ref} and kernels[{block_of[point.point_id]}] "
+                    f"({earlier.kernel_ref}) are both named {point.kernel!r}, so their rows would "
+                    "share ids; give one of them another name"
+                )
+            else:
+                repeats[index] += 1
+    notices += [
+        f"{source}: kernels[{index}] repeats {n} point(s) listed before it; each is swept once"
+        for index, n in sorted(repeats.items())
+    ]
+    return Expansion(list(points.values()), notices)
+
+
+def check_count(spec: SweepSpec, source: str, max_points: int) -> int:
+    """The spec's point count (from list lengths); UsageError above `max_points`."""
     total = count_points(spec)
     if total > max_points:
         raise UsageError(
             f"{source}: expands to {total:,} points, over the limit of {max_points:,}; shrink the grid, "
             f"or pass --max-points {total} if you mean it"
         )
-    notices = _repeated_values(spec, source)
-    points: dict[str, Point] = {}
-    block_of: dict[str, int] = {}
-    repeats: Counter[int] = Counter()
+    return total
+
+
+def checked_points(
+    spec: SweepSpec, source: str = "spec", host_memory_bytes: int | None = None
+) -> Iterator[tuple[int, KernelGrid, KernelDefinition, dict[str, int], str]]:
+    """(block index, block, definition, params, dtype) of every grid point of every kernel block, each
+    checked against its kernel's rules (UsageError at the first that fails), one at a time: a million
+    points are checked in bounded memory, no Point built (`validate` counts them this way)."""
+    smallest = min((get_platform(p) for p in spec.platforms), key=lambda p: p.hbm_bytes_per_chip)
     for index, entry in enumerate(spec.kernels):
         where = f"{source}: kernels[{index}]"
         definition = _import_kernel(entry.ref, where)
@@ -78,28 +112,12 @@ def expand_spec(
             params = definition.resolve(dict(zip(axes, values, strict=True)))
             params = {a: params[a] for a in definition.axes}
             for dtype in dict.fromkeys(entry.dtypes):
-                _check_point(definition, params, dtype, spec.platforms, where, host_memory_bytes)
+                _check_point(definition, params, dtype, smallest, where, host_memory_bytes)
                 _check_unrolled(definition, params, spec.execution.max_unrolled_instructions, where)
-                for point in _per_platform(spec, entry.ref, definition, params, dtype):
-                    earlier = points.get(point.point_id)
-                    if earlier is None:
-                        points[point.point_id], block_of[point.point_id] = point, index
-                    elif earlier.kernel_ref != point.kernel_ref:
-                        raise UsageError(
-                            f"{where}: {entry.ref} and kernels[{block_of[point.point_id]}] "
-                            f"({earlier.kernel_ref}) are both named {point.kernel!r}, so their rows would "
-                            "share ids; give one of them another name"
-                        )
-                    else:
-                        repeats[index] += 1
-    notices += [
-        f"{source}: kernels[{index}] repeats {n} point(s) listed before it; each is swept once"
-        for index, n in sorted(repeats.items())
-    ]
-    return Expansion(list(points.values()), notices)
+                yield index, entry, definition, params, dtype
 
 
-def _repeated_values(spec: SweepSpec, source: str) -> list[str]:
+def repeated_values(spec: SweepSpec, source: str) -> list[str]:
     lists: list[tuple[str, Sequence[object]]] = [("platforms", spec.platforms)]
     for index, entry in enumerate(spec.kernels):
         lists.append((f"kernels[{index}].dtypes", entry.dtypes))
@@ -157,35 +175,37 @@ def _check_point(
     definition: KernelDefinition,
     params: dict[str, int],
     dtype: str,
-    platforms: list[PlatformName],
+    smallest: Platform,
     where: str,
     host_memory_bytes: int | None,
 ) -> None:
     """The kernel's own rules, then what every kernel must satisfy: tensors with safe names that fit on
     the smallest device swept (a shape that cannot fit would only fail after its inputs filled host memory)."""
-    shape = ",".join(f"{k}={v}" for k, v in params.items())
     try:
         definition.check(params, dtype)
         tensors = definition.input_infos(params, dtype) + definition.output_infos(params, dtype)
         sizes = [(t.name, math.prod(t.shape), itemsize(t.dtype)) for t in tensors]
     except InvalidShapeError as exc:
-        raise UsageError(f"{where}: {definition.name} {shape} {dtype} is invalid: {exc}") from None
+        raise UsageError(f"{where}: {definition.name} {_shape(params)} {dtype} is invalid: {exc}") from None
     except Exception as exc:  # the definition's own bug, reported as such rather than as ours
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise UsageError(
-            f"{where}: {definition.name}.check({shape}, {dtype}) raised {detail}; fix the kernel definition"
+            f"{where}: {definition.name}.check({_shape(params)}, {dtype}) raised {detail}; fix the kernel definition"
         ) from None
     for name, elements, _ in sizes:
-        if not _SAFE_NAME.match(str(name)):
+        if not _safe_name(str(name)):
             raise UsageError(
                 f"{where}: tensor name {str(name)[:80]!r} of {definition.name} cannot name a file; "
                 "use letters, digits, '.', '_' and '-'"
             )
         if elements <= 0:
-            raise UsageError(f"{where}: {definition.name} {shape} {dtype} gives tensor {name} no elements")
+            raise UsageError(f"{where}: {definition.name} {_shape(params)} {dtype} gives tensor {name} no elements")
     total = sum(elements * size for _, elements, size in sizes)
-    smallest = min((get_platform(p) for p in platforms), key=lambda p: p.hbm_bytes_per_chip)
-    needs = f"{where}: {definition.name} {shape} {dtype} needs {total / 2**30:.1f} GiB of inputs and outputs"
+    if total <= smallest.hbm_bytes_per_chip and (
+        host_memory_bytes is None or total * HOST_MEMORY_SHARE <= host_memory_bytes
+    ):
+        return
+    needs = f"{where}: {definition.name} {_shape(params)} {dtype} needs {total / 2**30:.1f} GiB of inputs and outputs"
     if total > smallest.hbm_bytes_per_chip:
         raise UsageError(
             f"{needs}, more than {smallest.name}'s {smallest.hbm_bytes_per_chip / 2**30:.0f} GiB of device memory; "
@@ -196,6 +216,16 @@ def _check_point(
             f"{needs}; with its working copies that is more than this host's {host_memory_bytes / 2**30:.0f} GiB "
             "of memory; use a smaller shape or a host with more memory"
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _safe_name(name: str) -> bool:
+    """Cached: a sweep's points share their tensor names, so each is matched once, not once a point."""
+    return bool(_SAFE_NAME.match(name))
+
+
+def _shape(params: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in params.items())
 
 
 def _check_unrolled(definition: KernelDefinition, params: dict[str, int], limit: int, where: str) -> None:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kernelsweep.errors import UsageError
 from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
@@ -34,6 +35,8 @@ QUIET_PREFECT = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
 
+
+TABLE_POINTS = 1000  # `validate` lists each point up to this many; above, their counts
 
 MAX_POINTS_OPTION = click.option(
     "--max-points",
@@ -76,7 +79,12 @@ def _repeats_note(spec: SweepSpec, points: int) -> None:
 @click.argument("spec_path", metavar="SPEC")
 @MAX_POINTS_OPTION
 def validate(spec_path: str, max_points: int) -> None:
-    """Check a sweep spec and list its points."""
+    """Check a sweep spec and list its points (above 1,000 points, their count per kernel and dtype)."""
+    from kernelsweep.expansion import count_points
+
+    if count_points(load_spec(spec_path)) > TABLE_POINTS:
+        _validate_many(spec_path, max_points)
+        return
     spec, points = load(spec_path, max_points)
     _repeats_note(spec, len(points))
     table = Table(title=f"{spec.name}: {len(points)} points")
@@ -84,6 +92,38 @@ def validate(spec_path: str, max_points: int) -> None:
         table.add_column(column)
     for p in points:
         table.add_row(p.point_id, p.kernel, p.shape, p.dtype, p.platform, str(p.lnc))
+    out.print(table)
+
+
+def _validate_many(spec_path: str, max_points: int) -> None:
+    """Every point checked one at a time, none kept (a million points in bounded memory), and counted:
+    a table of a million rows would help nobody."""
+    from collections import Counter
+
+    from kernelsweep.context import host_memory_bytes
+    from kernelsweep.expansion import check_count, checked_points, repeated_values
+
+    spec = load_spec(spec_path)
+    check_count(spec, spec_path, max_points)
+    for notice in repeated_values(spec, spec_path):
+        console.print(escape(notice), highlight=False, soft_wrap=True)
+    shapes: Counter[tuple[str, str]] = Counter()
+    refs: dict[str, str] = {}
+    for index, entry, definition, _, dtype in checked_points(spec, spec_path, host_memory_bytes()):
+        if refs.setdefault(definition.name, entry.ref) != entry.ref:
+            raise UsageError(
+                f"{spec_path}: kernels[{index}]: {entry.ref} and {refs[definition.name]} are both named "
+                f"{definition.name!r}, so their rows would share ids; give one of them another name"
+            )
+        shapes[(f"{definition.name} ({entry.ref})", dtype)] += 1
+    platforms = len(set(spec.platforms))
+    total = sum(shapes.values()) * platforms
+    _repeats_note(spec, total)
+    table = Table(title=f"{spec.name}: {total:,} points, every one checked")
+    for column in ("kernel", "dtype", "shapes", "platforms", "points"):
+        table.add_column(column, justify="right" if column in ("shapes", "platforms", "points") else "left")
+    for (kernel, dtype), count in sorted(shapes.items()):
+        table.add_row(escape(kernel), dtype, f"{count:,}", str(platforms), f"{count * platforms:,}")
     out.print(table)
 
 

@@ -184,7 +184,7 @@ def load(uri: str, selection: Selection | None = None) -> list[ReportRow]:
     table = reader.read(uri, filters=selection.expression(), columns=COLUMNS)
     newest: dict[str, ReportRow] = {}
     for record in table.to_pylist():
-        result = ReportRow(**_typed(record))
+        result = ReportRow(**typed(record))
         kept = newest.get(result.row_id)
         if kept is None or result.order > kept.order:
             newest[result.row_id] = result
@@ -219,6 +219,6 @@ def natural_order(key: tuple[str, ...]) -> tuple[tuple[tuple[str, float], ...], 
     return tuple(shape_order(part) if "=" in part else ((part, 0.0),) for part in key)
 
 
-def _typed(record: dict[str, Any]) -> dict[str, Any]:
+def typed(record: dict[str, Any]) -> dict[str, Any]:
     record["is_simulation"] = bool(record["is_simulation"])
     return record

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from kernelsweep.report.acknowledge import Acknowledgement, reason_for
-from kernelsweep.report.load import ReportRow, Selection, latest, load
+from kernelsweep.report.index import Indexed
+from kernelsweep.report.load import ReportRow, Selection
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
 from kernelsweep.report.ranks import median_interval
 from kernelsweep.report.regress import History, Step, regressions, track
@@ -164,8 +165,8 @@ def build_report(
     acknowledged: list[Acknowledgement] | None = None,
 ) -> Report:
     selection, rule = selection or Selection(), rule or Rule()
-    results = load(results_uri, selection)
-    newest = latest(results)
+    results = Indexed(results_uri, selection)  # a few columns of every row; whole rows only where shown
+    newest = results.latest()
     histories = track(results, rule)
     platforms, cross = cross_platform(newest)
     return Report(

@@ -145,7 +145,10 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `trace_cache_hit` boolean,
   `compile_cache_hit` boolean,
   `compile_options` string,
-  `nki_compiler_frontend` string
+  `nki_compiler_frontend` string,
+  `tunables` string,
+  `toolchain_name` string,
+  `search_trial` int
 )
 PARTITIONED BY (
   `platform` string,

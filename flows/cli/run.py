@@ -15,8 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kernelsweep.errors import UsageError
-from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
+from kernelsweep.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
 from kernelsweep.spec import Point, SweepSpec, load_spec, parse_spec
@@ -32,6 +31,8 @@ QUIET_PREFECT = {
     "PREFECT_LOGGING_LEVEL": "CRITICAL",
     "PREFECT_LOGGING_SERVER_LEVEL": "CRITICAL",
     "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+    # Prefect's own machinery (its events worker, when the API went away and came back) logs apart.
+    "PREFECT_INTERNAL_LOGGING_LEVEL": "CRITICAL",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
 
@@ -52,6 +53,13 @@ def load(
 ) -> tuple[SweepSpec, list[Point]]:
     """The spec with command-line overrides, validated like the file itself, and its points (each
     once: what was merged is said on stderr)."""
+    spec, expansion = load_expansion(spec_path, max_points, **overrides)
+    return spec, expansion.points
+
+
+def load_expansion(
+    spec_path: str, max_points: int = DEFAULT_MAX_POINTS, **overrides: str | None
+) -> tuple[SweepSpec, Expansion]:
     from kernelsweep.context import host_memory_bytes
 
     spec = load_spec(spec_path)
@@ -61,7 +69,10 @@ def load(
     expansion = expand_spec(spec, source=spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
     for notice in expansion.notices:
         console.print(escape(notice), highlight=False, soft_wrap=True)
-    return spec, expansion.points
+    if expansion.drops.total:
+        note = f"{spec_path}: {expansion.drops.total} point(s) dropped (`kernelsweep validate` lists why)"
+        console.print(escape(note), highlight=False, soft_wrap=True)
+    return spec, expansion
 
 
 def _repeats_note(spec: SweepSpec, points: int) -> None:
@@ -79,52 +90,53 @@ def _repeats_note(spec: SweepSpec, points: int) -> None:
 @click.argument("spec_path", metavar="SPEC")
 @MAX_POINTS_OPTION
 def validate(spec_path: str, max_points: int) -> None:
-    """Check a sweep spec and list its points (above 1,000 points, their count per kernel and dtype)."""
+    """Check a sweep spec and list its points (above 1,000, their count per kernel and dtype), what each
+    block's strategy picked, and what was dropped why."""
     from kernelsweep.expansion import count_points
+    from kernelsweep.expansion_text import describe
 
     if count_points(load_spec(spec_path)) > TABLE_POINTS:
         _validate_many(spec_path, max_points)
         return
-    spec, points = load(spec_path, max_points)
+    spec, expansion = load_expansion(spec_path, max_points)
+    points = expansion.points
     _repeats_note(spec, len(points))
     table = Table(title=f"{spec.name}: {len(points)} points")
-    for column in ("point id", "kernel", "shape", "dtype", "platform", "lnc"):
+    extra = [
+        c for c, used in (("tunables", any(p.tunables for p in points)), ("toolchain", bool(spec.toolchains))) if used
+    ]
+    for column in ("point id", "kernel", "shape", "dtype", "platform", "lnc", *extra):
         table.add_column(column)
     for p in points:
-        table.add_row(p.point_id, p.kernel, p.shape, p.dtype, p.platform, str(p.lnc))
+        cells = {"tunables": p.tunables_text, "toolchain": p.toolchain_name}
+        table.add_row(p.point_id, p.kernel, p.shape, p.dtype, p.platform, str(p.lnc), *(cells[c] for c in extra))
     out.print(table)
+    for line in describe(expansion):
+        out.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def _validate_many(spec_path: str, max_points: int) -> None:
     """Every point checked one at a time, none kept (a million points in bounded memory), and counted:
     a table of a million rows would help nobody."""
-    from collections import Counter
-
     from kernelsweep.context import host_memory_bytes
-    from kernelsweep.expansion import check_count, checked_points, repeated_values
+    from kernelsweep.expansion import count_spec
+    from kernelsweep.expansion_text import describe
 
     spec = load_spec(spec_path)
-    check_count(spec, spec_path, max_points)
-    for notice in repeated_values(spec, spec_path):
+    expansion = count_spec(spec, spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
+    for notice in expansion.notices:
         console.print(escape(notice), highlight=False, soft_wrap=True)
-    shapes: Counter[tuple[str, str]] = Counter()
-    refs: dict[str, str] = {}
-    for index, entry, definition, _, dtype in checked_points(spec, spec_path, host_memory_bytes()):
-        if refs.setdefault(definition.name, entry.ref) != entry.ref:
-            raise UsageError(
-                f"{spec_path}: kernels[{index}]: {entry.ref} and {refs[definition.name]} are both named "
-                f"{definition.name!r}, so their rows would share ids; give one of them another name"
-            )
-        shapes[(f"{definition.name} ({entry.ref})", dtype)] += 1
-    platforms = len(set(spec.platforms))
-    total = sum(shapes.values()) * platforms
+    total = sum(sum(plan.valid.values()) for plan in expansion.blocks)
     _repeats_note(spec, total)
     table = Table(title=f"{spec.name}: {total:,} points, every one checked")
-    for column in ("kernel", "dtype", "shapes", "platforms", "points"):
-        table.add_column(column, justify="right" if column in ("shapes", "platforms", "points") else "left")
-    for (kernel, dtype), count in sorted(shapes.items()):
-        table.add_row(escape(kernel), dtype, f"{count:,}", str(platforms), f"{count * platforms:,}")
+    for column in ("block", "kernel", "dtype", "points"):
+        table.add_column(column, justify="right" if column == "points" else "left")
+    for plan in expansion.blocks:
+        for dtype, count in sorted(plan.valid.items()):
+            table.add_row(str(plan.index), escape(plan.kernel), dtype, f"{count:,}")
     out.print(table)
+    for line in describe(expansion):
+        out.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @click.command()
@@ -148,7 +160,9 @@ def run(
     """
     from kernelsweep.results.journal import plan_resume, run_key
 
-    spec, points = load(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
+    spec, expansion = load_expansion(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
+    points = expansion.points
+    searched = sum(t.settings.budget for t in expansion.targets)  # at most: a search may use up its space first
     notice = _preflight(spec)
     plan = plan_resume(spec.results_location, run_key(spec), points, find=True, remeasure=remeasure)
     if plan.resumed is not None:
@@ -163,7 +177,7 @@ def run(
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)
     _repeats_note(spec, len(points))
-    with _progress_bar(len(points) - len(plan.reused)) as advance, _notices_on_stderr():
+    with _progress_bar(len(points) - len(plan.reused) + searched) as advance, _notices_on_stderr():
         try:
             report = embedded.run_sweep(
                 spec,

@@ -130,9 +130,10 @@ class Journal:
 
     def _entry_row(self, blob: bytes, point: Point) -> Row:
         row = decode_row(blob)
-        identity = (row.sweep, row.kernel, row.kernel_ref, row.shape, row.dtype, row.platform, row.lnc)
+        identity = (row.sweep, row.kernel, row.kernel_ref, row.shape, row.dtype, row.platform, row.lnc,
+                    row.tunables or "")  # fmt: skip
         if identity != (point.sweep, point.kernel, point.kernel_ref, point.shape, point.dtype, point.platform,
-                        point.lnc):  # fmt: skip
+                        point.lnc, point.tunables_text):  # fmt: skip
             raise BadJournalObject("it holds another point's row")
         if row.flow_run_id not in self.identities():
             raise BadJournalObject(f"it holds a row of run {row.flow_run_id}, not of this run")

@@ -111,7 +111,15 @@ _LINEAGE = [
     pa.field("nki_compiler_frontend", pa.string()),
 ]
 
-BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE)
+# What sets a point apart beside its shape (issue 24): its tunables, the named toolchain it ran under,
+# and, for a point a search proposed, the trial. Null for points without them (and in older rows).
+_VARIANT = [
+    pa.field("tunables", pa.string()),
+    pa.field("toolchain_name", pa.string()),
+    pa.field("search_trial", pa.int32()),
+]
+
+BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE + _VARIANT)
 
 
 def schema_for(param_axes: list[str]) -> pa.Schema:

@@ -50,6 +50,8 @@ COMPILER_RULES: Sequence[Rule] = (
     _rule(r"(?i)out of memory in (?:sbuf|psum)", "OutOfMemory", False),
     _rule(r"\[GCA\d+\].*couldn't be allocated in (?:SB|PSUM)", "OutOfMemory", False),
     _rule(r"\[NCC_E[A-Z]+\d+\]", "CompilerDiagnostic", False),
+    # Internal errors, e.g. only at LNC=2: [NCC_IXLV002], [NCC_ILLC059] (aws-neuron-sdk#1298, #1352)
+    _rule(r"\[NCC_I[A-Z]+\d+\]", "InternalCompilerError", False),
     _rule(r"\[TEN\d+\]", "InternalCompilerError", False),
     _INTERNAL_COMPILER_ERROR,
     _rule(r"\[F\d+\] neuronx-cc terminated abnormally", "CompilerCrash", False),

@@ -46,7 +46,7 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
     [
         (
             lambda s: s.replace('"trn2"', '"trn9"'),
-            "unknown platform 'trn9' at platforms.0; use one of trn1, trn2, inf2, trn3",
+            "unknown platform 'trn9' at platforms[0]; use one of trn1, trn2, inf2, trn3",
         ),
         (
             lambda s: s.replace("kernelsweep.kernels.mlp:mlp", "nosuch.module:k"),
@@ -56,7 +56,7 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
         (lambda s: s.replace("kernelsweep.kernels.mlp:mlp", "kernels.faulty:not_a_kernel"), "not a KernelDefinition"),
         (
             lambda s: s.replace("s = [128, 256]", "s = []"),
-            "kernels.0.grid: axis 's' is empty; give it at least one value",
+            "kernels[0].grid: axis 's' is empty; give it at least one value",
         ),
         (
             lambda s: s.replace("s = [128, 256]", "s = [128], q = [1]"),
@@ -73,6 +73,16 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
         ),
         (lambda s: s.replace("grid =", 'dtypes = ["int8"]\ngrid ='), "unknown dtype 'int8'"),
         (lambda s: s.replace("name = ", "name = = "), "not valid TOML"),
+        (  # strict types: a quoted number or a boolean is named, never coerced
+            lambda s: s.replace("[[kernels]]", '[capture]\nnum_exec = "10"\n[[kernels]]'),
+            "capture.num_exec is '10' (text); give a whole number, without quotes",
+        ),
+        (
+            lambda s: s.replace("s = [128, 256]", "s = [true]"),
+            "kernels[0].grid.s[0] is True (a boolean); give a whole number, without quotes",
+        ),
+        (lambda s: s.replace("[[kernels]]", "seed = 1.0\n[[kernels]]"), "seed is 1.0 (a decimal number)"),
+        (lambda s: "\ufeff" + s, "starts with a byte-order mark; save it as UTF-8 without BOM"),
     ],
 )
 def test_bad_spec_is_one_clear_line(tmp_path, edit, message):

@@ -473,3 +473,16 @@ def test_athena_ddl_matches_base_schema():
     assert columns == expected
     [values] = re.findall(r"'projection.platform.values' = '([^']*)'", sql)
     assert set(values.split(",")) == set(PLATFORMS)
+
+
+def test_extract_of_a_results_file_names_what_it_is(tmp_path):
+    """A results Parquet given to `extract` (whose Parquet is a profile's Summary table) is named for
+    what it is, not reported as colliding profile fields."""
+    from kernelsweep.errors import ExtractError
+    from kernelsweep.metrics import read_profile
+
+    run = str(uuid.uuid4())
+    [written] = write_results(make_rows(run, "trn2"), str(tmp_path / "r"), flow_run_id=run, run_date=RUN_DATE,
+                              lineage=LINEAGE)  # fmt: skip
+    with pytest.raises(ExtractError, match="is a kernelsweep results file, not a profile; use `kernelsweep report`"):
+        read_profile(written)

@@ -197,9 +197,12 @@ def _preflight(spec: SweepSpec) -> str | None:
     host folders, the toolchain as the flow will resolve it (`--toolchain neuron` without the SDK),
     then the locations. Returns the toolchain's notice (the simulator is used), if any."""
     from kernelsweep.context import neuron_python, resolve_toolchain
+    from kernelsweep.flows.cli.checks import check_api_url, check_temp_dir
     from kernelsweep.flows.settings import locations_from_env
     from kernelsweep.probe import probe_location
 
+    check_api_url()
+    check_temp_dir()
     locations = locations_from_env()
     python = neuron_python(spec.neuron_python, locations) if spec.toolchain != "sim" else None
     _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)

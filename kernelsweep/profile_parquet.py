@@ -13,7 +13,6 @@ from pathlib import Path
 
 from kernelsweep.profile_files import MAX_ENTRIES, MAX_FIELDS, MAX_METADATA_ROWS, MAX_TABLE_BYTES, RawProfile, fail
 
-
 RESULTS_MARK = b"kernelsweep.schema_version"  # in every results file's footer (kernelsweep.results.writer)
 
 

@@ -55,7 +55,9 @@ def _hung_capture(marker: str, cli: subprocess.Popen) -> int:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         assert cli.poll() is None, cli.communicate()
-        tools = [pid for pid, cmd in _marked(marker).items() if "kernelsweep.sim.neuron_" in cmd and " capture -n " in cmd]
+        tools = [
+            pid for pid, cmd in _marked(marker).items() if "kernelsweep.sim.neuron_" in cmd and " capture -n " in cmd
+        ]
         if tools:
             return tools[0]
         time.sleep(0.2)

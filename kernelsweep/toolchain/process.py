@@ -10,8 +10,8 @@ started and waited for by the same thread, which lives as long as the call does.
 from __future__ import annotations
 
 import contextvars
-import logging
 import errno
+import logging
 import os
 import shutil
 import signal

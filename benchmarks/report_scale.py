@@ -138,7 +138,7 @@ def main() -> None:
     args = parser.parse_args()
     series = len(KERNELS) * len(SHAPES) * len(DTYPES) * len(PLATFORMS)
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-    print(f"{'command':<40} {'rows':>9} {'seconds':>8} {'peak MiB':>9} {'exit':>4}")
+    print(f"{'command':<40} {'rows':>9} {'seconds':>8} {'peak MiB':>9} {'exit':>4} {'load 1m':>7}")
     for nights in args.nights:
         results = str(dataset(args.data, nights))
         commands = {
@@ -167,7 +167,8 @@ def main() -> None:
         }
         for name, argv in commands.items():
             seconds, peak, code = measure(argv)
-            print(f"{name:<40} {nights * series:>9,} {seconds:>8.1f} {peak:>9.0f} {code:>4}", flush=True)
+            load = os.getloadavg()[0]  # the machine is shared: a figure means little without it
+            print(f"{name:<40} {nights * series:>9,} {seconds:>8.1f} {peak:>9.0f} {code:>4} {load:>7.2f}", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
 

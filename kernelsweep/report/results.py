@@ -25,7 +25,7 @@ class SeriesRuns:
     """One series' successful runs, oldest first, as columns: what change points and spreads use."""
 
     key: SeriesKey
-    row_ids: list[str]
+    row_ids: Sequence[str]
     levels: np.ndarray  # log of each run's median latency
     lineage: np.ndarray  # one integer per distinct lineage (compiler, runtime, ...): runs expected alike
     has_median: np.ndarray  # the row has its repeats' median (rows before repeats have only a total time)

@@ -143,7 +143,8 @@ class _S3Lease:
 
     def try_acquire(self, me: Holder) -> Holder | None:
         if self._put(me, if_none_match=True) is None:
-            return self._started(me)
+            self._started(me)
+            return None
         current, etag = self._read()
         if current is None or etag is None:  # released in between: whoever asks next gets it
             return Holder.from_json(None)
@@ -152,14 +153,14 @@ class _S3Lease:
         if self._put(me, if_match=etag) is not None:  # someone else took it over first
             return self._read()[0] or current
         log.warning("took over the lease of %s, whose holder is gone (%s)", current.what, self.where.uri(self.key))
-        return self._started(me)
+        self._started(me)
+        return None
 
     def _started(self, me: Holder) -> None:
         """Renewed from now on, until released."""
         self._stop.clear()
         self._beat = threading.Thread(target=self._renew, args=(me,), name="journal-lease", daemon=True)
         self._beat.start()
-        return None
 
     def _renew(self, me: Holder) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):

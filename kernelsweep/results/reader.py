@@ -62,7 +62,7 @@ def dataset(uri: Location | str, *, filters: Filters = None) -> ds.Dataset:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
         log.warning("skipped %s%s: %s; move it out of the results", foreign[0][0], more, foreign[0][1])
     fragments = [fragment for fragment, (_, why) in zip(fragments, found, strict=True) if not why]
-    schemas = [schema for schema, why in found if not why]
+    schemas = [schema for schema, why in found if not why and schema is not None]
     params = dict.fromkeys(n for schema in schemas for n in schema.names if n.startswith(PARAM_PREFIX))
     unified = BASE_SCHEMA
     for name in params:

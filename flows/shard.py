@@ -64,16 +64,19 @@ def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_
         plan = plan_resume(spec.results_location, key, points, find=True)
         started = datetime.now(UTC)
         journal = begin(spec.results_location, plan, str(flow_run.id), scheduled_date(), spec.name, started)
-        with subscribe(Progress(len(points), len(plan.reused)).point_done):
-            outcome = run_points(
-                spec,
-                contexts,
-                points,
-                run_id=journal.run_id,
-                run_date=journal.run_date,
-                journal=journal,
-                reused=plan.reused,
-            )
+        try:
+            with subscribe(Progress(len(points), len(plan.reused)).point_done):
+                outcome = run_points(
+                    spec,
+                    contexts,
+                    points,
+                    run_id=journal.run_id,
+                    run_date=journal.run_date,
+                    journal=journal,
+                    reused=plan.reused,
+                )
+        finally:
+            journal.release()  # the shard's lease, however it ends: the server's retry takes the journal over
     journal.close()
     rejoin_fleet(fleet_run_id)
     return outcome

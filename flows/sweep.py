@@ -28,7 +28,7 @@ from prefect.runtime import flow_run
 from kernelsweep.blocks import SearchTarget
 from kernelsweep.context import StageContext, host_memory_bytes
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
-from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
+from kernelsweep.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
 from kernelsweep.fleet_hosts import VERSION_NAMES, unmet
 from kernelsweep.flows.pool import measure
 from kernelsweep.flows.search import run_searches
@@ -37,7 +37,7 @@ from kernelsweep.flows.shard import run_fleet_shard
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
 from kernelsweep.probe import probe_location
-from kernelsweep.results.journal import Journal, begin, plan_resume, run_key
+from kernelsweep.results.journal import Journal, ResumePlan, begin, plan_resume, run_key
 from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.results.rows import Row
 from kernelsweep.spec import Point, SweepSpec
@@ -82,24 +82,34 @@ def sweep(
     _probe_locations(spec)  # before the journal: an unwritable location is a usage error, found in a second
     plan = plan_resume(spec.results_location, run_key(spec), points, run_id=resume_run_id, remeasure=remeasure)
     journal = begin(spec.results_location, plan, str(flow_run.id), scheduled_date(), spec.name, datetime.now(UTC))
+    try:
+        report = _sweep_points(spec, expansion, journal, plan, remeasure)
+        journal.close()
+    finally:
+        journal.release()  # the run's lease, however it ends (a resume may take the journal over)
+    return report
+
+
+def _sweep_points(
+    spec: SweepSpec, expansion: Expansion, journal: Journal, plan: ResumePlan, remeasure: bool
+) -> SweepOutcome:
+    """On this host, or in shard subflows of at most `max_points_per_flow_run` points each."""
+    points = expansion.points
     shards = math.ceil(len(points) / spec.execution.max_points_per_flow_run)
     if shards <= 1:
-        report = run_on_this_host(
+        return run_on_this_host(
             spec, points, journal=journal, run_id=journal.run_id, reused=plan.reused, targets=expansion.targets
         )
-    else:
-        size = math.ceil(len(points) / shards)  # even slices, each within the limit
-        slices = [points[shard * size : (shard + 1) * size] for shard in range(shards)]
-        reports: list[SweepOutcome] = []
-        for shard, part in enumerate(slices):
-            try:
-                reports.append(sweep_shard(spec, part, shard, shards, journal.run_id, remeasure))
-            except SweepInterrupted as exc:
-                done = sum(len(r.rows) for r in reports) + exc.done
-                raise SweepInterrupted(done, len(points), journal.uri) from None
-        report = SweepOutcome.merge(journal.run_id, reports)
-    journal.close()
-    return report
+    size = math.ceil(len(points) / shards)  # even slices, each within the limit
+    slices = [points[shard * size : (shard + 1) * size] for shard in range(shards)]
+    reports: list[SweepOutcome] = []
+    for shard, part in enumerate(slices):
+        try:
+            reports.append(sweep_shard(spec, part, shard, shards, journal.run_id, remeasure))
+        except SweepInterrupted as exc:
+            done = sum(len(r.rows) for r in reports) + exc.done
+            raise SweepInterrupted(done, len(points), journal.uri) from None
+    return SweepOutcome.merge(journal.run_id, reports)
 
 
 @flow(name="sweep-shard", flow_run_name="sweep-{spec.name}-shard-{shard}-of-{shards}")
@@ -131,8 +141,11 @@ def sweep_shard(
         return run_on_this_host(spec, points)
     plan = plan_resume(spec.results_location, run_key(spec), points, run_id=journal_run_id, remeasure=remeasure)
     journal = begin(spec.results_location, plan, journal_run_id, scheduled_date(), spec.name, datetime.now(UTC))
-    run_id = journal.shard_run_id(shard, str(flow_run.id))
-    return run_on_this_host(spec, points, journal=journal, run_id=run_id, reused=plan.reused)
+    try:
+        run_id = journal.shard_run_id(shard, str(flow_run.id))
+        return run_on_this_host(spec, points, journal=journal, run_id=run_id, reused=plan.reused)
+    finally:
+        journal.release()
 
 
 def run_on_this_host(

@@ -5,10 +5,12 @@ out verified, so no step can read another run's overwritten file and every row c
 the bytes behind its numbers. Because the key is the content, a put of bytes already present is a
 no-op, and any store holding the hash can serve a ref, whichever host wrote it.
 
-The store heals: bytes that no longer hash to their name (a disk error, an edit) are removed the
-moment a fetch or a check (`has`) finds them, with a warning, so the next put of those bytes writes
-them afresh and the caches built on the store miss instead of serving them again. A fetch always
-copies: a fetched file is the caller's to change, never a link into the store.
+Reading never destroys evidence: bytes that no longer hash to their name (a disk error, an edit) are
+reported, with a warning, and left where they are, since a past row's capture, profile or outputs
+can never be made again. Only a caller that will make the bytes again (a run, for its IR, NEFF and
+inputs, `fetch(..., rebuildable=True)`; the caches, for what they name) has them moved aside to
+`<root>/quarantine/` (`set_aside`), where they stay for inspection, so the next put writes them
+afresh. A fetch always copies: a fetched file is the caller's to change, never a link into the store.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import os
 import re
 import shutil
 import tempfile
-from contextlib import suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
@@ -40,6 +42,7 @@ DEFAULT_TRANSFER = TransferConfig(multipart_threshold=64 * MIB, multipart_chunks
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 _CONTENT_PATH = re.compile(r"/sha256/[0-9a-f]{2}/[0-9a-f]{64}$")
 _BOTO_ERRORS = (BotoCoreError, ClientError, Boto3Error)
+QUARANTINE = "quarantine"  # `<root>/quarantine/<what>.<time>.corrupt`: bytes set aside, kept for inspection
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +59,17 @@ class ArtifactStore(Protocol):
 
     def put_file(self, path: Path) -> ArtifactRef: ...
 
-    def fetch(self, ref: ArtifactRef, dest: Path) -> Path: ...
+    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False) -> Path:
+        """The ref's verified bytes at `dest`; corrupt ones are moved aside only when `rebuildable`."""
 
     def has(self, ref: ArtifactRef) -> bool:
-        """Whether the store holds the ref's bytes intact (what it holds under that name but broken is removed)."""
+        """Whether the store holds the ref's bytes intact (what it holds broken is reported, not touched)."""
 
-    def delete_index(self, name: str) -> None:
-        """Remove a named object (a cache entry found broken)."""
+    def set_aside(self, ref: ArtifactRef) -> str | None:
+        """Move the ref's bytes to the quarantine folder (a run makes them again); where they went."""
+
+    def set_aside_index(self, name: str) -> None:
+        """Move a named object (a cache entry found broken) to the quarantine folder."""
 
     def put_index(self, name: str, data: bytes) -> None:
         """A small named object (a cache entry) under `<root>/index/`; written last, after its artifacts."""
@@ -95,14 +102,21 @@ def content_key(sha256: str) -> str:
     return f"sha256/{sha256[:2]}/{sha256}"
 
 
-def _corrupt(ref: ArtifactRef, where: str) -> StoreError:
-    """Said once, where it was found; the caller has removed the bytes already."""
-    message = (
-        f"artifact {ref.sha256[:12]} at {where} was corrupt (hash mismatch: its bytes no longer hash to its name) "
-        "and has been removed from the store; the next run makes it again"
+def _corrupt(ref: ArtifactRef, where: str, moved_to: str | None) -> StoreError:
+    """Said once, where it was found."""
+    fate = (
+        f"moved aside to {moved_to}; the next run makes it again"
+        if moved_to
+        else "left in place (nothing can make it again: its row's lineage no longer verifies)"
     )
+    problem = "is corrupt (hash mismatch: its bytes no longer hash to its name)"
+    message = f"artifact {ref.sha256[:12]} at {where} {problem}: {fate}"
     log.warning(message)
     return StoreError(message, error_class="CorruptArtifact")
+
+
+def _aside_name(what: str) -> str:
+    return f"{QUARANTINE}/{what}.{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}.corrupt"
 
 
 class LocalArtifactStore:
@@ -126,9 +140,9 @@ class LocalArtifactStore:
             os.replace(tmp, target)  # atomic: readers never see a partial artifact
         return ArtifactRef(uri=target.as_uri(), sha256=sha, size_bytes=size)
 
-    def fetch(self, ref: ArtifactRef, dest: Path) -> Path:
+    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False) -> Path:
         """Copy an artifact to `dest` (tools need their own file names), verifying its hash; bytes found
-        corrupt are removed from the store."""
+        corrupt are moved aside when `rebuildable`, else left in place."""
         source = self._path(ref.sha256)
         if not source.is_file():
             raise StoreError(f"artifact {ref.sha256[:12]} is missing from {self.root}")
@@ -138,8 +152,7 @@ class LocalArtifactStore:
         if sha256_file(dest) != ref.sha256:
             dest.unlink(missing_ok=True)
             if sha256_file(source) != ref.sha256:  # the store's copy, not ours, is the broken one
-                source.unlink(missing_ok=True)
-                raise _corrupt(ref, str(source))
+                raise _corrupt(ref, str(source), self.set_aside(ref) if rebuildable else None)
             raise StoreError(f"artifact {ref.sha256[:12]} changed while it was copied to {dest}; try again")
         return dest
 
@@ -148,13 +161,28 @@ class LocalArtifactStore:
         if not source.is_file():
             return False
         if sha256_file(source) != ref.sha256:
-            source.unlink(missing_ok=True)
-            _corrupt(ref, str(source))
+            log.warning(
+                "artifact %s at %s is corrupt (hash mismatch: its bytes no longer hash to its name)",
+                ref.sha256[:12],
+                source,
+            )
             return False
         return True
 
-    def delete_index(self, name: str) -> None:
-        (self.root / index_key(name)).unlink(missing_ok=True)
+    def set_aside(self, ref: ArtifactRef) -> str | None:
+        return self._move_aside(content_key(ref.sha256), ref.sha256)
+
+    def set_aside_index(self, name: str) -> None:
+        self._move_aside(index_key(name), name.replace("/", "_"))
+
+    def _move_aside(self, key: str, what: str) -> str | None:
+        target = self.root / _aside_name(what)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(self.root / key, target)
+        except FileNotFoundError:
+            return None
+        return str(target)
 
     def put_index(self, name: str, data: bytes) -> None:
         target = self.root / index_key(name)
@@ -205,7 +233,7 @@ class S3ArtifactStore:
             raise s3.translate(exc, f"storing artifact {sha[:12]} at {self.location.uri(key)}") from exc
         return ArtifactRef(uri=self.location.uri(key), sha256=sha, size_bytes=path.stat().st_size)
 
-    def fetch(self, ref: ArtifactRef, dest: Path) -> Path:
+    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False) -> Path:
         """Download next to `dest` under a hidden name, verify, then rename: `dest` is whole or absent."""
         key = self._key(ref.sha256)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -214,9 +242,7 @@ class S3ArtifactStore:
         try:
             self.client.download_file(self.location.bucket, key, tmp, Config=self.transfer)
             if sha256_file(Path(tmp)) != ref.sha256:
-                with suppress(*_BOTO_ERRORS):  # without s3:DeleteObject it stays; the error says what it is
-                    self.client.delete_object(Bucket=self.location.bucket, Key=key)
-                raise _corrupt(ref, self.location.uri(key))
+                raise _corrupt(ref, self.location.uri(key), self.set_aside(ref) if rebuildable else None)
             os.replace(tmp, dest)
         except ClientError as exc:
             if s3.error_code(exc) in ("404", "NoSuchKey"):
@@ -236,12 +262,24 @@ class S3ArtifactStore:
         except _BOTO_ERRORS as exc:
             raise s3.translate(exc, f"checking artifact {ref.sha256[:12]}") from exc
 
-    def delete_index(self, name: str) -> None:
-        key = self.location.key(index_key(name))
+    def set_aside(self, ref: ArtifactRef) -> str | None:
+        """Copied to the quarantine prefix, then deleted; without s3:DeleteObject it stays (and is said)."""
+        return self._move_aside(content_key(ref.sha256), ref.sha256)
+
+    def set_aside_index(self, name: str) -> None:
+        self._move_aside(index_key(name), name.replace("/", "_"))
+
+    def _move_aside(self, key: str, what: str) -> str | None:
+        source, target = self.location.key(key), self.location.key(_aside_name(what))
         try:
-            self.client.delete_object(Bucket=self.location.bucket, Key=key)
+            self.client.copy_object(
+                Bucket=self.location.bucket, Key=target, CopySource={"Bucket": self.location.bucket, "Key": source}
+            )
+            self.client.delete_object(Bucket=self.location.bucket, Key=source)
         except _BOTO_ERRORS as exc:
-            raise s3.translate(exc, f"deleting index {name}") from exc
+            log.warning("could not move %s aside: %s", self.location.uri(source), " ".join(str(exc).split()))
+            return None
+        return self.location.uri(target)
 
     def put_index(self, name: str, data: bytes) -> None:
         key = self.location.key(index_key(name))

@@ -10,9 +10,11 @@ platform, LNC, toolchain), whose tunables the search proposes while the sweep ru
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kernelsweep.constraints import FIXED_NAMES, Drops, Filters, Value
@@ -60,6 +62,7 @@ class BlockPlan:
     points: list[Point] = field(default_factory=list)
     targets: list[SearchTarget] = field(default_factory=list)
     drops: Drops = field(default_factory=Drops)
+    valid: Counter[str] = field(default_factory=Counter)  # points (or search targets) per dtype, kept or not
 
 
 def filters_for(entry: KernelGrid, definition: KernelDefinition, where: str) -> Filters:
@@ -90,7 +93,12 @@ def plan_block(
     definition: KernelDefinition,
     where: str,
     limits: Limits,
+    *,
+    keep: bool = True,
+    check: Callable[[Point], None] | None = None,
 ) -> BlockPlan:
+    """The block's points (kept in the plan unless `keep` is false: then only counted), each valid one
+    passed to `check` first."""
     filters = filters_for(entry, definition, where)
     grid: dict[str, list[int | str]] = {
         a: list(dict.fromkeys(entry.axes[a])) for a in definition.axes if a in entry.axes
@@ -105,12 +113,9 @@ def plan_block(
         keeps every combination here, so each dropped point is counted under its reason below."""
         return entry.coverage.strategy == "full" or filters.reason({**defaults, **combination}, known) is None
 
-    picked = pick(entry.coverage, grid, allowed)
-    guarantee = _guarantee(picked.guarantee, picked.combinations, grid, entry)
-    plan = BlockPlan(
-        index, definition.name, entry.coverage.describe(), picked.grid_size, len(picked.combinations), guarantee
-    )
-    for combination in picked.combinations:
+    combinations, size, picked, guarantee = _picked(entry, grid, allowed, lazy=not keep)
+    plan = BlockPlan(index, definition.name, entry.coverage.describe(), size, picked, guarantee)
+    for combination in combinations:
         params = definition.resolve({a: int(v) for a, v in combination.items() if a in definition.axes})
         params = {a: params[a] for a in definition.axes}
         tunables = {t: combination[t] for t in definition.tunables if t in combination}
@@ -119,11 +124,30 @@ def plan_block(
             if reason:
                 example = f"{point.shape} {point.tunables_text} {point.dtype} {point.platform} lnc={point.lnc}"
                 plan.drops.add(f"{definition.name}: {_grouped(reason)}", f"{' '.join(example.split())}: {reason}")
-            elif entry.search is not None:
+                continue
+            plan.valid[point.dtype] += 1
+            if check is not None:
+                check(point)
+            if entry.search is not None:
                 plan.targets.append(SearchTarget(point, index, entry.search, _space(entry, definition)))
-            else:
+            elif keep:
                 plan.points.append(point)
     return plan
+
+
+def _picked(
+    entry: KernelGrid, grid: dict[str, list[Value]], allowed: Callable[[Combination], bool], lazy: bool
+) -> tuple[Iterable[Combination], int, int, str]:
+    """The combinations (one at a time for a full grid when `lazy`: a million are never held at once),
+    the grid's size, how many were picked, and the guarantee."""
+    size = math.prod(len(v) for v in grid.values())
+    if lazy and entry.coverage.strategy == "full":
+        names = list(grid)
+        combinations = (dict(zip(names, values, strict=True)) for values in itertools.product(*grid.values()))
+        return combinations, size, size, "every combination"
+    picked = pick(entry.coverage, grid, allowed)
+    guarantee = _guarantee(picked.guarantee, picked.combinations, grid, entry)
+    return picked.combinations, picked.grid_size, len(picked.combinations), guarantee
 
 
 def _guarantee(text: str, combinations: list[Combination], grid: dict[str, list[Value]], entry: KernelGrid) -> str:

@@ -17,8 +17,10 @@ entries also hold the simulator's model NEFF and nki.simulate's outputs.
 
 An entry is written after the artifacts it names, so an entry that exists is complete. A missing
 entry is a miss; so is one that cannot be read or names an artifact the store no longer holds
-intact: it is removed, with a warning, and rebuilt. Any other store error raises rather than
-silently recompiling.
+intact: it is moved aside (with the corrupt IR or NEFF it names, which the run makes again; the
+store's quarantine folder keeps both), with a warning, and rebuilt. Bytes a cache entry names that
+a run cannot make again (the simulated outputs of `--toolchain cpu`) are left where they are. Any
+other store error raises rather than silently recompiling.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 from kernelsweep.artifacts import ArtifactRef, ArtifactStore
 
 CACHE_LAYOUT = "cache-v1"
+REBUILDABLE = frozenset({"ir", "neff", "model_neff"})  # what a trace or compile makes again, bit for bit or not
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +132,16 @@ def lookup(store: ArtifactStore, stage: str, version: str | None, key: str) -> E
         return None
     for ref_name, ref in entry.refs.items():
         if not store.has(ref):
+            if ref_name in REBUILDABLE:
+                store.set_aside(ref)
             _discard(store, name, f"names an artifact ({ref_name!r}) the store no longer holds intact")
             return None
     return entry
 
 
 def _discard(store: ArtifactStore, name: str, why: str) -> None:
-    log.warning("cache entry %s %s: removed, rebuilding it", name, why)
-    store.delete_index(name)
+    log.warning("cache entry %s %s: moved aside, rebuilding it", name, why)
+    store.set_aside_index(name)
 
 
 def record(

@@ -33,7 +33,7 @@ MAX_RANDOM_ATTEMPTS = 50  # draws per wanted point before a sample that filters 
 class CoverageSettings(BaseModel):
     """How a block's grid axes are covered."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "10" is not 10
 
     strategy: Strategy = Field("full", description="full, pairwise, nwise (with strength) or random (with budget).")
     strength: int = Field(2, ge=2, le=6, description="nwise: every combination of this many axes' values appears.")

@@ -7,6 +7,7 @@ guarded so that whatever it does is one line.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -66,12 +67,7 @@ def expand_spec(
     one `row_id` would otherwise land in one object. With `host_memory_bytes` (the host that will run
     the points), a point too big for it is refused, before its inputs could exhaust it.
     """
-    total = count_points(spec)
-    if total > max_points:
-        raise UsageError(
-            f"{source}: expands to {total:,} points, over the limit of {max_points:,}; shrink the grid, "
-            f"or pass --max-points {total} if you mean it"
-        )
+    _check_total(spec, source, max_points)
     notices = _repeated_values(spec, source)
     points: dict[str, Point] = {}
     targets: dict[str, SearchTarget] = {}
@@ -120,6 +116,41 @@ def expand_spec(
             f"{drops.total}{why}; `kernelsweep validate` lists every reason"
         )
     return expansion
+
+
+def count_spec(
+    spec: SweepSpec, source: str = "spec", *, max_points: int = DEFAULT_MAX_POINTS, host_memory_bytes: int | None = None
+) -> Expansion:
+    """Every point checked as `expand_spec` checks it, one at a time, and counted, none kept (the plans'
+    `valid` counts): `validate` of a million-point grid in bounded memory. Blocks that list the same
+    points count them once each (only `expand_spec` merges them)."""
+    _check_total(spec, source, max_points)
+    refs: dict[str, tuple[int, str]] = {}
+    plans = []
+    for index, entry in enumerate(spec.kernels):
+        where = f"{source}: kernels[{index}]"
+        definition = _import_kernel(entry.ref, where)
+        earlier, ref = refs.setdefault(definition.name, (index, entry.ref))
+        if ref != entry.ref:
+            raise UsageError(
+                f"{where}: {entry.ref} and kernels[{earlier}] ({ref}) are both named {definition.name!r}, so their "
+                "rows would share ids; give one of them another name"
+            )
+        _check_definition(definition, entry, where)
+        check_tunables(entry, definition, where)
+        limits = Limits(spec.execution.max_unrolled_instructions, host_memory_bytes)
+        check = functools.partial(_check_tensors, definition, where=where)
+        plans.append(plan_block(spec, index, entry, definition, where, limits, keep=False, check=check))
+    return Expansion([], _repeated_values(spec, source), plans)
+
+
+def _check_total(spec: SweepSpec, source: str, max_points: int) -> None:
+    total = count_points(spec)
+    if total > max_points:
+        raise UsageError(
+            f"{source}: expands to {total:,} points, over the limit of {max_points:,}; shrink the grid, "
+            f"or pass --max-points {total} if you mean it"
+        )
 
 
 def _repeated_values(spec: SweepSpec, source: str) -> list[str]:

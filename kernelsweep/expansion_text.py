@@ -25,7 +25,7 @@ def describe(expansion: Expansion) -> list[str]:
                 f"{settings.budget} each: up to {settings.budget * len(plan.targets)} points"
             )
         else:
-            lines.append(f"  {len(plan.points)} point(s), {plan.drops.total} dropped")
+            lines.append(f"  {sum(plan.valid.values())} point(s), {plan.drops.total} dropped")
     drops = expansion.drops
     if drops.total:
         lines.append(f"dropped {drops.total} point(s), by reason:")

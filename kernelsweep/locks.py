@@ -225,9 +225,25 @@ def private_folder(path: Path, what: str) -> Path:
                 f"{what} {path} is open to other users (mode {stat.S_IMODE(info.st_mode):o}); "
                 "chmod 700 it or choose a private folder"
             )
+        _check_parents(path, what)
     except OSError as exc:
         raise UsageError(f"{what} {path} cannot be used ({exc.strerror}); choose another folder") from None
     return path
+
+
+def _check_parents(path: Path, what: str) -> None:
+    """A private folder is only as safe as the folders above it: whoever may write one of them can
+    rename ours away and put their own in its place. A folder others may write passes only with the
+    sticky bit (as /tmp has: then only an entry's owner may rename it)."""
+    for parent in path.absolute().parents:
+        info = os.stat(parent)
+        shared = info.st_mode & 0o002 or (info.st_mode & 0o020 and info.st_uid not in (0, os.geteuid()))
+        if shared and not info.st_mode & stat.S_ISVTX:
+            owner = "yours" if info.st_uid == os.geteuid() else f"uid {info.st_uid}'s"
+            raise UsageError(
+                f"{what} {path} is inside {parent} ({owner}, mode {stat.S_IMODE(info.st_mode):o}), which others may "
+                "write without a sticky bit, so they could replace it; choose a folder under one of your own"
+            )
 
 
 def _open_lock_file(path: Path) -> int:

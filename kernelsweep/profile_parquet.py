@@ -13,6 +13,8 @@ from pathlib import Path
 
 from kernelsweep.profile_files import MAX_ENTRIES, MAX_FIELDS, MAX_METADATA_ROWS, MAX_TABLE_BYTES, RawProfile, fail
 
+RESULTS_MARK = b"kernelsweep.schema_version"  # in every results file's footer (kernelsweep.results.writer)
+
 
 def read_parquet(path: Path) -> RawProfile:
     """An Explorer output directory, or its Summary.parquet (or split `Summary_<i>.parquet` parts);
@@ -49,6 +51,12 @@ def _parquet_rows(path: Path, limit: int) -> list[dict[str, object]]:
     try:
         table = pq.ParquetFile(path)
         meta = table.metadata
+        if RESULTS_MARK in (meta.metadata or {}):
+            raise fail(
+                path,
+                "is a kernelsweep results file, not a profile; use `kernelsweep report` or `kernelsweep lineage` "
+                "on results, and extract on a capture's profile",
+            )
         if meta.num_columns > MAX_FIELDS:
             raise fail(path, f"has {meta.num_columns} columns; a profile table has far fewer")
         first_group = meta.row_group(0).total_byte_size if meta.num_row_groups else 0

@@ -102,7 +102,7 @@ def expected_outputs(
             return cached
     arrays = {}
     for info in definition.input_infos(point.params, point.dtype):
-        path = store.fetch(inputs[info.name], workdir / names.input_file(info.name))
+        path = store.fetch(inputs[info.name], workdir / names.input_file(info.name), rebuildable=True)
         arrays[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
     expected = {
         name: np.asarray(value, dtype=np.float64) for name, value in definition.reference(arrays, point.params).items()
@@ -122,7 +122,7 @@ def _load(store: ArtifactStore, entry: cache.Entry, workdir: Path) -> dict[str, 
     for name, ref in entry.refs.items():
         try:
             shape = tuple(json.loads(entry.meta[name]))
-            path = store.fetch(ref, workdir / f"reference-{names.slug(name)}.bin")
+            path = store.fetch(ref, workdir / f"reference-{names.slug(name)}.bin", rebuildable=True)
             loaded[name] = np.fromfile(path, dtype=np.float64).reshape(shape)
         except (KeyError, ValueError, TypeError):
             return None

@@ -46,7 +46,10 @@ ONE_LINE_ERROR = "invalid_spec"  # pydantic error type carrying the finished one
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys refused; and strict types: `num_exec = "10"` or `n = [true]` is a mistake to name,
+    not a value to coerce (a quoted number is often a typo for something else)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class CaptureSettings(_Strict):
@@ -318,7 +321,7 @@ class SweepSpec(_Strict):
         try:
             return handler(data)
         except ValidationError as exc:
-            raise PydanticCustomError(ONE_LINE_ERROR, "{message}", {"message": _first_error(exc)}) from None
+            raise PydanticCustomError(ONE_LINE_ERROR, "{message}", {"message": _first_error(exc, data)}) from None
 
     @model_validator(mode="after")
     def _usable_values(self) -> SweepSpec:
@@ -375,6 +378,7 @@ class Point(_Strict):
 
 MAX_SPEC_BYTES = 1 << 20
 FLEET_TABLE = "fleet"  # a spec file's [fleet] table is for `kernelsweep fleet up` (kernelsweep.fleet), not a sweep
+BOM = b"\xef\xbb\xbf"  # some Windows editors write it; TOML forbids it
 MAX_AXIS_VALUE = 2**31 - 1
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
 _LOCATION_CHARS = re.compile(r"^[^\x00-\x1f\x7f]{1,1024}$")
@@ -390,8 +394,10 @@ def load_spec(path: str | Path) -> SweepSpec:
         size = path.stat().st_size
         if size > MAX_SPEC_BYTES:
             raise UsageError(f"{path}: {size} bytes is too large for a sweep spec (at most 1 MiB); check the path")
-        text = path.read_bytes().decode("utf-8")
-        data = tomllib.loads(text)
+        raw = path.read_bytes()
+        if raw.startswith(BOM):
+            raise UsageError(f"{path}: the file starts with a byte-order mark; save it as UTF-8 without BOM")
+        data = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path}: no such spec file; check the path") from None
     except UnicodeDecodeError:
@@ -410,7 +416,7 @@ def parse_spec(data: dict, source: str = "spec") -> SweepSpec:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(f"{source}: {_first_error(exc)}") from None
+        raise UsageError(f"{source}: {_first_error(exc, data)}") from None
     return spec
 
 
@@ -469,11 +475,11 @@ def _numbers(value: object, where: str = "") -> list[tuple[str, float | int]]:
     return [(where, value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ValidationError, data: object = None) -> str:
     err = exc.errors()[0]
     if err["type"] == ONE_LINE_ERROR:
         return err["msg"]
-    where = ".".join(str(p) for p in err["loc"]) or "top level"
+    where = _where(err["loc"], data) or "top level"
     if err["type"] == "extra_forbidden":
         return f"unknown key {where!r}; remove it or check its spelling"
     if err["type"] == "missing":
@@ -482,5 +488,36 @@ def _first_error(exc: ValidationError) -> str:
         return f"unknown platform {err['input']!r} at {where}; use one of {', '.join(PLATFORM_NAMES)}"
     if err["type"] == "literal_error" and "dtypes" in err["loc"]:
         return f"unknown dtype {err['input']!r} at {where}; use one of {', '.join(DTYPE_NAMES)}"
+    if err["type"] in _WANTED:
+        given = _GIVEN.get(type(err["input"]), type(err["input"]).__name__)
+        return f"{where} is {err['input']!r} ({given}); give {_WANTED[err['type']]}"
     message = err["msg"].removeprefix("Value error, ")
     return f"{where}: {message}"
+
+
+def _where(loc: tuple[int | str, ...], data: object) -> str:
+    """`kernels[0].grid.n[0]` for pydantic's ("kernels", 0, "grid", 0, "values", 0): an axis written as a
+    table (`grid = { n = [...] }`) is named as written, not by the list the model turns it into."""
+    text, node, as_table = "", data, False
+    for part in loc:
+        if isinstance(part, int) and isinstance(node, dict) and 0 <= part < len(node):
+            name = list(node)[part]
+            text, node, as_table = f"{text}.{name}", node[name], True
+        elif isinstance(part, int):
+            text, node = f"{text}[{part}]", node[part] if isinstance(node, list) and part < len(node) else None
+        elif part == "values" and as_table:
+            as_table = False
+        elif node is not None and not isinstance(node, (dict, list)):
+            continue  # a union's member (`int` of int | str): the value is already named
+        else:
+            text, node = f"{text}.{part}", node.get(part) if isinstance(node, dict) else None
+    return text.lstrip(".")
+
+
+_GIVEN = {str: "text", bool: "a boolean", float: "a decimal number", int: "a whole number"}
+_WANTED = {  # strict types: what to write instead of a quoted number or a boolean
+    "int_type": "a whole number, without quotes",
+    "float_type": "a number, without quotes",
+    "bool_type": "true or false, without quotes",
+    "string_type": "text, in quotes",
+}

@@ -168,7 +168,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             neff=hit.refs["neff"], seconds=None, cache_hit=True, compile_options=options, model=traced.model
         )
     with _scratch("compile") as workdir:
-        folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR), workdir / "ir")
+        folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
             neff = compiler.compile_ir(
@@ -199,8 +199,11 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     settings = ctx.capture
     dge = {"on": True, "off": False}.get(settings.dge_notifs, get_platform(point.platform).dge_notifs_default)
     with _scratch("capture") as workdir:
-        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF)
-        files = {name: ctx.store.fetch(ref, workdir / names.input_file(name)) for name, ref in inputs.inputs.items()}
+        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
+        files = {
+            name: ctx.store.fetch(ref, workdir / names.input_file(name), rebuildable=True)
+            for name, ref in inputs.inputs.items()
+        }
         results: list[profiler.CaptureOutput] = []
         with ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id) as lease:
             started = time.perf_counter()
@@ -263,7 +266,7 @@ def extract_stage(
     profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
     schema = explorer.summary_schema(ctx.toolchain)
     with _scratch("extract") as workdir:
-        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF)
+        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         profiles = []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"

@@ -6,8 +6,10 @@ dataset (folder or `s3://`), fetches each of those artifacts from the store its 
 `dest` (under the file names the tools use, so the NEFF and NTFF can be opened again directly) and
 reports, per artifact, whether the bytes are there and hash to what the row says. A bad artifact
 is a line in the report, not an exception, so a caller can show every problem at once; only a row
-that does not exist (a usage mistake) raises. Fetched files are copies: editing one never touches
-the store.
+that does not exist or a `dest` that cannot be written (usage mistakes, found before any fetch)
+raise. Verification only reads: a corrupt artifact is reported and left in the store exactly as it
+is (a past capture cannot be made again; kernelsweep.artifacts). Fetched files are copies: editing
+one never touches the store.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from kernelsweep import names
 from kernelsweep.artifacts import ArtifactRef, ArtifactStore, open_store_for
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
+from kernelsweep.probe import probe_location
 from kernelsweep.results import reader
 from kernelsweep.results.outcome import RowSummary
 
@@ -71,9 +74,9 @@ class LineageReport:
 def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
     """Fetch and verify every artifact row `row_id` of `results_uri` links.
 
-    Raises UsageError when there is no such row (or `results_uri` is not a results location) and
-    StoreError when the results cannot be read at all; everything about the artifacts themselves
-    is in the report.
+    Raises UsageError when there is no such row (or `results_uri` is not a results location) or `dest`
+    cannot be written, and StoreError when the results cannot be read at all; everything about the
+    artifacts themselves is in the report.
     """
     try:
         row = reader.find_row(results_uri, row_id)
@@ -85,6 +88,7 @@ def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
             "(check the id and that --results is the location the sweep wrote to)"
         )
     dest = Path(dest)
+    probe_location(str(dest), "lineage", "--dest")  # before any fetch: not ten failures for one mistake
     stores: dict[str, ArtifactStore] = {}
     checks = [_verify(stores, dest, name, file, ref) for name, file, ref in _linked(row)]
     return LineageReport(

@@ -211,6 +211,10 @@ FAILURES = [
     ("state-folder-open-to-others", {"spec.toml": SPEC, "shared/keep": ""}, ["run", "spec.toml"],
      {"KERNELSWEEP_STATE_DIR": "{tmp}/shared", "KERNELSWEEP_SIM_STATE": None, "KERNELSWEEP_LOCK_DIR": None}, 2,
      "state folder {tmp}/shared is open to other users (mode 755); chmod 700 it or choose a private folder"),
+    ("prefect-api-url-not-a-url", {"spec.toml": SPEC}, ["run", "spec.toml"], {"PREFECT_API_URL": "not a url"}, 2,
+     "PREFECT_API_URL='not a url' is not an http(s) URL; give the server's API"),
+    ("tmpdir-not-a-folder", {"spec.toml": SPEC}, ["run", "spec.toml"], {"TMPDIR": "{tmp}/spec.toml"}, 2,
+     "temporary folder {tmp}/spec.toml (TMPDIR) is not a folder; create it or point TMPDIR at another folder"),
     ("lineage-row-id-is-a-path", {"r/keep": ""}, ["lineage", "../../etc", "--results", "r"], {}, 2,
      "no row ../../etc in r"),
     ("extract-not-a-profile", {"t.json": '{"rows": [{"a": 1}], "summary": [{"colour": "red"}]}'}, ["extract", "t.json"],
@@ -221,7 +225,15 @@ FAILURES = [
 
 
 # Run as real subprocesses: one usage error per command, and click's own (an unknown command).
-AS_SUBPROCESS = {"no-spec", "not-toml", "extract-not-json", "lineage-no-results", "unknown-command"}
+AS_SUBPROCESS = {
+    "no-spec",
+    "not-toml",
+    "extract-not-json",
+    "lineage-no-results",
+    "unknown-command",
+    "prefect-api-url-not-a-url",
+    "tmpdir-not-a-folder",
+}  # variables the in-process run does not set
 
 
 @pytest.mark.parametrize(
@@ -265,7 +277,7 @@ def test_an_internal_error_is_one_line_exit_4_and_a_traceback_only_when_asked(mo
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(run, "load_expansion", broken)
+    monkeypatch.setattr(run, "load_spec", broken)  # the first thing validate does
     with pytest.raises(SystemExit) as exited:
         app.main(["validate", "spec.toml"])
     assert exited.value.code == 4

@@ -102,22 +102,28 @@ def test_every_artifact_of_a_local_row_is_fetched_and_verified(tmp_path, local_s
 
 def test_a_corrupt_and_a_missing_local_artifact_are_each_reported(tmp_path, local_sweep):
     results, row = local_sweep
-    neff_in_store = Path(urlsplit(row["neff_uri"]).path)
-    neff_in_store.chmod(0o644)  # the store keeps artifacts read-only
-    neff_in_store.write_bytes(neff_in_store.read_bytes() + b"bit rot")
+    neff_in_store, ntff_in_store = (Path(urlsplit(row[f"{name}_uri"]).path) for name in ("neff", "ntff"))
+    for corrupt in (neff_in_store, ntff_in_store):
+        corrupt.chmod(0o644)  # the store keeps artifacts read-only
+        corrupt.write_bytes(corrupt.read_bytes() + b"bit rot")
+    rotten = {path: path.read_bytes() for path in (neff_in_store, ntff_in_store)}
     first_input = row["inputs"][0]
     Path(urlsplit(first_input["uri"]).path).unlink()
 
     report = verify_row(results, row["row_id"], tmp_path / "check")
     assert not report.ok
     failed = {a.name: a.error for a in report.failed}
-    assert set(failed) == {"neff", f"inputs[{first_input['name']}]"}
+    assert set(failed) == {"neff", "ntff", f"inputs[{first_input['name']}]"}
     assert "hash mismatch" in failed["neff"] and "missing" in failed[f"inputs[{first_input['name']}]"]
-    assert sum(a.ok for a in report.artifacts) == len(_expected_names(row)) - 2  # the rest still verified
+    assert "left in place" in failed["ntff"] and "removed" not in failed["ntff"]
+    assert sum(a.ok for a in report.artifacts) == len(_expected_names(row)) - 3  # the rest still verified
     assert not (tmp_path / "check" / "file.neff").exists()  # bad bytes are never left behind as the NEFF
     text = render(report)
-    assert text.count("FAILED") == 3 and f"2 of {len(report.artifacts)} artifacts FAILED" in text
+    assert text.count("FAILED") == 4 and f"3 of {len(report.artifacts)} artifacts FAILED" in text
     assert "neff: artifact" in text and "hash mismatch" in text
+    # Verification only reads: the evidence is where it was, byte for byte (was: the NTFF was deleted).
+    assert {path: path.read_bytes() for path in rotten} == rotten
+    assert not (Path(urlsplit(row["neff_uri"]).path).parents[2] / "quarantine").exists()
 
 
 def test_lineage_gaps_and_inconsistent_links_are_reported(tmp_path):
@@ -242,3 +248,9 @@ def test_cli_lineage_exit_codes(tmp_path, local_sweep):
 
     proc = run("no-such-row", "--results", results)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no row no-such-row in" in proc.stderr
+
+    # A destination nothing can be written to: a usage error before any fetch (was: "10 of 10 FAILED").
+    (tmp_path / "a-file").write_text("x")
+    proc = run(row["row_id"], "--results", results, "--dest", "a-file/lineage")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--dest" in proc.stderr, proc.stderr
+    assert proc.stdout == ""

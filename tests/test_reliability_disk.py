@@ -42,7 +42,7 @@ CHILD = textwrap.dedent(
     filler.write_bytes(b"x" * (200 << 10))
     rows, error = [], None
     for p in points:
-        row = Row(row_id=row_id(run.run_id, p), sweep="disk", kernel=p.kernel, kernel_ref=p.kernel_ref, shape=p.shape,
+        row = Row(row_id=row_id(run.run_id, p), sweep=p.sweep, kernel=p.kernel, kernel_ref=p.kernel_ref, shape=p.shape,
                   params=dict(p.params), dtype=p.dtype, platform=p.platform, lnc=p.lnc, seed=p.seed, toolchain="sim",
                   is_simulation=True, status="ok", metrics={"total_time_us": 1.5}, flow_run_id=run.run_id,
                   started_at=now, finished_at=now, error_message="x" * 3000)

@@ -128,14 +128,16 @@ def test_the_store_heals_corrupt_artifacts_and_cache_entries(tmp_path):
     [first] = _rows(tmp_path, sweep(spec).flow_run_id)
     assert first["status"] == "ok" and first["compile_cache_hit"] is False
 
-    # A cached NEFF whose bytes went bad: found on lookup, removed, traced and compiled again (current
-    # NKI compiles in the tracing call, so the trace entry names the NEFF), with a notice.
+    # A cached NEFF whose bytes went bad: found on lookup, moved aside (kept in the store's quarantine
+    # folder), traced and compiled again (current NKI compiles in the tracing call, so the trace entry
+    # names the NEFF), with a notice.
     _corrupt(_store_file(store, first["neff_sha256"]))
     with _notices() as said:
         [second] = _rows(tmp_path, sweep(spec).flow_run_id)
     assert second["status"] == "ok" and second["trace_cache_hit"] is False and second["compile_cache_hit"] is False
     assert sha256_file(_store_file(store, second["neff_sha256"])) == second["neff_sha256"]
-    assert "was corrupt" in " ".join(said) and "removed, rebuilding it" in " ".join(said)
+    assert "is corrupt" in " ".join(said) and "moved aside, rebuilding it" in " ".join(said)
+    assert len(list((store / "quarantine").glob(f"{first['neff_sha256']}.*.corrupt"))) == 1
 
     # A cache entry that is not JSON any more: a miss with a notice, rebuilt, not a failure forever.
     [entry] = (store / "index" / "cache-v1" / "trace").rglob("*.json")
@@ -151,7 +153,7 @@ def test_the_store_heals_corrupt_artifacts_and_cache_entries(tmp_path):
     _corrupt(_store_file(store, first_input["sha256"]))
     with _notices() as said:
         [healed] = _rows(tmp_path, sweep(spec).flow_run_id)
-    assert healed["status"] == "ok" and "was corrupt" in " ".join(said)
+    assert healed["status"] == "ok" and "is corrupt" in " ".join(said)
     assert sha256_file(_store_file(store, first_input["sha256"])) == first_input["sha256"]
 
 

@@ -474,3 +474,31 @@ def test_athena_ddl_matches_base_schema():
     assert columns == expected
     [values] = re.findall(r"'projection.platform.values' = '([^']*)'", sql)
     assert set(values.split(",")) == set(PLATFORMS)
+
+
+def test_extract_of_a_results_file_names_what_it_is(tmp_path):
+    """A results Parquet given to `extract` (whose Parquet is a profile's Summary table) is named for
+    what it is, not reported as colliding profile fields."""
+    from kernelsweep.errors import ExtractError
+    from kernelsweep.metrics import read_profile
+
+    run = str(uuid.uuid4())
+    [written] = write_results(make_rows(run, "trn2"), str(tmp_path / "r"), flow_run_id=run, run_date=RUN_DATE,
+                              lineage=LINEAGE)  # fmt: skip
+    with pytest.raises(ExtractError, match="is a kernelsweep results file, not a profile; use `kernelsweep report`"):
+        read_profile(written)
+
+
+def test_a_parquet_file_kernelsweep_did_not_write_is_skipped_with_one_warning(tmp_path, caplog):
+    """A readable Parquet object without kernelsweep's footer mark (someone's export dropped into the
+    results) is neither a failed point nor a crash: skipped, named once, the real rows read."""
+    root = tmp_path / "results"
+    [path] = write_results(make_rows("run-1"), str(root), flow_run_id="run-1", run_date=RUN_DATE, lineage=LINEAGE)
+    pq.write_table(
+        pa.table({"row_id": ["x"], "status": ["failed"], "colour": ["red"]}), Path(path).parent / "x.parquet"
+    )
+    with caplog.at_level(logging.WARNING):
+        table = reader.read(str(root))
+    assert table.num_rows == 4 and "x" not in table.column("row_id").to_pylist()
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "skipped" in warning and "x.parquet" in warning and "move it out of the results" in warning

@@ -137,6 +137,26 @@ def test_host_state_lives_in_a_private_folder_nobody_else_can_plant(tmp_path, mo
         locations_from_env()
 
 
+def test_a_state_folder_inside_a_folder_others_may_write_without_sticky_bit_is_refused(tmp_path, monkeypatch):
+    """Our folder may be private, but whoever may write the folder it is in can rename it away and
+    put theirs in its place: refused unless that folder has the sticky bit (as /tmp has)."""
+    from kernelsweep.flows.settings import locations_from_env
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # world-writable, no sticky bit
+    if os.geteuid() == 0:
+        os.chown(shared, 65534, 65534)  # another user's (nobody's)
+    (shared / "state").mkdir(mode=0o700)
+    for name in ("KERNELSWEEP_SIM_STATE", "KERNELSWEEP_LOCK_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KERNELSWEEP_STATE_DIR", str(shared / "state"))
+    with pytest.raises(UsageError, match=f"is inside {shared} .*which others may write without a sticky bit"):
+        locations_from_env()
+    os.chmod(shared, 0o1777)  # as /tmp: only an entry's owner may rename it
+    assert locations_from_env().lock_dir == shared / "state" / "leases"
+
+
 def test_names_from_a_spec_become_safe_keys():
     for name in ("A.b_c-1", "x" * 200, "UPPER..dots"):
         spec = parse_spec({"name": name, "platforms": ["trn2"], "kernels": [{"kernel": "kernelsweep.kernels.mlp:mlp"}]})

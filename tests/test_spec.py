@@ -46,7 +46,7 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
     [
         (
             lambda s: s.replace('"trn2"', '"trn9"'),
-            "unknown platform 'trn9' at platforms.0; use one of trn1, trn2, inf2, trn3",
+            "unknown platform 'trn9' at platforms[0]; use one of trn1, trn2, inf2, trn3",
         ),
         (
             lambda s: s.replace("kernelsweep.kernels.mlp:mlp", "nosuch.module:k"),
@@ -56,7 +56,7 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
         (lambda s: s.replace("kernelsweep.kernels.mlp:mlp", "kernels.faulty:not_a_kernel"), "not a KernelDefinition"),
         (
             lambda s: s.replace("s = [128, 256]", "s = []"),
-            "kernels.0.grid: axis 's' is empty; give it at least one value",
+            "kernels[0].grid: axis 's' is empty; give it at least one value",
         ),
         (
             lambda s: s.replace("s = [128, 256]", "s = [128], q = [1]"),
@@ -73,6 +73,16 @@ def test_full_grid_expansion_in_axis_order(tmp_path):
         ),
         (lambda s: s.replace("grid =", 'dtypes = ["int8"]\ngrid ='), "unknown dtype 'int8'"),
         (lambda s: s.replace("name = ", "name = = "), "not valid TOML"),
+        (  # strict types: a quoted number or a boolean is named, never coerced
+            lambda s: s.replace("[[kernels]]", '[capture]\nnum_exec = "10"\n[[kernels]]'),
+            "capture.num_exec is '10' (text); give a whole number, without quotes",
+        ),
+        (
+            lambda s: s.replace("s = [128, 256]", "s = [true]"),
+            "kernels[0].grid.s[0] is True (a boolean); give a whole number, without quotes",
+        ),
+        (lambda s: s.replace("[[kernels]]", "seed = 1.0\n[[kernels]]"), "seed is 1.0 (a decimal number)"),
+        (lambda s: "\ufeff" + s, "starts with a byte-order mark; save it as UTF-8 without BOM"),
     ],
 )
 def test_bad_spec_is_one_clear_line(tmp_path, edit, message):
@@ -135,6 +145,39 @@ def test_validate_cli_lists_points(tmp_path):
 
 
 # --- Bad input that used to cost minutes, gigabytes or duplicate rows (docs/reliability.md) ---------
+
+
+VECTOR_GRID = """
+name = "many"
+platforms = ["trn2"]
+[[kernels]]
+kernel = "kernelsweep.kernels.vector_add:vector_add"
+dtypes = ["float32"]
+grid = {{ n = {n}, partition_size = [1, 2, 4, 8, 16, 32, 64, 128], free_size = [1, 2, 4, 8] }}
+"""
+
+
+def test_validate_of_a_big_grid_checks_every_point_and_keeps_none(tmp_path):
+    """`validate --max-points 1000000` used to build every point (1.8 GB, over 300 s): above 1,000 points
+    each is checked one at a time and counted, none kept, and the same points are valid as in a run."""
+    from kernelsweep.expansion import count_spec
+
+    spec = load_spec(_spec(tmp_path, VECTOR_GRID.format(n=[128 * k for k in range(1, 41)])))
+    counted = count_spec(spec, "spec.toml", max_points=2000)
+    assert counted.points == [] and all(plan.points == [] for plan in counted.blocks)
+    valid = len(expand_spec(spec, max_points=2000).points)
+    assert sum(plan.valid["float32"] for plan in counted.blocks) == valid
+    assert counted.drops.total == count_points(spec) - valid > 0  # dropped with their reasons, not refused
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelsweep.flows.cli", "validate", "spec.toml", "--max-points", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"many: {valid:,} points, every one checked" in proc.stdout
+    assert "vector_add-n-" not in proc.stdout  # counted, not listed one per line
 
 
 def test_a_huge_grid_is_refused_by_counting_before_any_point_or_import(tmp_path):

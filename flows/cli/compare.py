@@ -16,7 +16,8 @@ from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
 from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison
-from kernelsweep.report.load import ReportRow, load
+from kernelsweep.report.index import Indexed
+from kernelsweep.report.results import Results
 from kernelsweep.report.stats import Rule, interval
 
 # 0, 1 and 3 come from Comparison.exit_code; 2 is usage; a comparison that could not be made at all
@@ -69,7 +70,7 @@ def compare(
         raise UsageError("compare needs exactly one of --kernels A B, --runs A B or --versions TOOL A B")
     rule = rule_from(alpha, thresholds, correction)
     try:
-        rows = load(results_uri, selection_from(**filters))
+        rows = Indexed(results_uri, selection_from(**filters))
     except UsageError:
         raise
     except KernelsweepError as exc:
@@ -87,7 +88,7 @@ def compare(
 
 
 def _compared(
-    rows: list[ReportRow],
+    rows: Results,
     rule: Rule,
     kernel_pair: tuple[str, str] | None,
     run_pair: tuple[str, str] | None,

@@ -37,6 +37,8 @@ QUIET_PREFECT = {
 }
 
 
+TABLE_POINTS = 1000  # `validate` lists each point up to this many; above, their counts
+
 MAX_POINTS_OPTION = click.option(
     "--max-points",
     type=click.IntRange(min=1),
@@ -88,9 +90,14 @@ def _repeats_note(spec: SweepSpec, points: int) -> None:
 @click.argument("spec_path", metavar="SPEC")
 @MAX_POINTS_OPTION
 def validate(spec_path: str, max_points: int) -> None:
-    """Check a sweep spec and list its points, what each block's strategy picked, and what was dropped why."""
+    """Check a sweep spec and list its points (above 1,000, their count per kernel and dtype), what each
+    block's strategy picked, and what was dropped why."""
+    from kernelsweep.expansion import count_points
     from kernelsweep.expansion_text import describe
 
+    if count_points(load_spec(spec_path)) > TABLE_POINTS:
+        _validate_many(spec_path, max_points)
+        return
     spec, expansion = load_expansion(spec_path, max_points)
     points = expansion.points
     _repeats_note(spec, len(points))
@@ -103,6 +110,30 @@ def validate(spec_path: str, max_points: int) -> None:
     for p in points:
         cells = {"tunables": p.tunables_text, "toolchain": p.toolchain_name}
         table.add_row(p.point_id, p.kernel, p.shape, p.dtype, p.platform, str(p.lnc), *(cells[c] for c in extra))
+    out.print(table)
+    for line in describe(expansion):
+        out.print(escape(line), highlight=False, soft_wrap=True)
+
+
+def _validate_many(spec_path: str, max_points: int) -> None:
+    """Every point checked one at a time, none kept (a million points in bounded memory), and counted:
+    a table of a million rows would help nobody."""
+    from kernelsweep.context import host_memory_bytes
+    from kernelsweep.expansion import count_spec
+    from kernelsweep.expansion_text import describe
+
+    spec = load_spec(spec_path)
+    expansion = count_spec(spec, spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
+    for notice in expansion.notices:
+        console.print(escape(notice), highlight=False, soft_wrap=True)
+    total = sum(sum(plan.valid.values()) for plan in expansion.blocks)
+    _repeats_note(spec, total)
+    table = Table(title=f"{spec.name}: {total:,} points, every one checked")
+    for column in ("block", "kernel", "dtype", "points"):
+        table.add_column(column, justify="right" if column == "points" else "left")
+    for plan in expansion.blocks:
+        for dtype, count in sorted(plan.valid.items()):
+            table.add_row(str(plan.index), escape(plan.kernel), dtype, f"{count:,}")
     out.print(table)
     for line in describe(expansion):
         out.print(escape(line), highlight=False, soft_wrap=True)
@@ -166,9 +197,12 @@ def _preflight(spec: SweepSpec) -> str | None:
     host folders, the toolchain as the flow will resolve it (`--toolchain neuron` without the SDK),
     then the locations. Returns the toolchain's notice (the simulator is used), if any."""
     from kernelsweep.context import neuron_python, resolve_toolchain
+    from kernelsweep.flows.cli.checks import check_api_url, check_temp_dir
     from kernelsweep.flows.settings import locations_from_env
     from kernelsweep.probe import probe_location
 
+    check_api_url()
+    check_temp_dir()
     locations = locations_from_env()
     python = neuron_python(spec.neuron_python, locations) if spec.toolchain != "sim" else None
     _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)

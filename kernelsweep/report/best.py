@@ -22,6 +22,7 @@ import tomli_w
 from kernelsweep.errors import UsageError
 from kernelsweep.report import history
 from kernelsweep.report.load import ReportRow, latest, natural_order
+from kernelsweep.report.results import Results, as_results
 from kernelsweep.report.stats import Effect, Rule, decide, effect, interval
 
 ShapeKey = tuple[str, str, str, str, str]  # kernel, shape, dtype, platform, variant without tunables
@@ -69,12 +70,13 @@ def _shape_key(r: ReportRow) -> ShapeKey:
     return (r.kernel, r.shape, r.dtype, r.platform, lnc_toolchain)
 
 
-def best_configurations(results: list[ReportRow], rule: Rule) -> list[Best]:
+def best_configurations(results: Results | list[ReportRow], rule: Rule) -> list[Best]:
     """Per shape whose rows carry tunables and at least one measured correctly: its best configuration."""
+    source = as_results(results)
     groups: dict[ShapeKey, list[ReportRow]] = {}
-    for r in latest([r for r in results if r.tunables]):
+    for r in latest(configured(source)):
         groups.setdefault(_shape_key(r), []).append(r)
-    spreads = history.Spreads(results, used={r.row_id for rows in groups.values() for r in rows})
+    spreads = history.Spreads(source, used={r.row_id for rows in groups.values() for r in rows})
     found: list[Best] = []
     gaps: list[tuple[int, Effect]] = []
     for key in sorted(groups, key=natural_order):
@@ -98,6 +100,11 @@ def best_configurations(results: list[ReportRow], rule: Rule) -> list[Best]:
     for (i, _), (verdict, why, _) in zip(gaps, decide([g for _, g in gaps], rule), strict=True):
         found[i] = replace(found[i], verdict=OUTCOMES[verdict], why=why)
     return found
+
+
+def configured(results: Results) -> list[ReportRow]:
+    """Every row that carries tunables (whole rows, read only for those)."""
+    return results.select("tunables", bool)
 
 
 def progress(results: list[ReportRow]) -> dict[str, dict[str, list[tuple[int, float | None]]]]:

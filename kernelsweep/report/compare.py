@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
 
 import numpy as np
 from scipy.special import stdtrit
 
 from kernelsweep.errors import UsageError
 from kernelsweep.report import history
-from kernelsweep.report.load import ReportRow, latest, natural_order
+from kernelsweep.report.load import ReportRow, natural_order
 from kernelsweep.report.ranks import reach_warning
+from kernelsweep.report.results import SIDE_RUNS, Results, as_results
 from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of
 
 TOOL_COLUMNS: dict[str, str] = {
@@ -96,40 +96,46 @@ class Comparison:
         return EXIT_NONE_REGRESSED
 
 
-def compare_kernels(results: list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
+def compare_kernels(results: Results | list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
     """The latest row of each kernel at each (shape, dtype, platform) both were measured at."""
-    kernels = sorted({r.kernel for r in results})
+    source = as_results(results)
+    kernels = source.kernels()
     for name in (a, b):
         if name not in kernels:
             raise UsageError(f"kernel {name!r} has no rows here; kernels in these results: {', '.join(kernels)}")
-    newest = latest(results)
+    newest = source.latest()
     side_a: dict[Key, list[ReportRow]] = {r.series[1:]: [r] for r in newest if r.kernel == a}
     side_b: dict[Key, list[ReportRow]] = {r.series[1:]: [r] for r in newest if r.kernel == b}
     if not side_a.keys() & side_b.keys():
         raise UsageError(f"kernels {a} and {b} share no (shape, dtype, platform); compare kernels with the same axes")
     title = f"kernel {b} against kernel {a}"
-    return _compare(title, a, b, ("shape", "dtype", "platform", "variant"), side_a, side_b, results, rule or Rule())
+    return _compare(title, a, b, ("shape", "dtype", "platform", "variant"), side_a, side_b, source, rule or Rule())
 
 
-def compare_runs(results: list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
+def compare_runs(results: Results | list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
     """Two flow runs (ids, unique id prefixes, or `latest` / `previous`), point by point."""
-    runs = _runs_newest_first(results)
+    source = as_results(results)
+    runs = source.runs_newest_first()
     run_a, run_b = _resolve_run(runs, a), _resolve_run(runs, b)
     if run_a == run_b:
         raise UsageError(f"--runs {a} {b} name the same flow run {run_a}; give two different runs")
-    side_a = _sides(results, lambda r: r.flow_run_id == run_a)
-    side_b = _sides(results, lambda r: r.flow_run_id == run_b)
+    side_a = _sides(source.select("flow_run_id", lambda run: run == run_a))
+    side_b = _sides(source.select("flow_run_id", lambda run: run == run_b))
     title = f"run {run_b} against run {run_a}"
-    return _compare(title, run_a, run_b, _SERIES, side_a, side_b, results, rule or Rule())
+    return _compare(title, run_a, run_b, _SERIES, side_a, side_b, source, rule or Rule())
 
 
-def compare_versions(results: list[ReportRow], tool: str, a: str, b: str, rule: Rule | None = None) -> Comparison:
+def compare_versions(
+    results: Results | list[ReportRow], tool: str, a: str, b: str, rule: Rule | None = None
+) -> Comparison:
     """Rows made with tool version A against rows made with version B; a version matches itself and
-    its longer forms (`2.21` matches `2.21.33363.0+...`). A side holds the point's runs with it."""
+    its longer forms (`2.21` matches `2.21.33363.0+...`). A side holds the point's runs with it (its
+    newest `SIDE_RUNS`: a month of nights describes a version; a year would only cost memory)."""
     column = TOOL_COLUMNS.get(tool)
     if column is None:
         raise UsageError(f"--versions {tool}: the tool is one of {', '.join(TOOL_COLUMNS)}")
-    present = sorted({v for r in results if (v := getattr(r, column))})
+    source = as_results(results)
+    present = source.values(column)
     for wanted in (a, b):
         if not any(_version_matches(v, wanted) for v in present):
             listed = ", ".join(present) or "none recorded"
@@ -137,10 +143,10 @@ def compare_versions(results: list[ReportRow], tool: str, a: str, b: str, rule: 
     both = [v for v in present if _version_matches(v, a) and _version_matches(v, b)]
     if both:
         raise UsageError(f"{tool} {both[0]} matches both {a} and {b}; give versions that tell them apart")
-    side_a = _sides(results, lambda r: _version_matches(getattr(r, column), a), across_toolchains=True)
-    side_b = _sides(results, lambda r: _version_matches(getattr(r, column), b), across_toolchains=True)
+    side_a = _sides(source.select(column, lambda v: _version_matches(v, a), newest=SIDE_RUNS), across_toolchains=True)
+    side_b = _sides(source.select(column, lambda v: _version_matches(v, b), newest=SIDE_RUNS), across_toolchains=True)
     title = f"{tool} {b} against {tool} {a}"
-    return _compare(title, a, b, _SERIES, side_a, side_b, results, rule or Rule())
+    return _compare(title, a, b, _SERIES, side_a, side_b, source, rule or Rule())
 
 
 _SERIES = ("kernel", "shape", "dtype", "platform", "variant")
@@ -153,7 +159,7 @@ def _compare(
     key_names: tuple[str, ...],
     side_a: dict[Key, list[ReportRow]],
     side_b: dict[Key, list[ReportRow]],
-    results: list[ReportRow],
+    results: Results,
     rule: Rule,
 ) -> Comparison:
     if len({key[-1] for key in side_a.keys() | side_b.keys()}) <= 1:  # one variant: no variant column
@@ -251,13 +257,11 @@ def geometric_mean(effects: Sequence[Effect], alpha: float) -> tuple[float, floa
     return ratio_of(centre), ratio_of(centre - half), ratio_of(centre + half)
 
 
-def _sides(
-    results: list[ReportRow], keep: Callable[[ReportRow], bool], across_toolchains: bool = False
-) -> dict[Key, list[ReportRow]]:
-    """The kept rows by series, newest first; `across_toolchains` pairs two named toolchains' rows of a
-    point (a version comparison from one run that swept both)."""
+def _sides(newest_first: list[ReportRow], across_toolchains: bool = False) -> dict[Key, list[ReportRow]]:
+    """The rows by series, newest first; `across_toolchains` pairs two named toolchains' rows of a point
+    (a version comparison from one run that swept both)."""
     sides: dict[Key, list[ReportRow]] = {}
-    for r in sorted((r for r in results if keep(r)), key=lambda r: r.order, reverse=True):
+    for r in newest_first:
         key = (*r.series[:4], r.variant_across_toolchains) if across_toolchains else r.series
         sides.setdefault(key, []).append(r)
     return sides
@@ -275,14 +279,6 @@ def _version_matches(version: str | None, wanted: str) -> bool:
     if not version:
         return False
     return version == wanted or (version.startswith(wanted) and version[len(wanted)] in ".+-")
-
-
-def _runs_newest_first(results: list[ReportRow]) -> list[str]:
-    started: dict[str, tuple[date, datetime]] = {}
-    for r in results:
-        if r.flow_run_id and (r.flow_run_id not in started or r.order < started[r.flow_run_id]):
-            started[r.flow_run_id] = r.order
-    return sorted(started, key=lambda run: started[run], reverse=True)
 
 
 def _resolve_run(runs: list[str], wanted: str) -> str:

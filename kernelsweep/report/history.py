@@ -8,9 +8,11 @@ levels (log medians) is pooled (`stats.spread_of`). The newest `HISTORY_RUNS` ru
 
 from __future__ import annotations
 
-from collections import defaultdict
+import numpy as np
 
 from kernelsweep.report.load import ReportRow, SeriesKey
+from kernelsweep.report.regress import levels_by_lineage
+from kernelsweep.report.results import Results, SeriesRuns, as_results
 from kernelsweep.report.stats import Spread, spread_of
 
 HISTORY_RUNS = 30  # about a month of nightly runs: recent enough to describe today's machines
@@ -19,23 +21,22 @@ HISTORY_RUNS = 30  # about a month of nightly runs: recent enough to describe to
 class Spreads:
     """The run-to-run spread of every series in `results`, leaving out the rows being compared."""
 
-    def __init__(self, results: list[ReportRow], used: set[str]) -> None:
-        self._rows: dict[SeriesKey, list[ReportRow]] = defaultdict(list)
-        for r in results:
-            if r.ok and r.row_id not in used and r.latency_median_us:
-                self._rows[r.series].append(r)
+    def __init__(self, results: Results | list[ReportRow], used: set[str]) -> None:
+        self._series = as_results(results).series()
+        self._used = used
         self._known: dict[SeriesKey, Spread] = {}
 
     def of(self, series: SeriesKey) -> Spread:
         """The same object for the same series, so two sides of one series pool it (stats.effect)."""
         if series not in self._known:
-            self._known[series] = _spread(self._rows.get(series, []))
+            runs = self._series.get(series)
+            self._known[series] = _spread(runs, self._used) if runs is not None else spread_of([], "")
         return self._known[series]
 
 
-def _spread(rows: list[ReportRow]) -> Spread:
-    newest = sorted(rows, key=lambda r: r.order)[-HISTORY_RUNS:]
-    groups: dict[tuple[str | None, ...], list[float]] = defaultdict(list)
-    for r in newest:
-        groups[r.lineage].append(r.sample().level)
-    return spread_of(groups.values(), f"{len(newest)} other run(s) of the series")
+def _spread(runs: SeriesRuns, used: set[str]) -> Spread:
+    keep = np.array([has and row_id not in used for has, row_id in zip(runs.has_median, runs.row_ids, strict=True)],
+                    dtype=bool)  # fmt: skip
+    newest = np.flatnonzero(keep)[-HISTORY_RUNS:]
+    groups = levels_by_lineage(runs.levels[newest], runs.lineage[newest])
+    return spread_of(groups, f"{len(newest)} other run(s) of the series")

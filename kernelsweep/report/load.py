@@ -94,11 +94,7 @@ class ReportRow:
         return " ".join(self._variant_parts(toolchain=False))
 
     def _variant_parts(self, toolchain: bool) -> list[str]:
-        platform = PLATFORMS.get(self.platform)
-        default = platform.default_lnc if platform else 1
-        parts = [f"lnc={self.lnc}"] if self.lnc is not None and self.lnc != default else []
-        parts += [self.tunables] if self.tunables else []
-        return parts + ([f"toolchain={self.toolchain_name}"] if toolchain and self.toolchain_name else [])
+        return variant_parts(self.platform, self.lnc, self.tunables, self.toolchain_name if toolchain else None)
 
     @property
     def ok(self) -> bool:
@@ -208,7 +204,7 @@ def load(uri: str, selection: Selection | None = None) -> list[ReportRow]:
     table = reader.read(uri, filters=selection.expression(), columns=COLUMNS)
     newest: dict[str, ReportRow] = {}
     for record in table.to_pylist():
-        result = ReportRow(**_typed(record))
+        result = ReportRow(**typed(record))
         kept = newest.get(result.row_id)
         if kept is None or result.order > kept.order:
             newest[result.row_id] = result
@@ -243,6 +239,15 @@ def natural_order(key: tuple[str, ...]) -> tuple[tuple[tuple[str, float], ...], 
     return tuple(shape_order(part) if "=" in part else ((part, 0.0),) for part in key)
 
 
-def _typed(record: dict[str, Any]) -> dict[str, Any]:
+def typed(record: dict[str, Any]) -> dict[str, Any]:
     record["is_simulation"] = bool(record["is_simulation"])
     return record
+
+
+def variant_parts(platform: str, lnc: int | None, tunables: str | None, toolchain_name: str | None) -> list[str]:
+    """A point's variant as its point id says it (kernelsweep.report.index computes it per column too)."""
+    known = PLATFORMS.get(platform)
+    default = known.default_lnc if known else 1
+    parts = [f"lnc={lnc}"] if lnc is not None and lnc != default else []
+    parts += [tunables] if tunables else []
+    return parts + ([f"toolchain={toolchain_name}"] if toolchain_name else [])

@@ -27,6 +27,7 @@ import numpy as np
 import ruptures
 
 from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey, natural_order
+from kernelsweep.report.results import Results, SeriesRuns, as_results
 from kernelsweep.report.stats import Effect, Rule, Spread, Verdict, decide, effect, spread_of
 
 WINDOW_RUNS = 7  # at most this many runs on each side of a step: a week of nightly sweeps
@@ -64,9 +65,14 @@ class Step:
 @dataclass(frozen=True)
 class History:
     series: SeriesKey
-    rows: list[ReportRow]  # the series' successful rows, oldest first
+    runs: SeriesRuns  # the series' successful runs, oldest first (levels and lineage; rows on demand)
     steps: list[Step]
     tested: int = 0  # places a step could be (between two runs): what the correction counts
+
+    @property
+    def rows(self) -> list[ReportRow]:
+        """The series' successful rows, oldest first (fetched whole: for a chart of one series)."""
+        return self.runs.rows()
 
 
 @dataclass(frozen=True)
@@ -77,20 +83,35 @@ class _Candidate:
     effect: Effect
 
 
-def track(results: list[ReportRow], rule: Rule | None = None, window: int = WINDOW_RUNS) -> list[History]:
-    """Every series with its steps, in series order."""
-    rule = rule or Rule()
-    series = {key: [r for r in rows if r.ok] for key, rows in by_series(results).items()}
-    candidates = [c for key, rows in series.items() for c in _candidates(key, rows, rule, window)]
-    places = sum(max(0, len(rows) - 1) for rows in series.values())  # every place a step could be
+def track(results: Results | list[ReportRow], rule: Rule | None = None, window: int = WINDOW_RUNS) -> list[History]:
+    """Every series with its steps, in series order. Only the runs either side of a proposed step are
+    fetched whole; the rest of each series is its levels and lineage."""
+    rule, source = rule or Rule(), as_results(results)
+    series = source.series()
+    places = {key: [(cut, _window(len(runs), cuts, i, cut, window)) for i, cut in enumerate(cuts, start=1)]
+              for key, runs in series.items() if (cuts := change_points(runs.levels))}  # fmt: skip
+    wanted = [runs.row_ids[i] for key, runs in series.items() for _, (lo, hi) in places.get(key, [])
+              for i in range(lo, hi)]  # fmt: skip
+    fetched = {r.row_id: r for r in source.rows(list(dict.fromkeys(wanted)))}
+    candidates = [
+        _candidate_at(runs, lo, cut, hi, fetched, rule)
+        for key, runs in series.items()
+        for cut, (lo, hi) in places.get(key, [])
+    ]
+    total = sum(max(0, len(runs) - 1) for runs in series.values())  # every place a step could be
     steps: dict[SeriesKey, list[Step]] = {key: [] for key in series}
-    verdicts = decide([c.effect for c in candidates], rule, family=places)
+    verdicts = decide([c.effect for c in candidates], rule, family=total)
     for c, (decided, why, q) in zip(candidates, verdicts, strict=True):
         if decided in ("slower", "faster"):
             changes = lineage_changes(c.before[-1], c.after[0])
             steps[c.series].append(Step(c.series, c.before, c.after, decided, c.effect, why, q, changes))
-    ordered = sorted(series.items(), key=lambda kv: natural_order(kv[0]))
-    return [History(key, rows, steps[key], max(0, len(rows) - 1)) for key, rows in ordered]
+    return [History(key, runs, steps[key], max(0, len(runs) - 1)) for key, runs in series.items()]
+
+
+def _window(count: int, cuts: list[int], i: int, cut: int, window: int) -> tuple[int, int]:
+    """The runs either side of the `i`th cut (up to a window each), within its segments."""
+    bounds = [0, *cuts, count]
+    return max(bounds[i - 1], cut - window), min(bounds[i + 1], cut + window)
 
 
 def change_points(levels: np.ndarray) -> list[int]:
@@ -103,42 +124,36 @@ def change_points(levels: np.ndarray) -> list[int]:
     return [int(i) for i in found[:-1]]  # the last "break" is the series' end
 
 
-def _candidates(key: SeriesKey, rows: list[ReportRow], rule: Rule, window: int) -> list[_Candidate]:
-    """Each change point PELT proposes, with the runs of its segments either side (up to a window)."""
-    cuts = change_points(np.array([r.sample().level for r in rows]))
-    bounds = [0, *cuts, len(rows)]
-    return [
-        candidate(
-            key, rows, rows[max(bounds[i - 1], cut - window) : cut], rows[cut : min(bounds[i + 1], cut + window)], rule
-        )
-        for i, cut in enumerate(cuts, start=1)
-    ]
-
-
-def candidate(
-    key: SeriesKey, rows: list[ReportRow], before: list[ReportRow], after: list[ReportRow], rule: Rule
+def _candidate_at(
+    runs: SeriesRuns, lo: int, cut: int, hi: int, fetched: dict[str, ReportRow], rule: Rule
 ) -> _Candidate:
     """The runs after a place against the runs before it, the series' other runs as history."""
-    spread = _rest(rows, before + after)
+    before = [fetched[i] for i in runs.row_ids[lo:cut]]
+    after = [fetched[i] for i in runs.row_ids[cut:hi]]
     found = effect(
         [r.sample() for r in before],
         [r.sample() for r in after],
-        threshold=rule.threshold_for(key[0]),
+        threshold=rule.threshold_for(runs.key[0]),
         alpha=rule.alpha,
-        spread_a=spread,
+        spread_a=(spread := _rest(runs, lo, hi)),
         spread_b=spread,
     )
-    return _Candidate(key, before, after, found)
+    return _Candidate(runs.key, before, after, found)
 
 
-def _rest(rows: list[ReportRow], used: list[ReportRow]) -> Spread:
-    """The run-to-run spread of the series' other runs, grouped by lineage."""
-    ids = {r.row_id for r in used}
-    groups: dict[tuple[str | None, ...], list[float]] = {}
-    for r in rows:
-        if r.row_id not in ids:
-            groups.setdefault(r.lineage, []).append(r.sample().level)
-    return spread_of(groups.values(), "the series' other runs")
+def _rest(runs: SeriesRuns, lo: int, hi: int) -> Spread:
+    """The run-to-run spread of the series' other runs (outside lo..hi), grouped by lineage."""
+    keep = np.ones(len(runs), dtype=bool)
+    keep[lo:hi] = False
+    return spread_of(levels_by_lineage(runs.levels[keep], runs.lineage[keep]), "the series' other runs")
+
+
+def levels_by_lineage(levels: np.ndarray, lineage: np.ndarray) -> list[np.ndarray]:
+    """The levels of each lineage group (runs expected alike), in order of first appearance."""
+    groups: dict[int, list[int]] = {}
+    for index, code in enumerate(lineage.tolist()):
+        groups.setdefault(code, []).append(index)
+    return [levels[indices] for indices in groups.values()]
 
 
 def regressions(histories: list[History]) -> list[Step]:
@@ -153,11 +168,3 @@ def lineage_changes(before: ReportRow, after: ReportRow) -> dict[str, tuple[str 
         for column, label in LINEAGE.items()
         if getattr(before, column) != getattr(after, column)
     }
-
-
-def by_series(results: list[ReportRow]) -> dict[SeriesKey, list[ReportRow]]:
-    """Each series' rows, oldest first."""
-    grouped: dict[SeriesKey, list[ReportRow]] = {}
-    for result in sorted(results, key=lambda r: r.order):
-        grouped.setdefault(result.series, []).append(result)
-    return grouped

@@ -86,7 +86,7 @@ class Spread:
         return self.ss / self.df if self.df else math.nan
 
 
-def spread_of(groups: Iterable[Sequence[float]], source: str) -> Spread:
+def spread_of(groups: Iterable[Sequence[float] | np.ndarray], source: str) -> Spread:
     """The pooled within-group spread of run levels; groups are runs expected alike (one lineage)."""
     ss, df = 0.0, 0
     for levels in groups:

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from kernelsweep.report.acknowledge import Acknowledgement, reason_for
-from kernelsweep.report.best import Best, best_configurations, progress
-from kernelsweep.report.load import ReportRow, Selection, latest, load
+from kernelsweep.report.best import Best, best_configurations, configured, progress
+from kernelsweep.report.index import Indexed
+from kernelsweep.report.load import ReportRow, Selection
 from kernelsweep.report.matrix import matrix_rows
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
 from kernelsweep.report.ranks import median_interval
@@ -187,8 +188,8 @@ def build_report(
     acknowledged: list[Acknowledgement] | None = None,
 ) -> Report:
     selection, rule = selection or Selection(), rule or Rule()
-    results = load(results_uri, selection)
-    newest = latest(results)
+    results = Indexed(results_uri, selection)  # a few columns of every row; whole rows only where shown
+    newest = results.latest()
     histories = track(results, rule)
     platforms, cross = cross_platform(newest)
     return Report(
@@ -203,7 +204,7 @@ def build_report(
         rule=rule,
         acknowledged=acknowledged or [],
         best=best_configurations(results, rule),
-        search_progress=progress(results),
+        search_progress=progress(configured(results)),
         matrix=matrix_rows(newest),
     )
 

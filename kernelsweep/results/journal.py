@@ -12,6 +12,12 @@ The run key names the spec (its name and a hash of its content), so only a run o
 is resumed. The leading underscore and the place outside `v1/` keep the journal out of every
 reader's sight (pyarrow, Athena and Glue skip `_` names). A resumed run finishes under the
 interrupted run's id and date: its rows keep their `row_id`s and its objects their keys.
+
+Nothing in a journal is trusted (kernelsweep.results.journal_check): a bad entry is a point to
+measure again, a header of another format is refused with what to do, and the journal of a run that
+finished or was abandoned is removed by the next run of its spec. A live run holds a lease on its
+journal and `kernelsweep run` one on its spec (kernelsweep.results.journal_lease), so a run that is
+still going is never resumed by another.
 """
 
 from __future__ import annotations
@@ -22,19 +28,20 @@ import logging
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import date, datetime
 from typing import Any
 
 from kernelsweep.errors import UsageError
 from kernelsweep.locations import Location
 from kernelsweep.names import slug
+from kernelsweep.results import journal_lease as lease
+from kernelsweep.results.journal_check import FORMAT_VERSION, BadJournalObject, RunHeader, check_entry
 from kernelsweep.results.journal_files import JournalFiles, open_files
-from kernelsweep.results.rows import Row
+from kernelsweep.results.journal_scan import HEADER, find_unfinished
+from kernelsweep.results.rows import Row, row_id
 from kernelsweep.spec import Point, SweepSpec
 
-HEADER = "run.json"
-FORMAT_VERSION = 1
 READ_THREADS = 16
 _POINT_NAMESPACE = uuid.UUID("0c6f3d52-2b8e-4f51-9d4e-5a1f7e0b9c13")
 _TIMES = ("started_at", "finished_at")
@@ -53,25 +60,6 @@ def run_key(spec: SweepSpec, scope: str = "sweep") -> str:
     return f"{name}-{digest}"
 
 
-@dataclass(frozen=True)
-class RunHeader:
-    run_key: str
-    run_id: str  # the flow run that started the run; its rows and objects carry this id
-    run_date: date  # the date in the objects' keys, fixed at the start
-    sweep: str
-    started_at: str
-    shards: dict[str, str] = field(default_factory=dict)  # shard index -> that shard's flow run id
-
-    def to_json(self) -> bytes:
-        return json.dumps({"format": FORMAT_VERSION, **asdict(self), "run_date": self.run_date.isoformat()}).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> RunHeader:
-        doc = json.loads(data)
-        doc.pop("format", None)
-        return cls(**{**doc, "run_date": date.fromisoformat(doc["run_date"])})
-
-
 def encode_row(row: Row) -> bytes:
     """Exact: `decode_row(encode_row(row)) == row`, so an object assembled from the journal has the
     very bytes one assembled from memory would (floats round-trip through JSON's repr)."""
@@ -83,10 +71,8 @@ def encode_row(row: Row) -> bytes:
 
 
 def decode_row(data: bytes) -> Row:
-    doc = json.loads(data)["row"]
-    for name in _TIMES:
-        doc[name] = datetime.fromisoformat(doc[name]) if doc[name] is not None else None
-    return Row(**doc)
+    """The row of an entry, every field checked for its type; BadJournalObject when it is not one."""
+    return check_entry(data)
 
 
 def entry_name(point: Point) -> str:
@@ -97,9 +83,10 @@ def entry_name(point: Point) -> str:
 class Journal:
     """One run's journal. `record` is called from the flow's thread as each point finishes."""
 
-    def __init__(self, files: JournalFiles, header: RunHeader) -> None:
+    def __init__(self, files: JournalFiles, header: RunHeader, lease_uri: str | None = None) -> None:
         self.files, self.header = files, header
         self.base = f"{header.run_key}/{header.run_id}"
+        self.lease_uri = lease_uri  # the run's lease this journal holds (released by `release`)
 
     @property
     def run_id(self) -> str:
@@ -120,8 +107,9 @@ class Journal:
     def completed(self, points: Iterable[Point]) -> dict[str, Row]:
         """point_id -> row, for each of `points` whose journaled row is ok (failed points run again).
 
-        An entry that cannot be read back, or that names another point, is no measurement: it is
-        reported and its point runs again.
+        An entry that cannot be read back, or is not the row this run would have written for its
+        point (another point's, another run's, a `row_id` that is not the one its run and point give),
+        is no measurement: one warning names its file, and its point runs again.
         """
         wanted = {entry_name(p): p for p in points}
         present = [n for n in self.files.list(f"{self.base}/points/") if n.rsplit("/", 1)[-1] in wanted]
@@ -131,21 +119,27 @@ class Journal:
         for name, blob in zip(present, blobs, strict=True):
             point = wanted[name.rsplit("/", 1)[-1]]
             try:
-                row = decode_row(blob or b"")
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("journal entry %s is unreadable (%s); point %s runs again", name, exc, point.point_id)
+                row = self._entry_row(blob or b"", point)
+            except BadJournalObject as exc:
+                log.warning("journal entry %s is not usable (%s); point %s runs again", self.files.uri(name), exc,
+                            point.point_id)  # fmt: skip
                 continue
-            same_point = (row.kernel, row.shape, row.dtype, row.platform, row.lnc, row.tunables or "") == (
-                point.kernel,
-                point.shape,
-                point.dtype,
-                point.platform,
-                point.lnc,
-                point.tunables_text,
-            )
-            if same_point and row.status == "ok" and row.flow_run_id in self.identities():
+            if row.status == "ok":
                 rows[point.point_id] = row
         return rows
+
+    def _entry_row(self, blob: bytes, point: Point) -> Row:
+        row = decode_row(blob)
+        identity = (row.sweep, row.kernel, row.kernel_ref, row.shape, row.dtype, row.platform, row.lnc,
+                    row.tunables or "")  # fmt: skip
+        if identity != (point.sweep, point.kernel, point.kernel_ref, point.shape, point.dtype, point.platform,
+                        point.lnc, point.tunables_text):  # fmt: skip
+            raise BadJournalObject("it holds another point's row")
+        if row.flow_run_id not in self.identities():
+            raise BadJournalObject(f"it holds a row of run {row.flow_run_id}, not of this run")
+        if row.row_id != row_id(row.flow_run_id, point):
+            raise BadJournalObject(f"its row_id {row.row_id} is not the one run {row.flow_run_id} gives this point")
+        return row
 
     def identities(self) -> set[str]:
         return {self.header.run_id, *self.header.shards.values()}
@@ -162,9 +156,17 @@ class Journal:
 
     def close(self) -> None:
         """After the objects are written. The header goes first: a journal without one is never resumed,
-        so a close interrupted half-way cannot bring back a run with some of its entries gone."""
+        so a close interrupted half-way cannot bring back a run with some of its entries gone (what is
+        left is removed by the next run of the spec)."""
         self.files.delete([f"{self.base}/{HEADER}"])
         self.files.delete(self.files.list(f"{self.base}/"))
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the run's lease (once; the journal stays for a resume)."""
+        if self.lease_uri is not None:
+            lease.release(self.lease_uri)
+            self.lease_uri = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,7 @@ class ResumePlan:
     run_key: str
     resumed: RunHeader | None
     reused: dict[str, Row]  # point_id -> its journaled row, reused as it is
+    lease: str | None = None  # the resumed run's lease, held for `begin` to take over
 
     def todo(self, points: Iterable[Point]) -> list[Point]:
         return [p for p in points if p.point_id not in self.reused]
@@ -192,56 +195,67 @@ def plan_resume(
 ) -> ResumePlan:
     """The plan for `points`: finish run `run_id` (UsageError when it has no journal), or with `find`
     the newest unfinished run of this spec if there is one; its points that finished ok are reused
-    unless `remeasure`. Neither given: a fresh start."""
+    unless `remeasure`. Neither given: a fresh start.
+
+    `find` (`kernelsweep run`) holds the spec's lease for the rest of the process: a second run of the
+    spec is refused (RunIsLive) while this one lives. A run to finish is leased before its journal
+    is read: a live run's journal is never adopted. With `find` and `remeasure`, a journal of another
+    format is removed instead of refused (journal_scan)."""
+    files = open_files(results)
     header = None
     if run_id is not None:
-        header = _open_header(open_files(results), key, run_id)
+        header = _open_header(files, key, run_id)
     elif find:
-        header = find_unfinished(results, key)
-    if header is None or remeasure:
-        return ResumePlan(key, header, {})
-    return ResumePlan(key, header, Journal(open_files(results), header).completed(points))
+        lease.acquire(*lease.open_lease(results, key), "a `kernelsweep run` of this spec")
+        header = find_unfinished(results, key, start_over=remeasure)
+    if header is None:
+        return ResumePlan(key, None, {})
+    held = _hold_run(results, key, header.run_id)
+    reused = {} if remeasure else Journal(files, header).completed(points)
+    return ResumePlan(key, header, reused, held)
 
 
 def begin(
     results: Location | str, plan: ResumePlan, run_id: str, run_date: date, sweep: str, started_at: datetime
 ) -> Journal:
-    """The journal the run writes to: the resumed run's own, or a new one under `run_id` and `run_date`."""
+    """The journal the run writes to, leased to it: the resumed run's own, or a new one under `run_id`
+    and `run_date`. Call `Journal.release` (or `close`) when the run ends."""
     files = open_files(results)
     if plan.resumed is not None:
-        return Journal(files, plan.resumed)
+        held = plan.lease or _hold_run(results, plan.run_key, plan.resumed.run_id)
+        return Journal(files, plan.resumed, held)
+    held = _hold_run(results, plan.run_key, run_id)  # before the header: a half-made journal is never cleaned
     header = RunHeader(
         run_key=plan.run_key, run_id=run_id, run_date=run_date, sweep=sweep, started_at=started_at.isoformat()
     )
     files.put(f"{plan.run_key}/{run_id}/{HEADER}", header.to_json())
-    return Journal(files, header)
+    return Journal(files, header, held)
+
+
+def _hold_run(results: Location | str, key: str, run_id: str) -> str:
+    uri, run_lease = lease.open_lease(results, key, run_id)
+    lease.acquire(uri, run_lease, f"run {run_id}")
+    return uri
 
 
 def open_run(results: Location | str, key: str, run_id: str) -> Journal:
-    """The journal of an interrupted run; UsageError when there is none (finished, or another spec's)."""
+    """The journal of an interrupted run (unleased: to read); UsageError when there is none."""
     files = open_files(results)
     return Journal(files, _open_header(files, key, run_id))
 
 
 def _open_header(files: JournalFiles, key: str, run_id: str) -> RunHeader:
-    data = files.get(f"{key}/{run_id}/{HEADER}")
+    name = f"{key}/{run_id}/{HEADER}"
+    data = files.get(name)
     if data is None:
         raise UsageError(
             f"no unfinished run {run_id} of this spec in {files.uri(key)}; it finished already, or the spec "
             "changed since it ran (only a run of the very same spec can be resumed)"
         )
-    return RunHeader.from_json(data)
-
-
-def find_unfinished(results: Location | str, key: str) -> RunHeader | None:
-    """The newest run of this spec that started but never wrote its objects, if any."""
-    files = open_files(results)
-    headers = []
-    for name in files.list(f"{key}/"):
-        if name.endswith(f"/{HEADER}") and name.count("/") == 2:
-            data = files.get(name)
-            try:
-                headers.append(RunHeader.from_json(data or b""))
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("journal header %s is unreadable (%s); ignoring that run", files.uri(name), exc)
-    return max(headers, key=lambda h: h.started_at, default=None)
+    try:
+        header = RunHeader.from_json(data, files.uri(name))
+    except BadJournalObject as exc:
+        raise UsageError(f"the journal {files.uri(name)} is not usable ({exc}); start over with --remeasure") from None
+    if (header.run_key, header.run_id) != (key, run_id):
+        raise UsageError(f"the journal {files.uri(name)} names another run; start over with --remeasure")
+    return header

@@ -20,6 +20,7 @@ from kernelsweep.errors import StoreError
 from kernelsweep.locations import Location, parse_location
 
 JOURNAL_FOLDER = "_journal"
+READ_LIMIT_BYTES = (16 << 20) + 1  # a row is a few KiB; reading more would only show it is not one
 
 
 class JournalFiles(Protocol):
@@ -64,7 +65,8 @@ class _LocalFiles:
 
     def get(self, name: str) -> bytes | None:
         try:
-            return (self.root / name).read_bytes()
+            with (self.root / name).open("rb") as handle:
+                return handle.read(READ_LIMIT_BYTES)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -114,7 +116,9 @@ class _S3Files:
 
     def get(self, name: str) -> bytes | None:
         try:
-            response = self.client.get_object(Bucket=self.where.bucket, Key=self.where.key(name))
+            response = self.client.get_object(
+                Bucket=self.where.bucket, Key=self.where.key(name), Range=f"bytes=0-{READ_LIMIT_BYTES - 1}"
+            )
             return response["Body"].read()
         except ClientError as exc:
             if s3.error_code(exc) in ("404", "NoSuchKey"):

@@ -4,7 +4,11 @@ pyarrow, like Polars, takes a dataset's schema from the first file it opens and 
 columns that only later files have. Reading through `dataset` avoids that: the schema is the pinned
 BASE_SCHEMA plus every `param_*` column any selected file holds (int64), so files written before a
 column existed read back with nulls there, and the hive partitions come back typed (`run_date` as a
-date, not a string). Hidden files (`.incoming-*`, a crashed local write) are never read.
+date, not a string). Hidden files (`.incoming-*`, a crashed local write) are never read, and
+neither is a Parquet file kernelsweep did not write (no `kernelsweep.schema_version` in its footer
+and not the text columns that identify a row): it is skipped, with one warning naming it (and how
+many more). A file that is not Parquet at all (a torn copy of a results file, say) is a StoreError
+naming it: it may hold rows.
 
 One row id can be in two objects: a flow run re-executed with different bytes keeps both
 (`<id>.parquet`, `<id>.attempt-2.parquet`), and `kernelsweep compact` (kernelsweep.results.compact)
@@ -16,6 +20,7 @@ every row exactly once, before, during and after.
 
 from __future__ import annotations
 
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeAlias
@@ -37,6 +42,9 @@ FOOTER_READ_THREADS = 16
 COMPACTED_PREFIX = "compact-"  # a partition's rows in one object (kernelsweep.results.compact)
 _ATTEMPT = re.compile(r"\.attempt-(\d+)\.parquet$")
 _FILENAME = "__filename"  # pyarrow's per-row source path, asked for by name
+_MARK = b"kernelsweep.schema_version"  # in every results file's footer (kernelsweep.results.writer)
+IDENTITY = ("row_id", "sweep", "kernel", "shape", "status", "flow_run_id")  # text columns every row has
+log = logging.getLogger(__name__)
 
 Filters: TypeAlias = ds.Expression | list | None
 
@@ -58,7 +66,13 @@ def dataset(uri: Location | str, *, filters: Filters = None) -> ds.Dataset:
     except OSError as exc:
         raise StoreError(f"listing results at {uri}: {exc}", retryable=True) from exc
     with ThreadPoolExecutor(FOOTER_READ_THREADS) as pool:
-        schemas = list(pool.map(_physical_schema, fragments))
+        found = list(pool.map(_physical_schema, fragments))
+    foreign = [(fragment.path, why) for fragment, (_, why) in zip(fragments, found, strict=True) if why]
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        log.warning("skipped %s%s: %s; move it out of the results", foreign[0][0], more, foreign[0][1])
+    fragments = [fragment for fragment, (_, why) in zip(fragments, found, strict=True) if not why]
+    schemas = [schema for schema, why in found if not why and schema is not None]
     params = dict.fromkeys(n for schema in schemas for n in schema.names if n.startswith(PARAM_PREFIX))
     unified = BASE_SCHEMA
     for name in params:
@@ -120,11 +134,18 @@ def _fragments(discovered: ds.Dataset, where: ds.Expression | None) -> list[ds.F
         return list(discovered.get_fragments())
 
 
-def _physical_schema(fragment: ds.Fragment) -> pa.Schema:
+def _physical_schema(fragment: ds.Fragment) -> tuple[pa.Schema | None, str]:
+    """(the file's schema, "") or (None, why it is not a kernelsweep results file)."""
     try:
-        return fragment.physical_schema
-    except (OSError, pa.ArrowInvalid) as exc:
+        schema = fragment.physical_schema
+    except (OSError, pa.ArrowInvalid) as exc:  # a torn copy of a results file: a problem of the store
         raise StoreError(f"{fragment.path} is not a readable Parquet file ({exc}); move it out of the dataset") from exc
+    if _MARK in (schema.metadata or {}):
+        return schema, ""
+    identity = [schema.field(n).type if n in schema.names else None for n in IDENTITY]
+    if all(t is not None and pa.types.is_string(t) for t in identity):  # written before the mark, or by hand
+        return schema, ""
+    return None, "a Parquet file kernelsweep did not write (no kernelsweep.schema_version, no row identity)"
 
 
 def rank(path: str) -> int:

@@ -18,7 +18,7 @@ OBJECTIVE_COLUMNS: dict[str, str] = {
 class SearchSettings(BaseModel):
     """Search the kernel's tunables for the fastest configuration of each shape the block picks."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "10" is not 10
 
     budget: int = Field(ge=1, le=10_000, description="Configurations measured per shape (each is one row).")
     objective: Objective = Field("median", description="What to minimise: the latency median, p90, p99 or min.")

@@ -1,12 +1,22 @@
-"""Run one external tool: argv list, no shell, a timeout that kills the whole process group."""
+"""Run one external tool: argv list, no shell, a timeout that kills the whole process group, and (on
+Linux) a parent-death signal, so a hung tool never outlives a run killed outright (SIGKILL, OOM).
+
+The signal is armed by a tiny launcher (`python -I -S -c`, no user code on its path) that then
+execs the tool, as kernelsweep.flows.server does for the Prefect server: `preexec_fn` is unsafe in
+a threaded process. The kernel sends it when the thread that started the tool ends; a tool is
+started and waited for by the same thread, which lives as long as the call does.
+"""
 
 from __future__ import annotations
 
 import contextvars
+import errno
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,6 +26,14 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 _running: set[subprocess.Popen] = set()  # for `kill_running_tools`: a second Ctrl-C ends them at once
 _running_lock = threading.Lock()
+# argv[1] is the run's pid, argv[2] the tool's path, argv[3:] its argv.
+_DIE_WITH_RUN = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(1)  # the run died before the signal was armed\n"
+    "os.execv(sys.argv[2], sys.argv[3:])\n"
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +82,7 @@ def run_tool(
     full_env = {k: v for k, v in os.environ.items() if k not in unset} | dict(env or {})
     logger.debug("running %s", " ".join(argv))
     proc = subprocess.Popen(
-        argv,
+        _dies_with_run(argv, full_env, cwd),
         cwd=cwd,
         env=full_env,
         stdout=subprocess.PIPE,
@@ -89,6 +107,21 @@ def run_tool(
     if runs is not None:
         runs.append(result)
     return result
+
+
+def _dies_with_run(argv: list[str], env: Mapping[str, str], cwd: str | Path | None) -> list[str]:
+    """The launcher's argv around the tool's (Linux); the tool is found here, so a missing one raises
+    FileNotFoundError in the caller as Popen would."""
+    if sys.platform != "linux":
+        return argv
+    exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH", os.defpath))
+    if exe is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+    if cwd is not None:
+        exe = os.path.join(cwd, exe)  # a relative path, as Popen resolves it: from the tool's folder
+    if not os.access(exe, os.X_OK) or os.path.isdir(exe):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), argv[0])
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_RUN, str(os.getpid()), exe, *argv]
 
 
 def kill_running_tools() -> int:

@@ -1,0 +1,50 @@
+"""What the process's environment must give a run before Prefect is touched: a Prefect API address
+that is one, and a temporary folder with room. Either found wrong later surfaces as Prefect's own
+failure (a client that cannot reach "not%20a%20url", a server that never answers because it could
+not write its files), as an internal error, minutes in."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import urllib.parse
+
+from kernelsweep.errors import UsageError
+
+MIN_TEMP_FREE_BYTES = 64 << 20  # the run's Prefect server, the tools' scratch files: far more than they need
+
+
+def check_api_url() -> None:
+    """PREFECT_API_URL, when set, is an http(s) URL with a host."""
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"PREFECT_API_URL={url!r} is not an http(s) URL; give the server's API (e.g. http://127.0.0.1:4200/api) "
+            "or unset it to run on a server of the run's own"
+        )
+
+
+def check_temp_dir() -> None:
+    """The temporary folder (TMPDIR when set: Python would quietly use another) exists, takes a file,
+    and has room."""
+    named = os.environ.get("TMPDIR")
+    folder = named or tempfile.gettempdir()
+    where = f"temporary folder {folder}" + (" (TMPDIR)" if named else "")
+    fix = "point TMPDIR at another folder" if named else "set TMPDIR to a folder with room"
+    if not os.path.isdir(folder):
+        raise UsageError(f"{where} is not a folder; create it or {fix}")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise UsageError(f"{where} cannot take a file ({exc.strerror}); free space there or {fix}") from None
+    if free < MIN_TEMP_FREE_BYTES:
+        raise UsageError(
+            f"{where} has {free / 2**20:.1f} MiB free, under the {MIN_TEMP_FREE_BYTES >> 20} MiB a run needs; "
+            f"free space there or {fix}"
+        )

@@ -1,0 +1,142 @@
+"""A live run's journal is never adopted (fast variants; the two-CLIs-at-once test is in
+test_reliability_live.py).
+
+The lease holder here is a real other process: a few lines of Python that take the lease through
+kernelsweep.results.journal_lease, print "held" and wait. On S3 (moto over HTTP) the lease is a
+heartbeat object written only if absent, taken over only once expired or its holder is known dead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+from datetime import UTC, date, datetime, timedelta
+
+import boto3
+import pytest
+from specs import VECTOR_ADD, sim_spec
+
+from kernelsweep.expansion import expand
+from kernelsweep.results import journal, journal_lease
+from kernelsweep.results.journal import plan_resume, run_key
+
+NOW = datetime(2026, 11, 26, tzinfo=UTC)
+# A process holding a journal's lock file the way journal_lease does (flock, and its note), without
+# importing kernelsweep (which costs two seconds a process here).
+HOLDER = textwrap.dedent(
+    """
+    import fcntl, json, os, socket, sys
+    os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    note = {"host": socket.gethostname(), "pid": os.getpid(), "since": "2026-11-26T00:00:00+00:00", "what": "run"}
+    os.write(fd, json.dumps(note).encode())
+    print("held", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+@pytest.fixture
+def holder():
+    """Starts a process that holds a lease until the test ends (its stdin closes)."""
+    started: list[subprocess.Popen] = []
+
+    def hold(results: str, key: str, run_id: str | None = None) -> subprocess.Popen:
+        path = journal_lease.open_lease(results, key, run_id)[0]
+        proc = subprocess.Popen([sys.executable, "-I", "-c", HOLDER, path], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        started.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        return proc
+
+    yield hold
+    for proc in started:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream:
+                stream.close()
+
+
+def _interrupted(results: str, key: str, points) -> journal.Journal:
+    run = journal.begin(results, plan_resume(results, key, points), str(uuid.uuid4()), date(2026, 11, 26), "live", NOW)
+    run.release()
+    return run
+
+
+def test_a_second_run_of_a_spec_is_refused_at_once_naming_the_live_one(tmp_path, holder):
+    spec = sim_spec(tmp_path, [VECTOR_ADD], name="live")
+    points, key = expand(spec), run_key(spec)
+    first = holder(spec.results, key)
+    with pytest.raises(journal_lease.RunIsLive) as refused:
+        plan_resume(spec.results, key, points, find=True)
+    message = refused.value.message
+    assert f"pid {first.pid} on {socket.gethostname()}" in message and "\n" not in message
+    assert not (tmp_path / "results" / "_journal" / key / "run.json").exists()
+
+
+def test_a_live_runs_journal_is_neither_resumed_nor_removed(tmp_path, holder):
+    spec = sim_spec(tmp_path, [VECTOR_ADD], name="live")
+    points, key = expand(spec), run_key(spec)
+    run = _interrupted(spec.results, key, points)
+    live = holder(spec.results, key, run.run_id)
+    with pytest.raises(journal_lease.RunIsLive) as refused:
+        plan_resume(spec.results, key, points, run_id=run.run_id)
+    assert f"pid {live.pid}" in refused.value.message
+    (tmp_path / "results" / "_journal" / key / run.run_id / "run.json").unlink()  # looks finished, but is live
+    plan_resume(spec.results, key, points, find=False)
+    journal.find_unfinished(spec.results, key)
+    assert (tmp_path / "results" / "_journal" / key / run.run_id).is_dir()
+
+
+def test_a_lease_dies_with_its_holder(tmp_path, holder):
+    spec = sim_spec(tmp_path, [VECTOR_ADD], name="live")
+    points, key = expand(spec), run_key(spec)
+    run = _interrupted(spec.results, key, points)
+    live = holder(spec.results, key, run.run_id)
+    live.kill()
+    live.wait()
+    plan = plan_resume(spec.results, key, points, run_id=run.run_id)
+    assert plan.resumed is not None and plan.lease is not None
+    journal_lease.release(plan.lease)
+
+
+def _s3_lease(moto_endpoint: str, bucket: str, key: str, **note) -> None:
+    body = {"host": "other-host", "pid": 4242, "since": "2026-11-26T00:00:00+00:00", "what": "run x"} | note
+    client = boto3.client("s3", endpoint_url=moto_endpoint)
+    client.put_object(Bucket=bucket, Key=f"results/_journal/{key}.lease.json", Body=json.dumps(body).encode())
+
+
+def test_an_s3_heartbeat_holds_until_it_expires(bucket, moto_endpoint):
+    results, key = f"s3://{bucket}/results", "live-0123456789abcdef"
+    soon = (datetime.now(UTC) + timedelta(seconds=60)).isoformat()
+    _s3_lease(moto_endpoint, bucket, key, expires_at=soon)
+    uri, lease = journal_lease.open_lease(results, key)
+    with pytest.raises(journal_lease.RunIsLive) as refused:
+        journal_lease.acquire(uri, lease, "a run of this spec")
+    assert "pid 4242 on other-host" in refused.value.message and soon[:19] in refused.value.message
+    _s3_lease(moto_endpoint, bucket, key, expires_at=(datetime.now(UTC) - timedelta(seconds=1)).isoformat())
+    journal_lease.acquire(uri, lease, "a run of this spec")
+    client = boto3.client("s3", endpoint_url=moto_endpoint)
+    try:
+        note = json.loads(client.get_object(Bucket=bucket, Key=f"results/_journal/{key}.lease.json")["Body"].read())
+        assert note["pid"] == os.getpid() and datetime.fromisoformat(note["expires_at"]) > datetime.now(UTC)
+    finally:
+        journal_lease.release(uri)
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="results/_journal/")
+
+
+def test_an_s3_lease_of_a_dead_process_of_this_host_is_taken_over(bucket, moto_endpoint):
+    results, key = f"s3://{bucket}/results", "live-0123456789abcdef"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    soon = (datetime.now(UTC) + timedelta(seconds=60)).isoformat()
+    _s3_lease(moto_endpoint, bucket, key, host=socket.gethostname(), pid=int(gone.stdout), expires_at=soon)
+    uri, lease = journal_lease.open_lease(results, key)
+    journal_lease.acquire(uri, lease, "a run of this spec")
+    journal_lease.release(uri)

@@ -1,0 +1,122 @@
+"""Two `kernelsweep run`s of one spec at once, and two resumes of one interrupted run at once, as real
+processes on the simulator slowed to a few seconds of sweep (slow stage).
+
+Exactly one of each pair proceeds; the other is refused at once (exit 3, one line naming the live
+run's pid and host) and touches nothing; every point lands exactly once, and the points the killed
+run had measured are the very rows the resumed run writes (nothing measured is thrown away).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kernelsweep.expansion import expand
+from kernelsweep.results import reader
+from kernelsweep.results.journal import decode_row
+from kernelsweep.spec import load_spec
+
+pytestmark = pytest.mark.slow
+
+SPEC = """
+name = "live"
+platforms = ["trn2"]
+toolchain = "sim"
+[execution]
+compile_slots = 1
+[capture]
+num_exec = 2
+[[kernels]]
+kernel = "kernelsweep.kernels.vector_add:vector_add"
+dtypes = ["float32"]
+grid = { n = [4096], free_size = [1, 2, 4, 8, 16, 32] }
+"""
+TIMEOUT_S = 300
+
+
+@pytest.fixture
+def cli(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_"))}
+    env |= {
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+        "KERNELSWEEP_STATE_DIR": str(tmp_path / "state"),
+        "KERNELSWEEP_SIM_TIME_SCALE": "0.2",  # a few seconds of sweep: the runs overlap
+    }
+    (tmp_path / "live.toml").write_text(SPEC)
+    started: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "kernelsweep.flows.cli", "run", "live.toml"], cwd=tmp_path,
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)  # fmt: skip
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def _finish(proc: subprocess.Popen) -> tuple[int, str]:
+    proc.wait(timeout=TIMEOUT_S)
+    assert proc.stderr is not None
+    return proc.returncode, proc.stderr.read()
+
+
+def _one_proceeds(first: subprocess.Popen, second: subprocess.Popen) -> None:
+    """One exits 0 having run the sweep, the other exits 3 at once, naming the first's pid and host."""
+    outcomes = {proc.pid: _finish(proc) for proc in (first, second)}
+    refused = [pid for pid, (code, _) in outcomes.items() if code == 3]
+    assert len(refused) == 1, outcomes
+    [ran] = [pid for pid in outcomes if pid not in refused]
+    code, message = outcomes[refused[0]]
+    lines = [line for line in message.splitlines() if line.strip()]
+    assert outcomes[ran][0] == 0, outcomes[ran][1]
+    assert len(lines) == 1 and f"pid {ran} on {socket.gethostname()}" in lines[0], message
+
+
+def _every_point_once(tmp_path: Path) -> list[dict]:
+    rows = reader.read(str(tmp_path / "results")).to_pylist()
+    points = expand(load_spec(tmp_path / "live.toml"))
+    assert Counter((r["kernel"], r["shape"]) for r in rows) == Counter((p.kernel, p.shape) for p in points)
+    assert not (tmp_path / "results" / "_journal").exists() or not any(
+        p.is_file() and not p.name.startswith(".") for p in (tmp_path / "results" / "_journal").rglob("*")
+    )
+    return rows
+
+
+def test_two_runs_of_one_spec_at_once_one_proceeds_and_the_other_names_it(tmp_path, cli):
+    first, second = cli(), cli()
+    _one_proceeds(first, second)
+    _every_point_once(tmp_path)
+
+
+def test_two_resumes_at_once_one_proceeds_and_no_measured_point_is_lost(tmp_path, cli):
+    interrupted = cli()
+    entries = tmp_path / "results" / "_journal"
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(list(entries.rglob("points/*.json"))) < 2:
+        assert interrupted.poll() is None and time.monotonic() < deadline, "the first run ended before 2 points"
+        time.sleep(0.1)  # polling interval, not a wait for the outcome
+    os.killpg(interrupted.pid, signal.SIGKILL)
+    interrupted.wait(timeout=60)
+    measured = {row.row_id: row for row in (decode_row(p.read_bytes()) for p in entries.rglob("points/*.json"))}
+    first, second = cli(), cli()
+    _one_proceeds(first, second)
+    rows = {r["row_id"]: r for r in _every_point_once(tmp_path)}
+    for row_id, row in measured.items():  # the killed run's rows, reused as they were
+        assert rows[row_id]["ntff_sha256"] == row.ntff_sha256 and rows[row_id]["flow_run_id"] == row.flow_run_id

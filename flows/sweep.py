@@ -39,6 +39,7 @@ from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_a
 from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import Journal, begin, plan_resume, run_key
 from kernelsweep.results.outcome import SweepOutcome
+from kernelsweep.results.pairing import pair
 from kernelsweep.results.rows import Row, build_row
 from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.tasks import store_task
@@ -170,7 +171,7 @@ def run_points(
     if reused:
         get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
     measured, unsaved = _measure(ctx, [p for p in points if p.point_id not in reused], run_id, journal)
-    rows = [*reused.values(), *measured]
+    rows = pair([*reused.values(), *measured])  # each kernel row's speedup over its baseline's row
     if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts
         lineage_artifact(spec.name, rows)
     where = journal.uri if journal is not None else None

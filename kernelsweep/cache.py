@@ -5,7 +5,8 @@ canonical JSON of exactly what determines the output, with the tool version in b
 the entry's path:
 
     trace:   definition and NKI kernel source sha256s, kernel ref, params, dtype, platform, lnc,
-             tracer id, nki version, compiler version, NKI_COMPILER_FRONTEND, toolchain kind
+             tracer id, nki version, compiler version, NKI_COMPILER_FRONTEND, toolchain kind, and
+             whether the compile wrote debug info (NKI_DEBUG_INFO: `capture.hotspots`)
     compile: IR sha256, compiler version, target, lnc, compiler flags, tracer id, nki version,
              NKI_COMPILER_FRONTEND
 
@@ -56,9 +57,12 @@ def trace_key(
     compiler_version: str | None,
     nki_compiler_frontend: str | None = None,
     toolchain: str = "neuron",
+    debug_info: bool = False,
 ) -> str:
+    fields: dict[str, Any] = {"debug_info": True} if debug_info else {}  # NKI_DEBUG_INFO changes the NEFF
     return cache_key(
         {
+            **fields,
             "nki_compiler_frontend": nki_compiler_frontend,
             "toolchain": toolchain,
             "kernel_source_sha256": kernel_source_sha256,

@@ -13,9 +13,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kernelsweep.baselines import nki_ref, twin
 from kernelsweep.dtypes import itemsize
 from kernelsweep.errors import InvalidShapeError, UsageError
-from kernelsweep.kernels import KernelDefinition, load_kernel
+from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
 from kernelsweep.platforms import PlatformName, get_platform
 from kernelsweep.spec import KernelGrid, Point, SweepSpec
 
@@ -39,7 +40,10 @@ class Expansion:
 def count_points(spec: SweepSpec) -> int:
     """How many points the spec expands to, from list lengths alone: no kernel imported, no point built."""
     per_platform = sum(
-        len(set(entry.dtypes)) * math.prod(len(set(values)) for values in entry.axes.values()) for entry in spec.kernels
+        len(set(entry.dtypes))
+        * math.prod(len(set(values)) for values in entry.axes.values())
+        * (1 + bool(entry.baseline))  # a baseline's twin of each point
+        for entry in spec.kernels
     )
     return len(set(spec.platforms)) * per_platform
 
@@ -73,6 +77,7 @@ def expand_spec(
         where = f"{source}: kernels[{index}]"
         definition = _import_kernel(entry.ref, where)
         _check_definition(definition, entry, where)
+        _check_baseline(entry.baseline, where)
         axes = [a for a in definition.axes if a in entry.axes]
         for values in itertools.product(*(dict.fromkeys(entry.axes[a]) for a in axes)):
             params = definition.resolve(dict(zip(axes, values, strict=True)))
@@ -80,7 +85,7 @@ def expand_spec(
             for dtype in dict.fromkeys(entry.dtypes):
                 _check_point(definition, params, dtype, spec.platforms, where, host_memory_bytes)
                 _check_unrolled(definition, params, spec.execution.max_unrolled_instructions, where)
-                for point in _per_platform(spec, entry.ref, definition, params, dtype):
+                for point in with_baseline(_per_platform(spec, entry.ref, definition, params, dtype), entry.baseline):
                     earlier = points.get(point.point_id)
                     if earlier is None:
                         points[point.point_id], block_of[point.point_id] = point, index
@@ -97,6 +102,22 @@ def expand_spec(
         for index, n in sorted(repeats.items())
     ]
     return Expansion(list(points.values()), notices)
+
+
+def with_baseline(points: list[Point], baseline: str) -> list[Point]:
+    """Each point, then (when the block names a baseline) its baseline's twin (kernelsweep.baselines)."""
+    if not baseline:
+        return points
+    return [p for point in points for p in (point.model_copy(update={"baseline": baseline}), twin(point, baseline))]
+
+
+def _check_baseline(baseline: str, where: str) -> None:
+    """The baseline's NKI kernel must be findable as source, as the tracer will need it."""
+    if baseline:
+        try:
+            nki_kernel_source(nki_ref(baseline))
+        except KernelSourceNotFound as exc:
+            raise UsageError(f"{where}: baseline {baseline!r}: {exc}; check the module is on the Python path") from None
 
 
 def _repeated_values(spec: SweepSpec, source: str) -> list[str]:

@@ -13,6 +13,7 @@ from kernelsweep.report.load import ReportRow, Selection, latest, load
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
 from kernelsweep.report.ranks import median_interval
 from kernelsweep.report.regress import History, Step, regressions, track
+from kernelsweep.report.speedup import Speedup, speedups
 from kernelsweep.report.stats import Rule
 
 Cell = str | int | float | bool | None
@@ -31,6 +32,7 @@ class Report:
     cross: list[CrossRow]
     rule: Rule = Rule()
     acknowledged: list[Acknowledgement] = field(default_factory=list)
+    speedups: list[Speedup] = field(default_factory=list)  # each kernel against its baseline (schema 3)
 
     @property
     def failed(self) -> list[ReportRow]:
@@ -92,9 +94,31 @@ class Report:
                     "correct": r.correct,
                     "run_date": r.run_date.isoformat(),
                     "compiler": r.compiler_version,
+                    "bound": r.bound_engine,
+                    "why": r.bound_why,
                 }
             )
         return rows
+
+    def speedup_rows(self) -> list[dict[str, Cell]]:
+        """Each kernel against its baseline per shape: baseline / kernel, its interval, the verdict."""
+        return [
+            {
+                "kernel": s.kernel,
+                "baseline": s.baseline_ref or s.baseline,
+                "shape": s.shape,
+                "dtype": s.dtype,
+                "platform": s.platform,
+                "kernel_us": _round(s.kernel_us, 3),
+                "baseline_us": _round(s.baseline_us, 3),
+                "speedup": _round(s.speedup, 3),
+                "speedup_low": _round(s.low, 3),
+                "speedup_high": _round(s.high, 3),
+                "verdict": s.verdict,
+                "why": s.why,
+            }
+            for s in self.speedups
+        ]
 
     def failure_rows(self) -> list[dict[str, Cell]]:
         return [
@@ -169,6 +193,7 @@ def build_report(
     histories = track(results, rule)
     platforms, cross = cross_platform(newest)
     return Report(
+        speedups=speedups(results, rule),
         results_uri=results_uri,
         selection=selection,
         generated_at=datetime.now(UTC),

@@ -21,7 +21,8 @@ from kernelsweep.report.load import ReportRow
 MAX_VIEWS = 12
 MAX_SOURCE_BYTES = 1 << 20
 STYLE = """
-.heat { font-family: ui-monospace, monospace; font-size: 12px; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
+.heat { font-family: ui-monospace, monospace; font-size: 12px; border: 1px solid #ddd; margin: 0.5em 0 1.5em;
+        overflow-x: auto; max-width: 100%; }
 .heat div { white-space: pre; padding: 0 6px; }
 .heat span.share { display: inline-block; width: 12em; text-align: right; color: #555; }
 .heat span.number { display: inline-block; width: 4em; text-align: right; color: #999; margin-right: 1em; }

@@ -1,11 +1,13 @@
 """The processes a benchmark measures from outside: a Prefect server (`prefect server start`, started
 by kernelsweep's one launcher with `kernelsweep server`'s settings) on SQLite or on a throwaway
-PostgreSQL, with their CPU read from /proc and their database size read from the files or from
-PostgreSQL itself.
+PostgreSQL, or Prefect's multi-server setup (two API processes on one address, the background
+services in a process of their own, PostgreSQL, Redis), with their CPU read from /proc and their
+database size read from the files or from PostgreSQL itself.
 
 PostgreSQL is Debian's (`postgresql` 15): initdb refuses root, so the cluster belongs to the
 `postgres` user and listens on 127.0.0.1 only, with trust authentication for that address; it is
-stopped and deleted when the benchmark ends.
+stopped and deleted when the benchmark ends. Redis is Debian's `redis-server`, on 127.0.0.1 only,
+keeping nothing on disk, with `prefect-redis` as Prefect's messaging (`pip install prefect-redis`).
 """
 
 from __future__ import annotations
@@ -13,21 +15,54 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from prefect.settings.models.server.services import (
+    ServerServicesEventPersisterSettings,
+    ServerServicesTaskRunRecorderSettings,
+)
+
 from kernelsweep.flows.cli.server import server_env
-from kernelsweep.flows.server import LOOPBACK, api_url, free_port, serving
+from kernelsweep.flows.server import (
+    BATCHED_RECORDING_SETTINGS,
+    LOOPBACK,
+    NEUTRAL_FOLDER,
+    api_url,
+    free_port,
+    launch_services,
+    serving,
+    terminate_tree,
+)
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 QUIET_CLIENT = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+
+def _prefect_defaults() -> dict[str, str]:
+    """Prefect's own defaults for the settings kernelsweep's servers batch, read from the installed
+    Prefect's settings models (to measure a server as Prefect ships it)."""
+    models = {
+        "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_": ServerServicesTaskRunRecorderSettings,
+        "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_": ServerServicesEventPersisterSettings,
+    }
+    defaults = {}
+    for name in BATCHED_RECORDING_SETTINGS:
+        prefix = next(p for p in models if name.startswith(p))
+        defaults[name] = str(models[prefix].model_fields[name.removeprefix(prefix).lower()].default)
+    return defaults
+
+
+PREFECT_DEFAULT_RECORDING = _prefect_defaults()
 
 
 def tree_cpu_seconds(root_pid: int) -> float:
@@ -77,12 +112,16 @@ class Postgres:
         return tree_cpu_seconds(self.postmaster_pid)
 
     def database_bytes(self) -> int:
-        sql = "SELECT pg_database_size('prefect')"
+        return int(self.query("SELECT pg_database_size('prefect')")[0][0])
+
+    def query(self, sql: str) -> list[list[str]]:
+        """The rows of one SQL statement on the `prefect` database, each a list of its fields as text."""
         answer = subprocess.run(
-            ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", "prefect", "-tAc", sql],
+            ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", "prefect", "-tA", "-F", "\t",
+             "-c", sql],
             capture_output=True, text=True, check=True, timeout=60,
         )  # fmt: skip
-        return int(answer.stdout.strip())
+        return [line.split("\t") for line in answer.stdout.splitlines() if line]
 
 
 def _run(argv: list[str], timeout: float = 300) -> None:
@@ -127,11 +166,60 @@ def postgres() -> Iterator[Postgres]:
 
 
 @dataclass
+class Redis:
+    port: int
+    pid: int
+
+    def messaging_env(self) -> dict[str, str]:
+        """Prefect's documented Redis settings for a multi-server setup (docs/fleet.md): messaging,
+        causal ordering, lease storage and the background services' docket, all on this Redis."""
+        return {
+            "PREFECT_MESSAGING_BROKER": "prefect_redis.messaging",
+            "PREFECT_MESSAGING_CACHE": "prefect_redis.messaging",
+            "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING": "prefect_redis.ordering",
+            "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": "prefect_redis.lease_storage",
+            "PREFECT_REDIS_MESSAGING_HOST": LOOPBACK,
+            "PREFECT_REDIS_MESSAGING_PORT": str(self.port),
+            "PREFECT_REDIS_MESSAGING_DB": "0",
+            "PREFECT_SERVER_DOCKET_URL": f"redis://{LOOPBACK}:{self.port}/1",
+        }
+
+
+@contextmanager
+def redis() -> Iterator[Redis]:
+    """Debian's redis-server on a free port of 127.0.0.1, in memory only, stopped when the `with` ends."""
+    base = Path(tempfile.mkdtemp(prefix="kernelsweep-redis-"))
+    port = free_port()
+    argv = ["redis-server", "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no"]
+    with (base / "redis.log").open("wb") as log:
+        process = subprocess.Popen([*argv, "--dir", str(base)], stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start: {(base / 'redis.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield Redis(port, process.pid)
+    finally:
+        terminate_tree(process)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _answers(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=2) as sock:
+        sock.sendall(b"PING\r\n")
+        return sock.recv(16).startswith(b"+PONG")
+    return False
+
+
+@dataclass
 class Server:
     home: Path
     port: int
     pid: int
     database: Postgres | None  # None: SQLite in `home`
+    others: dict[str, int] = field(default_factory=dict)  # more processes of the setup, by name: their pids
 
     @property
     def api_url(self) -> str:
@@ -140,9 +228,17 @@ class Server:
     def client_env(self) -> dict[str, str]:
         return {"PREFECT_API_URL": self.api_url, "PREFECT_HOME": str(self.home), **QUIET_CLIENT}
 
+    def cpu_parts(self) -> dict[str, float]:
+        """CPU seconds so far of each process of the setup (with their children): the API server,
+        any others (background services, Redis), PostgreSQL when the database lives there."""
+        parts = {"Prefect API": tree_cpu_seconds(self.pid)}
+        parts |= {name: tree_cpu_seconds(pid) for name, pid in self.others.items()}
+        if self.database:
+            parts["PostgreSQL"] = self.database.cpu_seconds()
+        return parts
+
     def cpu_seconds(self) -> float:
-        """The API server's CPU, plus PostgreSQL's when the database lives there."""
-        return tree_cpu_seconds(self.pid) + (self.database.cpu_seconds() if self.database else 0.0)
+        return sum(self.cpu_parts().values())
 
     def database_bytes(self) -> int:
         """PostgreSQL's own size of the database; SQLite's pages in use (the WAL's included, the free
@@ -156,17 +252,41 @@ class Server:
         return (pages - free) * size
 
 
+def _server_base(home: Path, database: Postgres | None, settings: dict[str, str] | None) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    base |= {"PREFECT_HOME": str(home), **QUIET_CLIENT, **(settings or {})}
+    if database:
+        base["PREFECT_API_DATABASE_CONNECTION_URL"] = database.url
+    return base
+
+
 @contextmanager
 def prefect_server(
     home: Path, database: Postgres | None = None, settings: dict[str, str] | None = None
 ) -> Iterator[Server]:
     """`prefect server start` with its own home (and SQLite there, unless `database` is given), and
     any server `settings` (PREFECT_SERVER_... variables) on top of `kernelsweep server`'s."""
-    home.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    base |= {"PREFECT_HOME": str(home), **QUIET_CLIENT, **(settings or {})}
-    if database:
-        base["PREFECT_API_DATABASE_CONNECTION_URL"] = database.url
-    with serving(port, server_env(LOOPBACK, port, base), home / "server.log") as process:
+    with serving(
+        port, server_env(LOOPBACK, port, _server_base(home, database, settings)), home / "server.log"
+    ) as process:
         yield Server(home, port, process.pid, database)
+
+
+@contextmanager
+def multi_server(home: Path, database: Postgres, broker: Redis, api_processes: int = 2) -> Iterator[Server]:
+    """Prefect's documented multi-server setup, with `kernelsweep server`'s settings: the database
+    migrated once beforehand, `api_processes` API processes on one address (`prefect server start
+    --workers N`, which runs no services), and `prefect server services start` in a process of its own."""
+    port = free_port()
+    base = _server_base(home, database, {**broker.messaging_env(), "PREFECT_API_DATABASE_MIGRATE_ON_START": "false"})
+    env = server_env(LOOPBACK, port, base)
+    migrate = [sys.executable, "-P", "-m", "prefect", "server", "database", "upgrade", "-y"]
+    subprocess.run(migrate, env=env, cwd=NEUTRAL_FOLDER, capture_output=True, check=True, timeout=600)
+    services = launch_services(env, home / "services.log")
+    try:
+        with serving(port, env, home / "server.log", ui=False, workers=api_processes) as process:
+            yield Server(home, port, process.pid, database, {"background services": services.pid, "Redis": broker.pid})
+    finally:
+        terminate_tree(services)

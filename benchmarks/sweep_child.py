@@ -3,14 +3,18 @@
 The parent sets the environment (simulated host, Prefect API URL) and reads the JSON this writes to
 JOB's "out" file. Modes, all on the simulated toolchain through the production adapters:
 
-  flow        the public `sweep(spec)` flow (Prefect; the API URL the parent set)
+  flow        the sweep flow exactly as `kernelsweep run` runs it (kernelsweep.flows.embedded.run_sweep:
+              a worker thread, Prefect's loggers quiet) against the API URL the parent set; the parent
+              sets the command's own Prefect settings (QUIET_PREFECT)
   shard       the public `sweep_shard` flow on the job's slice of points: one of several flow runs at
-              once on a host, as a worker running several shards at once does
+              once on a host, as a worker running several shards at once does (the parent sets the
+              worker unit's Prefect settings)
   stages      the same points through the same five stage functions on the same kind of thread pool,
               then rows and the Parquet write, without Prefect: our own code's CPU
   sequential  seed 000's method: trace + compile every point, then capture and extract them one by one
   floor       Prefect's own floor: a chain of five no-op tasks per point (with the stage tasks' options)
-              on the same kind of thread pool
+              on the same kind of thread pool, each thread in a copy of the flow's context taken in the
+              flow's thread, as flows/sweep.py does (so the tasks belong to the flow run)
 
 CPU is counted around the sweep only (not the interpreter's start or imports): `self` is this
 process (Prefect's client and our code; our code alone in `stages`), `children` the tool processes.
@@ -110,13 +114,17 @@ def run_sequential(spec: SweepSpec, points: list[Point], first: list[float], sta
 
 
 def run_flow(spec: SweepSpec, points: list[Point], first: list[float], started: float, shard: dict | None) -> list[str]:
+    from kernelsweep.flows import embedded
     from kernelsweep.flows.progress import subscribe
-    from kernelsweep.flows.sweep import sweep, sweep_shard
+    from kernelsweep.flows.sweep import sweep_shard
 
-    with subscribe(lambda row: first.append(time.perf_counter() - started)):
-        if shard is None:
-            report = sweep(spec)
-        else:
+    def on_row(row: object) -> None:
+        first.append(time.perf_counter() - started)
+
+    if shard is None:  # as `kernelsweep run` with PREFECT_API_URL set
+        report = embedded.run_sweep(spec, on_row, api=embedded.PrefectApi())
+    else:
+        with subscribe(on_row):
             report = sweep_shard(spec, points, shard["index"], shard["count"])
     return [row.status for row in report.rows]
 
@@ -142,7 +150,11 @@ def run_floor(spec: SweepSpec, points: list[Point], first: list[float], started:
             first.append(time.perf_counter() - started)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(lambda i: contextvars.copy_context().run(chain, i), range(count)))
+            # Each copy taken here, in the flow's thread: it holds the flow run and its client. A copy
+            # taken inside the pool's thread would hold neither, and the tasks would run as orphans.
+            futures = [pool.submit(contextvars.copy_context().run, chain, i) for i in range(count)]
+            for future in futures:
+                future.result()
 
     cores = int(os.environ["KERNELSWEEP_SIM_CORES"])
     bare_chains(len(points), min(len(points), (spec.execution.compile_slots or 1) + cores + POOL_SLACK))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,6 +24,19 @@ from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, re
 from kernelsweep.spec import Point, SweepSpec, parse_spec
 
 HERE = Path(__file__).resolve().parent
+WORKER_UNIT = HERE.parent / "deployments" / "kernelsweep-worker.service"
+
+
+def worker_env() -> dict[str, str]:
+    """The Prefect settings a fleet worker's flow runs get from the shipped systemd unit (its
+    `Environment=PREFECT_...` lines; the API URL is the benchmark's own): what a shard on a fleet host
+    costs, Prefect's default log level and the kernelsweep logger sent to the API included."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_"))}
+    for line in WORKER_UNIT.read_text().splitlines():
+        name, _, value = line.removeprefix("Environment=").partition("=")
+        if line.startswith("Environment=PREFECT_") and name != "PREFECT_API_URL":
+            env[name] = value
+    return env
 
 
 def mlp_spec(points: int, root: Path, compile_slots: int, name: str = "bench", per_flow_run: int = 200) -> SweepSpec:

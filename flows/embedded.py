@@ -10,7 +10,8 @@ SIGTERM handler, installed around a flow run in the main thread, would abort the
 Without a configured Prefect API (PREFECT_API_URL), the run starts a Prefect server of its own
 (`start_api`), where Prefect's ephemeral mode would start its temporary one: on a free loopback
 port, on the same Prefect home, with the same services (`kernelsweep.flows.server`, the one
-launcher), and points this process's Prefect client at it with Prefect's public settings API. It is
+launcher, which also gives it the batched recording every kernelsweep server uses), and points this
+process's Prefect client at it with Prefect's public settings API. It is
 started as soon as Prefect's settings are read, so it boots while the flow's modules import. It runs
 in its own session: a signal sent to the CLI's process group (Ctrl-C in a terminal, `kill -TERM
 -PGID`, a supervisor) reaches only the CLI, so the server keeps answering while the sweep winds down.
@@ -170,21 +171,27 @@ def start_api() -> PrefectApi:
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         return PrefectApi()
     port = server.free_port()
-    # Settings this process read from the working folder (prefect.toml, .env) or a profile, as
-    # Prefect hands them to its own temporary server: the server runs elsewhere (see the launcher).
-    settings = get_current_settings().to_environment_variables(exclude_unset=True)
-    env = {**server.TEMPORARY_SERVER_SETTINGS, **os.environ, **settings}
-    # Its output reaches no terminal, only this file, kept to explain a failed start: errors in it
-    # (the quiet CLI's CRITICAL would leave only Prefect's "Server stopped!").
-    env["PREFECT_SERVER_LOGGING_LEVEL"] = "ERROR"
     log = tempfile.TemporaryFile()
-    process = server.launch(server.LOOPBACK, port, env, log, ui=False, dies_with_caller=True)
+    process = server.launch(server.LOOPBACK, port, run_server_env(), log, ui=False, dies_with_caller=True)
     return PrefectApi(
         url=server.api_url(server.LOOPBACK, port),
         process=process,
         log=log,
         start_timeout_seconds=float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()),
     )
+
+
+def run_server_env() -> dict[str, str]:
+    """The environment of a run's own server: a temporary server's services, the batched recording
+    every kernelsweep server uses, then this process's environment and the settings it read from the
+    working folder (prefect.toml, .env) or a profile, as Prefect hands them to its own temporary
+    server (the server runs elsewhere, see the launcher)."""
+    settings = get_current_settings().to_environment_variables(exclude_unset=True)
+    env = {**server.TEMPORARY_SERVER_SETTINGS, **server.BATCHED_RECORDING_SETTINGS, **os.environ, **settings}
+    # Its output reaches no terminal, only a file kept to explain a failed start: errors in it (the
+    # quiet CLI's CRITICAL would leave only Prefect's "Server stopped!").
+    env["PREFECT_SERVER_LOGGING_LEVEL"] = "ERROR"
+    return env
 
 
 def _send_what_is_queued() -> None:

@@ -65,6 +65,22 @@ TEMPORARY_SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_DB_VACUUM_ENABLED": "[]",
 }
 _PREFECT_SERVER_START = ("prefect", "server", "start")
+# How every server kernelsweep starts records runs (`kernelsweep server`, the run's own server, and
+# the fleet server's environment in docs/fleet.md): the task-run recorder and the event persister
+# read and write their events in batches (Prefect's defaults: 1, 1, 20, 1) instead of about one
+# database transaction per event, and a point's five stage tasks are fifteen such events.
+# docs/performance.md has the server CPU both ways, docs/reliability.md what a server killed
+# mid-batch loses. A value in the environment overrides each.
+BATCHED_RECORDING_SETTINGS = {
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "100",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_READ_BATCH_SIZE": "100",
+    # A batch waits at most this long (Prefect: 5 s): the UI shows a task run's state within a second,
+    # and a server killed outright loses at most about a second of what the clients already handed it.
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1",
+}
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b: ")  # a traceback's last line
 # Between the launcher's start and the server's: argv[1] is the caller's pid, argv[2:] the server's argv.
 _DIE_WITH_CALLER = (
@@ -111,12 +127,15 @@ def api_healthy(url: str, timeout_seconds: float = 5.0) -> bool:
         return False
 
 
-def server_argv(host: str, port: int, *, ui: bool = True) -> list[str]:
-    """`prefect server start` as this interpreter runs it, the working folder off its import path."""
+def server_argv(host: str, port: int, *, ui: bool = True, workers: int = 1) -> list[str]:
+    """`prefect server start` as this interpreter runs it, the working folder off its import path.
+    `workers` > 1: that many API processes on the one address and no background services (Prefect's
+    multi-server setup: PostgreSQL and Redis, the services started apart by `launch_services`)."""
     return [
         *(sys.executable, "-P", "-m", *_PREFECT_SERVER_START),
         *("--host", host, "--port", str(port), "--analytics-off"),
         "--ui" if ui else "--no-ui",
+        *(("--workers", str(workers)) if workers > 1 else ()),
     ]
 
 
@@ -127,6 +146,7 @@ def launch(
     log: Path | IO[bytes],
     *,
     ui: bool = True,
+    workers: int = 1,
     dies_with_caller: bool = False,
     cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
@@ -134,9 +154,20 @@ def launch(
     path, or an open binary file); returns at once (see `wait_healthy`). `env` is the server's whole
     environment; a PREFECT_API_URL in it is dropped (the server *is* the API; a client setting
     pointing elsewhere must not reach it). `cwd`: see the module's docstring; never the user's."""
-    argv = server_argv(host, port, ui=ui)
+    argv = server_argv(host, port, ui=ui, workers=workers)
     if dies_with_caller:
         argv = dying_with_caller(argv)
+    return _start(argv, env, log, cwd)
+
+
+def launch_services(env: Mapping[str, str], log: Path, *, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """`prefect server services start`: Prefect's background services (event persister, task-run
+    recorder, triggers, ...) in a process of their own, beside API processes started with `workers`
+    > 1 on the same PostgreSQL and Redis. Started exactly as a server is; stop it with `terminate_tree`."""
+    return _start([sys.executable, "-P", "-m", "prefect", "server", "services", "start"], env, log, cwd)
+
+
+def _start(argv: list[str], env: Mapping[str, str], log: Path | IO[bytes], cwd: Path | None) -> subprocess.Popen[bytes]:
     server_env = {k: v for k, v in env.items() if k != "PREFECT_API_URL"} | {"PYTHONSAFEPATH": "1"}
     if server_env.get("PREFECT_HOME"):
         server_env["PREFECT_HOME"] = str(Path(server_env["PREFECT_HOME"]).expanduser().absolute())
@@ -296,6 +327,7 @@ def serving(
     *,
     host: str = LOOPBACK,
     ui: bool = True,
+    workers: int = 1,
     dies_with_caller: bool = False,
     cwd: Path | None = None,
     start_timeout_seconds: float = START_TIMEOUT_SECONDS,
@@ -303,7 +335,7 @@ def serving(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A server answering at `api_url(host, port)` for the body of the `with`, stopped (with
     everything it started) when the body ends, however it ends."""
-    process = launch(host, port, env, log, ui=ui, dies_with_caller=dies_with_caller, cwd=cwd)
+    process = launch(host, port, env, log, ui=ui, workers=workers, dies_with_caller=dies_with_caller, cwd=cwd)
     try:
         wait_healthy(process, api_url(host, port), log=log, timeout_seconds=start_timeout_seconds)
         yield process

@@ -17,22 +17,20 @@ then finishes that run under its own id and date, reusing every point it finishe
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import math
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
-from threadpoolctl import threadpool_limits
 
-from kernelsweep.context import StageContext, host_memory_bytes, prepare
-from kernelsweep.errors import KernelsweepError, StoreError
+from kernelsweep.blocks import SearchTarget
+from kernelsweep.context import StageContext, host_memory_bytes
+from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
-from kernelsweep.flows.chain import run_point
-from kernelsweep.flows.progress import publish
+from kernelsweep.flows.pool import measure
+from kernelsweep.flows.search import run_searches
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
@@ -40,11 +38,10 @@ from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import Journal, begin, plan_resume, run_key
 from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.results.pairing import pair
-from kernelsweep.results.rows import Row, build_row
+from kernelsweep.results.rows import Row
 from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.tasks import store_task
-
-POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
+from kernelsweep.toolchains import prepare_toolchains
 
 
 class SweepInterrupted(KernelsweepError):
@@ -76,12 +73,19 @@ def sweep(
     for notice in expansion.notices:
         get_run_logger().warning(notice)
     points = expansion.points
+    if expansion.targets and len(points) > spec.execution.max_points_per_flow_run:
+        raise UsageError(
+            f"{spec.name}: a sweep with a search runs in one flow run, but its {len(points)} grid points are over "
+            f"execution.max_points_per_flow_run={spec.execution.max_points_per_flow_run}; raise it or split the spec"
+        )
     _probe_locations(spec)  # before the journal: an unwritable location is a usage error, found in a second
     plan = plan_resume(spec.results_location, run_key(spec), points, run_id=resume_run_id, remeasure=remeasure)
     journal = begin(spec.results_location, plan, str(flow_run.id), _run_date(), spec.name, datetime.now(UTC))
     shards = math.ceil(len(points) / spec.execution.max_points_per_flow_run)
     if shards <= 1:
-        report = run_on_this_host(spec, points, journal=journal, run_id=journal.run_id, reused=plan.reused)
+        report = run_on_this_host(
+            spec, points, journal=journal, run_id=journal.run_id, reused=plan.reused, targets=expansion.targets
+        )
     else:
         size = math.ceil(len(points) / shards)  # even slices, each within the limit
         slices = [points[shard * size : (shard + 1) * size] for shard in range(shards)]
@@ -132,25 +136,31 @@ def run_on_this_host(
     journal: Journal | None = None,
     run_id: str | None = None,
     reused: Mapping[str, Row] | None = None,
+    targets: list[SearchTarget] | None = None,
 ) -> SweepOutcome:
-    """`run_id` is the id the rows and objects carry (default: this flow run's); `journal` None keeps
+    """`targets` are the shapes whose tunables a search chooses (kernelsweep.blocks).
+    `run_id` is the id the rows and objects carry (default: this flow run's); `journal` None keeps
     no journal (a one-point run), and its locations are probed here (a journal's were, by its sweep).
     `reused` holds the rows of points an interrupted run finished (kernelsweep.results.journal.plan_resume).
     """
     if journal is None:
         _probe_locations(spec)
     with stoppable() as stop:
-        ctx, notice = prepare(spec, locations_from_env(), stop)
+        targets = targets or []
+        contexts, notice = prepare_toolchains(spec, [*points, *(t.point for t in targets)], locations_from_env(), stop)
+        ctx = next(iter(contexts.values()))
         mine, left = ctx.host.split(points)
         for line in (notice, ctx.host.notice(left, len(points))):
             if line:
                 get_run_logger().info(line)
         run_id = run_id or str(flow_run.id)
         run_date = journal.run_date if journal else _run_date()
-        if mine:
+        if mine or targets:
             ids = {p.point_id for p in mine}
             kept = {point_id: row for point_id, row in (reused or {}).items() if point_id in ids}
-            report = run_points(spec, ctx, mine, run_id=run_id, run_date=run_date, journal=journal, reused=kept)
+            report = run_points(
+                spec, contexts, mine, run_id=run_id, run_date=run_date, journal=journal, reused=kept, targets=targets
+            )
         else:
             report = SweepOutcome(flow_run_id=run_id)
     return dataclasses.replace(report, left_for_other_hosts=dict(left))
@@ -158,19 +168,25 @@ def run_on_this_host(
 
 def run_points(
     spec: SweepSpec,
-    ctx: StageContext,
+    contexts: Mapping[str, StageContext],
     points: list[Point],
     *,
     run_id: str,
     run_date: date,
     journal: Journal | None = None,
     reused: Mapping[str, Row] | None = None,
+    targets: Sequence[SearchTarget] = (),
 ) -> SweepOutcome:
-    """Measure the points not in `reused` (journaling each row first), then store one object per platform."""
+    """Measure the points not in `reused` (journaling each row first), each under its toolchain's context,
+    then store one object per platform."""
     reused = reused or {}
     if reused:
         get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
-    measured, unsaved = _measure(ctx, [p for p in points if p.point_id not in reused], run_id, journal)
+    measured, unsaved = measure(contexts, [p for p in points if p.point_id not in reused], run_id, journal)
+    stopped = len(measured) + len(reused) < len(points)
+    if targets and unsaved is None and not stopped:
+        searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal)
+        measured += searched
     rows = pair([*reused.values(), *measured])  # each kernel row's speedup over its baseline's row
     if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts
         lineage_artifact(spec.name, rows)
@@ -181,50 +197,12 @@ def run_points(
             "again, the same `kernelsweep run` reuses them and finishes the rest",
             error_class=unsaved.error_class,
         )
-    if len(rows) < len(points):
-        raise SweepInterrupted(len(rows), len(points), where)
-    paths = _store(spec, ctx, rows, run_id, run_date, where)
+    if stopped:
+        raise SweepInterrupted(len(rows), len(points) + sum(t.settings.budget for t in targets), where)
+    paths = _store(spec, next(iter(contexts.values())), rows, run_id, run_date, where)
     summaries = [row.summary() for row in rows]
     summary_artifact(spec.name, summaries)
     return SweepOutcome(flow_run_id=run_id, paths=paths, rows=summaries)
-
-
-def _measure(
-    ctx: StageContext, todo: list[Point], run_id: str, journal: Journal | None
-) -> tuple[list[Row], StoreError | None]:
-    """Each point's task chain on a bounded pool; every row journaled the moment it exists. A journal
-    that cannot be written stops the run (measuring more would be wasted) and is returned, not raised."""
-    rows: list[Row] = []
-    unsaved: StoreError | None = None
-    workers = min(len(todo), ctx.compile_slots + ctx.capture_slots + POOL_SLACK)
-    # The pool already runs points in parallel: a BLAS thread pool per numpy call (inputs, the
-    # reference check) would only spin on the CPUs those points need (~100 ms CPU per MLP point).
-    with (
-        threadpool_limits(limits=1, user_api="blas"),
-        ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="point") as pool,
-    ):
-        futures = {pool.submit(contextvars.copy_context().run, run_point, ctx, p): p for p in todo}
-        for future in as_completed(futures):
-            record = future.result()
-            if record is None:  # stopped before it was measured: left for the resumed run
-                continue
-            row = build_row(
-                record,
-                flow_run_id=run_id,
-                toolchain=ctx.toolchain.kind,
-                is_simulation=ctx.toolchain.is_simulation,
-                versions=ctx.versions,
-            )
-            if journal is not None:
-                try:
-                    journal.record(futures[future], row)
-                except StoreError as exc:
-                    unsaved = unsaved or exc
-                    ctx.stop.set()
-                    continue
-            rows.append(row)
-            publish(row.summary())
-    return rows, unsaved
 
 
 def _store(

@@ -53,13 +53,17 @@ def reference(definition_ref: str, baseline: str) -> str:
 
 
 def twin(point: Point, baseline: str) -> Point:
-    """The baseline's point next to the kernel's: same shape, dtype, platform, LNC and seed."""
+    """The baseline's point next to the kernel's: same shape, dtype, platform, LNC, toolchain and seed.
+    Not the kernel's tunables (its own arguments, which the baseline does not take): one baseline point
+    serves every configuration of a shape."""
     return point.model_copy(
         update={
             "kernel": point.kernel + SUFFIX,
             "kernel_ref": reference(point.kernel_ref, baseline),
             "baseline": baseline,
             "baseline_of": point.kernel,
+            "tunables": {},
+            "search_trial": None,
         }
     )
 

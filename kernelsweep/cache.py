@@ -4,7 +4,7 @@ A NEFF compiled once is reused by any later sweep on any host that shares the st
 canonical JSON of exactly what determines the output, with the tool version in both the key and
 the entry's path:
 
-    trace:   definition and NKI kernel source sha256s, kernel ref, params, dtype, platform, lnc,
+    trace:   definition and NKI kernel source sha256s, kernel ref, params, tunables (when set), dtype, platform, lnc,
              tracer id, nki version, compiler version, NKI_COMPILER_FRONTEND, toolchain kind, and
              whether the compile wrote debug info (NKI_DEBUG_INFO: `capture.hotspots`)
     compile: IR sha256, compiler version, target, lnc, compiler flags, tracer id, nki version,
@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,12 +58,15 @@ def trace_key(
     compiler_version: str | None,
     nki_compiler_frontend: str | None = None,
     toolchain: str = "neuron",
+    tunables: Mapping[str, int | str] | None = None,
     debug_info: bool = False,
 ) -> str:
-    fields: dict[str, Any] = {"debug_info": True} if debug_info else {}  # NKI_DEBUG_INFO changes the NEFF
+    """A point's tunables are the NKI kernel's arguments: they change the trace, and so does NKI_DEBUG_INFO
+    (each keyed only when set, so the keys of points without them stay as they were)."""
     return cache_key(
-        {
-            **fields,
+        ({"tunables": dict(tunables)} if tunables else {})
+        | ({"debug_info": True} if debug_info else {})
+        | {
             "nki_compiler_frontend": nki_compiler_frontend,
             "toolchain": toolchain,
             "kernel_source_sha256": kernel_source_sha256,

@@ -192,7 +192,8 @@ def _leasers(
     leasers: dict[int, CoreLeaser] = {}
     notices: list[str] = []
     instance = None
-    for lnc in sorted({PLATFORMS[p].default_lnc for p in spec.platforms}):
+    swept = {lnc for entry in spec.kernels for lnc in entry.lnc}  # LNC as an axis: trn2 at 1 and 2
+    for lnc in sorted({PLATFORMS[p].default_lnc for p in spec.platforms} | swept):
         devices = list_devices(toolchain, default_lnc=_default_lnc(instance_type), lnc=lnc)
         instance = instance or devices.instance_type
         if devices.lnc != lnc:

@@ -1,4 +1,5 @@
-"""A spec's points: counted before they are built, each checked against its kernel's own rules,
+"""A spec's points: counted before they are built, each checked against its kernel's own rules, the
+platforms and the block's filters (kernelsweep.blocks: a point that fails is dropped with its reason),
 each swept once. Everything here runs before any work, and bounds its own cost: points are counted
 from list lengths before any is built, and user code (kernel modules, check(), tensor infos) is
 guarded so that whatever it does is one line.
@@ -6,24 +7,20 @@ guarded so that whatever it does is one line.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kernelsweep.baselines import nki_ref, twin
-from kernelsweep.dtypes import itemsize
-from kernelsweep.errors import InvalidShapeError, UsageError
+from kernelsweep.blocks import BlockPlan, Limits, SearchTarget, block_bound, check_tunables, plan_block
+from kernelsweep.constraints import Drops
+from kernelsweep.errors import UsageError
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
-from kernelsweep.platforms import PlatformName, get_platform
 from kernelsweep.spec import KernelGrid, Point, SweepSpec
 
 DEFAULT_MAX_POINTS = 10_000  # above this a sweep must be asked for (`--max-points`)
-# A point's inputs are generated in host memory, and the reference (and, simulated, the device) works
-# on float64 copies: a point may take several times its tensors' size. Kept under a quarter of it.
-HOST_MEMORY_SHARE = 4
 # Names that become file names, object keys and column names.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _AXIS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -31,21 +28,27 @@ _AXIS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 @dataclass(frozen=True)
 class Expansion:
-    """A spec's points, each once, and what the user should hear about how they were derived."""
+    """A spec's points, each once, its search targets, what each block picked and dropped, and what the
+    user should hear about how they were derived."""
 
     points: list[Point]
     notices: list[str]
+    blocks: list[BlockPlan] = field(default_factory=list)
+    targets: list[SearchTarget] = field(default_factory=list)
+
+    @property
+    def drops(self) -> Drops:
+        merged = Drops()
+        for block in self.blocks:
+            for reason, count in block.drops.counts.items():
+                merged.add(reason, block.drops.examples[reason], count)
+        return merged
 
 
 def count_points(spec: SweepSpec) -> int:
-    """How many points the spec expands to, from list lengths alone: no kernel imported, no point built."""
-    per_platform = sum(
-        len(set(entry.dtypes))
-        * math.prod(len(set(values)) for values in entry.axes.values())
-        * (1 + bool(entry.baseline))  # a baseline's twin of each point
-        for entry in spec.kernels
-    )
-    return len(set(spec.platforms)) * per_platform
+    """At most how many points the spec expands to (a search counts its budget per shape), from list
+    lengths and covering arrays alone: no kernel imported, no point built."""
+    return sum(block_bound(spec, entry) * (1 + bool(entry.baseline)) for entry in spec.kernels)  # + baseline twins
 
 
 def expand(
@@ -57,11 +60,12 @@ def expand(
 def expand_spec(
     spec: SweepSpec, source: str = "spec", *, max_points: int = DEFAULT_MAX_POINTS, host_memory_bytes: int | None = None
 ) -> Expansion:
-    """The full grid, each point once, checked against each kernel's own rules; all errors before any work.
+    """Each block's points (kernelsweep.blocks), each once; points the kernel, the platform or the
+    block's filters rule out are dropped with their reason, and the spec fails only when none is left.
 
     A value, dtype, platform or kernel block listed twice is swept once (with a notice): two rows with
     one `row_id` would otherwise land in one object. With `host_memory_bytes` (the host that will run
-    the points), a point too big for it is refused too, before its inputs could exhaust it.
+    the points), a point too big for it is refused, before its inputs could exhaust it.
     """
     total = count_points(spec)
     if total > max_points:
@@ -71,44 +75,61 @@ def expand_spec(
         )
     notices = _repeated_values(spec, source)
     points: dict[str, Point] = {}
+    targets: dict[str, SearchTarget] = {}
     block_of: dict[str, int] = {}
     repeats: Counter[int] = Counter()
+    plans = []
     for index, entry in enumerate(spec.kernels):
         where = f"{source}: kernels[{index}]"
         definition = _import_kernel(entry.ref, where)
         _check_definition(definition, entry, where)
+        check_tunables(entry, definition, where)
         _check_baseline(entry.baseline, where)
-        axes = [a for a in definition.axes if a in entry.axes]
-        for values in itertools.product(*(dict.fromkeys(entry.axes[a]) for a in axes)):
-            params = definition.resolve(dict(zip(axes, values, strict=True)))
-            params = {a: params[a] for a in definition.axes}
-            for dtype in dict.fromkeys(entry.dtypes):
-                _check_point(definition, params, dtype, spec.platforms, where, host_memory_bytes)
-                _check_unrolled(definition, params, spec.execution.max_unrolled_instructions, where)
-                for point in with_baseline(_per_platform(spec, entry.ref, definition, params, dtype), entry.baseline):
-                    earlier = points.get(point.point_id)
-                    if earlier is None:
-                        points[point.point_id], block_of[point.point_id] = point, index
-                    elif earlier.kernel_ref != point.kernel_ref:
-                        raise UsageError(
-                            f"{where}: {entry.ref} and kernels[{block_of[point.point_id]}] "
-                            f"({earlier.kernel_ref}) are both named {point.kernel!r}, so their rows would "
-                            "share ids; give one of them another name"
-                        )
-                    else:
-                        repeats[index] += 1
+        limits = Limits(spec.execution.max_unrolled_instructions, host_memory_bytes)
+        plan = plan_block(spec, index, entry, definition, where, limits)
+        plans.append(plan)
+        found = [(p, None) for p in with_baseline(plan.points, entry.baseline)] + [(t.point, t) for t in plan.targets]
+        for point, target in found:
+            _check_tensors(definition, point, where)
+            earlier = points.get(point.point_id) or (
+                targets[point.point_id].point if point.point_id in targets else None
+            )
+            if earlier is None:
+                block_of[point.point_id] = index
+                if target is None:
+                    points[point.point_id] = point
+                else:
+                    targets[point.point_id] = target
+            elif earlier.kernel_ref != point.kernel_ref:
+                raise UsageError(
+                    f"{where}: {entry.ref} and kernels[{block_of[point.point_id]}] "
+                    f"({earlier.kernel_ref}) are both named {point.kernel!r}, so their rows would "
+                    "share ids; give one of them another name"
+                )
+            else:
+                repeats[index] += 1
     notices += [
         f"{source}: kernels[{index}] repeats {n} point(s) listed before it; each is swept once"
         for index, n in sorted(repeats.items())
     ]
-    return Expansion(list(points.values()), notices)
+    expansion = Expansion(list(points.values()), notices, plans, list(targets.values()))
+    if not points and not targets:
+        drops = expansion.drops
+        reasons = drops.counts.most_common(1)
+        why = f"; {reasons[0][1]} of them: {drops.examples[reasons[0][0]]}" if reasons else ""
+        raise UsageError(
+            f"{source}: no valid point is left: the kernels' rules, the platforms and the filters drop all "
+            f"{drops.total}{why}; `kernelsweep validate` lists every reason"
+        )
+    return expansion
 
 
 def with_baseline(points: list[Point], baseline: str) -> list[Point]:
     """Each point, then (when the block names a baseline) its baseline's twin (kernelsweep.baselines)."""
     if not baseline:
         return points
-    return [p for point in points for p in (point.model_copy(update={"baseline": baseline}), twin(point, baseline))]
+    paired = [p for point in points for p in (point.model_copy(update={"baseline": baseline}), twin(point, baseline))]
+    return list({p.point_id: p for p in paired}.values())  # a shape's configurations share one baseline point
 
 
 def _check_baseline(baseline: str, where: str) -> None:
@@ -174,80 +195,16 @@ def _import_kernel(ref: str, where: str) -> KernelDefinition:
         raise UsageError(f"{where}: importing kernel {ref!r} failed ({detail}); fix the module") from None
 
 
-def _check_point(
-    definition: KernelDefinition,
-    params: dict[str, int],
-    dtype: str,
-    platforms: list[PlatformName],
-    where: str,
-    host_memory_bytes: int | None,
-) -> None:
-    """The kernel's own rules, then what every kernel must satisfy: tensors with safe names that fit on
-    the smallest device swept (a shape that cannot fit would only fail after its inputs filled host memory)."""
-    shape = ",".join(f"{k}={v}" for k, v in params.items())
-    try:
-        definition.check(params, dtype)
-        tensors = definition.input_infos(params, dtype) + definition.output_infos(params, dtype)
-        sizes = [(t.name, math.prod(t.shape), itemsize(t.dtype)) for t in tensors]
-    except InvalidShapeError as exc:
-        raise UsageError(f"{where}: {definition.name} {shape} {dtype} is invalid: {exc}") from None
-    except Exception as exc:  # the definition's own bug, reported as such rather than as ours
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise UsageError(
-            f"{where}: {definition.name}.check({shape}, {dtype}) raised {detail}; fix the kernel definition"
-        ) from None
-    for name, elements, _ in sizes:
-        if not _SAFE_NAME.match(str(name)):
+def _check_tensors(definition: KernelDefinition, point: Point, where: str) -> None:
+    """What every kernel must satisfy whatever the point: tensors with safe names and elements."""
+    tensors = definition.input_infos(point.params, point.dtype) + definition.output_infos(point.params, point.dtype)
+    for tensor in tensors:
+        if not _SAFE_NAME.match(str(tensor.name)):
             raise UsageError(
-                f"{where}: tensor name {str(name)[:80]!r} of {definition.name} cannot name a file; "
+                f"{where}: tensor name {str(tensor.name)[:80]!r} of {definition.name} cannot name a file; "
                 "use letters, digits, '.', '_' and '-'"
             )
-        if elements <= 0:
-            raise UsageError(f"{where}: {definition.name} {shape} {dtype} gives tensor {name} no elements")
-    total = sum(elements * size for _, elements, size in sizes)
-    smallest = min((get_platform(p) for p in platforms), key=lambda p: p.hbm_bytes_per_chip)
-    needs = f"{where}: {definition.name} {shape} {dtype} needs {total / 2**30:.1f} GiB of inputs and outputs"
-    if total > smallest.hbm_bytes_per_chip:
-        raise UsageError(
-            f"{needs}, more than {smallest.name}'s {smallest.hbm_bytes_per_chip / 2**30:.0f} GiB of device memory; "
-            "use a smaller shape"
-        )
-    if host_memory_bytes is not None and total * HOST_MEMORY_SHARE > host_memory_bytes:
-        raise UsageError(
-            f"{needs}; with its working copies that is more than this host's {host_memory_bytes / 2**30:.0f} GiB "
-            "of memory; use a smaller shape or a host with more memory"
-        )
-
-
-def _check_unrolled(definition: KernelDefinition, params: dict[str, int], limit: int, where: str) -> None:
-    """A kernel that unrolls to too many instructions would only fail at its trace or compile timeout,
-    after holding a compile slot for it (real-host audit 2, N5): refused here, naming what to shrink."""
-    try:
-        unrolled = definition.unrolled(params)
-    except Exception as exc:  # the definition's own bug, reported as such
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise UsageError(f"{where}: {definition.name}.unrolled() raised {detail}; fix the kernel definition") from None
-    if unrolled is not None and unrolled.instructions > limit:
-        shape = ",".join(f"{k}={v}" for k, v in params.items())
-        raise UsageError(
-            f"{where}: {definition.name} {shape} unrolls to about {unrolled.instructions:,} instructions (NKI "
-            f"unrolls every loop), over execution.max_unrolled_instructions={limit:,}; shrink {unrolled.axis}"
-        )
-
-
-def _per_platform(
-    spec: SweepSpec, ref: str, definition: KernelDefinition, params: dict[str, int], dtype: str
-) -> list[Point]:
-    return [
-        Point(
-            sweep=spec.name,
-            kernel=definition.name,
-            kernel_ref=ref,
-            params=params,
-            dtype=dtype,
-            platform=platform,
-            lnc=get_platform(platform).default_lnc,
-            seed=spec.seed,
-        )
-        for platform in dict.fromkeys(spec.platforms)
-    ]
+        if math.prod(tensor.shape) <= 0:
+            raise UsageError(
+                f"{where}: {definition.name} {point.shape} {point.dtype} gives tensor {tensor.name} no elements"
+            )

@@ -31,11 +31,14 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from kernelsweep import names
+from kernelsweep.constraints import Exclusion
+from kernelsweep.coverage import CoverageSettings
 from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import BUILTIN
 from kernelsweep.locations import Location, parse_location
-from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
+from kernelsweep.platforms import PLATFORM_NAMES, PlatformName, get_platform
+from kernelsweep.search.settings import SearchSettings
 
 ToolchainKind = Literal["auto", "neuron", "cpu", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -132,6 +135,29 @@ class GridAxis(_Strict):
     values: list[int] = Field(description="Values to sweep on this axis.")
 
 
+class TunableAxis(_Strict):
+    """Values of one of the kernel's tunables: swept as a grid axis, or the choices a search has."""
+
+    axis: str = Field(min_length=1, description="Tunable name: tile_m, tile_n, tile_k, loop_order for matmul.")
+    values: list[int | str] = Field(min_length=1, description="Values to sweep, or to search among.")
+
+
+class NamedToolchain(_Strict):
+    """One Neuron SDK environment a sweep can run points under, by name."""
+
+    name: str = Field(pattern=_NAME_PATTERN, description="Name rows carry in toolchain_name, e.g. 2.21.")
+    python: str = Field(
+        min_length=1, description="The python of that SDK's environment, e.g. /opt/venvs/sdk221/bin/python."
+    )
+
+
+def _table_to_axes(value: object) -> object:
+    """The spec file writes axes as a table (`{ s = [128, 256] }`)."""
+    if isinstance(value, dict):
+        return [{"axis": axis, "values": values} for axis, values in value.items()]
+    return value
+
+
 KernelChoice = Literal["mlp", "matmul", "vector_add", "custom"]
 
 
@@ -151,6 +177,33 @@ class KernelGrid(_Strict):
         "be left out.",
     )
     dtypes: list[DtypeName] = Field(["bfloat16"], min_length=1, description="Element types.")
+    where: list[str] = Field(
+        default_factory=list,
+        description="Conditions every point must meet, e.g. `M * N <= 2**24` or `tile_n <= N`; points that fail "
+        "one are dropped with that reason (docs/sweeps.md has the language).",
+    )
+    exclude: list[Exclusion] = Field(
+        default_factory=list, description="Combinations to drop, e.g. M=128 with N=4096 (docs/sweeps.md)."
+    )
+    coverage: CoverageSettings = Field(
+        default_factory=CoverageSettings,
+        description="Which combinations of the grid axes to measure: full, pairwise, nwise or random.",
+    )
+    lnc: list[int] = Field(
+        default_factory=list,
+        description="Logical NeuronCore settings to sweep (e.g. 1 and 2 on trn2); empty: each platform's default. "
+        "A setting a platform does not support drops that platform's points.",
+    )
+    toolchains: list[str] = Field(
+        default_factory=list, description="Which of the spec's named toolchains run this kernel; empty: all of them."
+    )
+    tunables: list[TunableAxis] = Field(
+        default_factory=list,
+        description="Values of the kernel's tunables: grid axes without a search, the choices with one.",
+    )
+    search: SearchSettings | None = Field(
+        None, description="Search the tunables for the fastest configuration of each shape (docs/sweeps.md)."
+    )
     baseline: str = Field(
         "",
         description="Measure a baseline at every point the same way: nkilib:module:function, an NKI kernel (an "
@@ -183,13 +236,22 @@ class KernelGrid(_Strict):
             raise ValueError(f"kernel {ref!r} and custom_kernel both name a kernel; keep one")
         return {**data, "kernel": "custom", "custom_kernel": ref}
 
-    @field_validator("grid", mode="before")
+    @field_validator("grid", "tunables", mode="before")
     @classmethod
     def _grid_mapping(cls, grid: object) -> object:
-        """The spec file writes the grid as a table (`{ s = [128, 256] }`)."""
-        if isinstance(grid, dict):
-            return [{"axis": axis, "values": values} for axis, values in grid.items()]
-        return grid
+        return _table_to_axes(grid)
+
+    @field_validator("lnc")
+    @classmethod
+    def _lnc_values(cls, lnc: list[int]) -> list[int]:
+        bad = [v for v in lnc if v not in (1, 2)]
+        if bad:
+            raise ValueError(f"lnc {bad[0]} is no logical NeuronCore setting; use 1 or 2")
+        return lnc
+
+    @property
+    def tunable_axes(self) -> dict[str, list[int | str]]:
+        return {entry.axis: entry.values for entry in self.tunables}
 
     @field_validator("grid")
     @classmethod
@@ -244,6 +306,18 @@ class SweepSpec(_Strict):
     results: str = Field("results", description="Results location: a folder or s3://bucket/prefix.")
     artifacts: str = Field("artifacts", description="Artifact store: a folder or s3://bucket/prefix.")
     seed: int = Field(0, ge=0, description="Seed for generated inputs.")
+    toolchains: list[NamedToolchain] = Field(
+        default_factory=list,
+        description="Named Neuron SDK environments to run every point under, each by its python (the spec file: "
+        '[toolchains] "2.21" = "/opt/venvs/sdk221/bin/python"); rows carry the name in toolchain_name.',
+    )
+
+    @field_validator("toolchains", mode="before")
+    @classmethod
+    def _toolchain_table(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return [{"name": name, "python": python} for name, python in value.items()]
+        return value
 
     @property
     def results_location(self) -> Location:
@@ -272,7 +346,7 @@ class SweepSpec(_Strict):
 
 
 class Point(_Strict):
-    """One kernel x parameters x dtype x platform: the unit that becomes one result row."""
+    """One kernel x parameters x dtype x platform (x LNC, tunables, toolchain): one result row."""
 
     sweep: str
     kernel: str
@@ -282,6 +356,9 @@ class Point(_Strict):
     platform: str
     lnc: int
     seed: int
+    tunables: dict[str, int | str] = Field(default_factory=dict)  # the NKI kernel's tunables, when set
+    toolchain_name: str = ""  # one of the spec's [toolchains], "" when it names none
+    search_trial: int | None = None  # the search's trial number, for a point a search proposed
     baseline: str = ""  # the kernel block's baseline (kernelsweep.baselines), on its points and the baseline's
     baseline_of: str = ""  # on a baseline's point: the kernel it is measured against
 
@@ -291,9 +368,23 @@ class Point(_Strict):
         return ",".join(f"{k}={v}" for k, v in self.params.items())
 
     @property
+    def tunables_text(self) -> str:
+        """Canonical tunables string, e.g. `tile_m=128,loop_order=mn`, in the kernel's order; "" for none."""
+        return ",".join(f"{k}={v}" for k, v in self.tunables.items())
+
+    @property
+    def variant(self) -> str:
+        """What sets this point apart from the platform's default run of its shape: an LNC other than the
+        platform's default, tunables, a named toolchain ("" for none, so older ids stay as they were)."""
+        parts = [f"lnc{self.lnc}"] if self.lnc != get_platform(self.platform).default_lnc else []
+        parts += [self.tunables_text] if self.tunables else []
+        parts += [f"tc-{self.toolchain_name}"] if self.toolchain_name else []
+        return "-".join(parts)
+
+    @property
     def point_id(self) -> str:
         raw = f"{self.kernel}-{self.shape}-{self.dtype}-{self.platform}"
-        return names.slug(raw)
+        return names.slug(f"{raw}-{self.variant}" if self.variant else raw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,6 +447,9 @@ def _value_problem(spec: SweepSpec) -> str | None:
             bad = [v for v in values if not 0 <= v <= MAX_AXIS_VALUE]
             if bad:
                 return f"kernels[{index}].grid.{axis} has {bad[0]}, out of range; axis values are 0 to {MAX_AXIS_VALUE}"
+    problem = _toolchain_problem(spec)
+    if problem:
+        return problem
     for key in ("results", "artifacts"):
         if not _LOCATION_CHARS.match(getattr(spec, key)):
             return f"{key} must be a folder path or s3:// URI of 1 to 1024 printable characters"
@@ -365,6 +459,22 @@ def _value_problem(spec: SweepSpec) -> str | None:
     except UsageError as exc:
         return exc.message
 
+    return None
+
+
+def _toolchain_problem(spec: SweepSpec) -> str | None:
+    """Named toolchains are SDK environments: unique names, a toolchain that uses them, blocks naming
+    only them."""
+    names_given = [t.name for t in spec.toolchains]
+    if len(set(names_given)) != len(names_given):
+        return "toolchains: a name is given twice; give each SDK environment one name"
+    if spec.toolchains and spec.toolchain == "sim":
+        return "toolchains name SDK environments, which toolchain = sim never uses; set toolchain = cpu or neuron"
+    for index, entry in enumerate(spec.kernels):
+        unknown = [n for n in entry.toolchains if n not in names_given]
+        if unknown:
+            known = ", ".join(names_given) or "none: add a [toolchains] table"
+            return f"kernels[{index}].toolchains names {unknown[0]!r}, which [toolchains] does not; named: {known}"
     return None
 
 

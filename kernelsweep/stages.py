@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelsweep import cache, hotspots, names
+from kernelsweep import cache, hotspots, names, reference
 from kernelsweep.artifacts import ArtifactRef
 from kernelsweep.compile_cost import CompileCost
 from kernelsweep.context import StageContext
@@ -125,6 +125,7 @@ def _trace_key(ctx: StageContext, point: Point, source_sha256: str, nki_sha256: 
         compiler_version=ctx.versions.compiler,
         nki_compiler_frontend=ctx.versions.nki_compiler_frontend,
         toolchain=ctx.toolchain.kind,
+        tunables=point.tunables,
         debug_info=hotspots.wanted(ctx.capture),
     )
 
@@ -202,16 +203,11 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
 
 
 def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
-    """Inputs as raw C-order bytes, one `inp-<name>-000.bin` per NEFF input (seed 000)."""
-    definition = load_kernel(point.kernel_ref)
-    arrays = definition.build_inputs(point.params, point.dtype, point.seed)
-    refs = {}
+    """Inputs as raw C-order bytes, one `inp-<name>-000.bin` per NEFF input (seed 000), built once per
+    content (kernelsweep.reference): the same shape, dtype and seed on another platform or in a re-run
+    reuses them."""
     with _scratch("inputs") as workdir:
-        for name, array in arrays.items():
-            path = workdir / names.input_file(name)
-            path.write_bytes(np.ascontiguousarray(array).tobytes())
-            refs[name] = ctx.store.put_file(path)
-    return InputsResult(inputs=refs)
+        return InputsResult(inputs=reference.point_inputs(ctx.store, point, load_kernel(point.kernel_ref), workdir))
 
 
 def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inputs: InputsResult) -> CaptureResult:
@@ -366,13 +362,10 @@ def _correctness(
 def _check(
     ctx: StageContext, point: Point, inputs: InputsResult, captured: CaptureResult, workdir: Path
 ) -> Correctness:
-    """Compare what the device wrote with the reference on the very input bytes it was fed."""
+    """Compare what the device wrote with the float64 reference of the very input bytes it was fed
+    (computed once per content: kernelsweep.reference)."""
     definition = load_kernel(point.kernel_ref)
-    arrays = {}
-    for info in definition.input_infos(point.params, point.dtype):
-        path = ctx.store.fetch(inputs.inputs[info.name], workdir / names.input_file(info.name))
-        arrays[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
-    expected = definition.reference(arrays, point.params)
+    expected = reference.expected_outputs(ctx.store, point, definition, inputs.inputs, workdir)
     actual = {}
     for info in definition.output_infos(point.params, point.dtype):
         if info.name not in captured.outputs:

@@ -1,9 +1,17 @@
 """Shared fixtures. Prefect runs against one session-scoped test harness; the simulator's device
-state lives in a per-session temp folder so tests never share locks with a user's runs."""
+state lives in a per-session temp folder so tests never share locks with a user's runs (under
+pytest-xdist each worker process is a session of its own: its own harness, folders and leases).
+
+Real servers and workers for the slow stage are made here too, from tests/prefect_server.py: one
+fleet server per session, and a Prefect database migrated once that fresh PREFECT_HOMEs start from.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +28,15 @@ sys.path.insert(0, str(Path(__file__).parent))  # test-only kernel definitions u
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS_FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_request_left_behind():
+    """Under xdist a test cannot know which tests ran before it in its process: none may leave a stop
+    request behind for the next flow there (`kernelsweep.flows.stopping.reset` clears one)."""
+    yield
+    stopping = sys.modules.get("kernelsweep.flows.stopping")
+    assert stopping is None or not stopping.stop_requested(), "the test left a stop request behind"
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +66,49 @@ def prefect_harness():
 
 
 @pytest.fixture(scope="session")
-def fleet_server(tmp_path_factory):
+def migrated_prefect_db(tmp_path_factory, worker_id) -> Path:
+    """An empty Prefect database already at the newest schema, made once per test run (shared by the
+    xdist workers) by Prefect's own `prefect server database upgrade`. A fresh PREFECT_HOME seeded with
+    a copy skips the Alembic migration of a new SQLite database at its first server start, several CPU
+    seconds each time; the server still checks the schema and finds nothing to do."""
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent  # the run's folder, above each worker's own
+    home = shared / "prefect-db-template"
+    with open(shared / "prefect-db-template.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (home / "complete").is_file():
+            shutil.rmtree(home, ignore_errors=True)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+            upgrade = [str(Path(sys.executable).parent / "prefect"), "server", "database", "upgrade", "-y"]
+            done = subprocess.run(
+                upgrade, env={**env, "PREFECT_HOME": str(home)}, capture_output=True, text=True, timeout=300
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            (home / "complete").touch()
+    return home / "prefect.db"
+
+
+def seed_prefect_home(home: Path, database: Path) -> Path:
+    """`home` as a new PREFECT_HOME whose database (Prefect's default place for it) is a copy of `database`."""
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(database, home / "prefect.db")
+    return home
+
+
+@pytest.fixture
+def prefect_home(tmp_path, migrated_prefect_db) -> Path:
+    """A fresh PREFECT_HOME for a CLI or server subprocess, its database already migrated."""
+    return seed_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)
+
+
+@pytest.fixture(scope="session")
+def fleet_server(tmp_path_factory, migrated_prefect_db):
     """A real `prefect server start` with the fleet's pools and deployments (`kernelsweep fleet up`)."""
     from prefect_server import fleet_server
 
-    with fleet_server(tmp_path_factory.mktemp("fleet"), REPO) as server:
+    home = seed_prefect_home(tmp_path_factory.mktemp("fleet"), migrated_prefect_db)
+    with fleet_server(home, REPO) as server:
         yield server
 
 

@@ -146,9 +146,11 @@ def quiet_env(home: Path, port: int) -> dict[str, str]:
             "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",
             "PREFECT_UI_URL": f"http://127.0.0.1:{port}",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-            "PREFECT_WORKER_QUERY_SECONDS": "2",
+            # Prefect's timers as short as they go, where a test waits on one:
+            "PREFECT_WORKER_QUERY_SECONDS": "2",  # a worker looks for scheduled runs (default 10 s)
             "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
             "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_SECONDS),
+            "PREFECT_SERVER_EVENTS_PROACTIVE_GRANULARITY": "PT1S",  # the crash automation looks for silence (5 s)
             "PYTHONPATH": str(Path(__file__).parent),  # test-only kernel definitions
         }
     )
@@ -180,8 +182,10 @@ def sim_host_env(root: Path, platform: str, cores: int = 2, **extra: str) -> dic
     }
 
 
-HEARTBEAT_SECONDS = 30  # Prefect's minimum
-CRASH_AFTER_SECONDS = 75  # a host silent this long is gone: its flow run is marked Crashed
+HEARTBEAT_SECONDS = 30  # a running flow run's heartbeat: PREFECT_FLOWS_HEARTBEAT_FREQUENCY's minimum (ge=30)
+# A host silent this long is gone: its flow run is marked Crashed. The lowest `fleet up --crash-after` takes
+# (two heartbeats), so a test that waits for it waits 30-60 s after the host dies.
+CRASH_AFTER_SECONDS = 60
 
 NIGHTLY = """
 name = "nightly-test"

@@ -1,6 +1,9 @@
-"""The CLI as a user runs it: real subprocesses, real exit codes, real terminal output.
+"""The CLI as a user runs it: real exit codes, real terminal output.
 
 Every documented failure mode ends as one line on stderr and its own exit code, never a traceback.
+The failure table runs in-process through click's CliRunner on the console script's `main` (the
+messages and codes), except a handful that run as real subprocesses, one per command and the exit-3
+case (the real entry point: `python -m kernelsweep.flows.cli`, nothing on stdout, no traceback).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROW = "b48e273b-c38f-5c14-9126-e6518ac9110a"  # a well-formed row id that no results hold
@@ -39,6 +43,36 @@ def _run(args, env, cwd, timeout=300):
     )
 
 
+def _run_in_process(args, env, cwd, monkeypatch) -> subprocess.CompletedProcess:
+    """`main(args)` in this process, as `_run` would run it: in `cwd`, with `env` as the whole environment
+    for every variable that decides anything before a sweep starts (kernelsweep's, AWS's); its exit code
+    and its two streams. What the CLI adds to the import path (the working folder, for user kernel
+    modules) and the modules it imports from there are taken back afterwards."""
+    from kernelsweep.flows.cli import main
+
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    relevant = ("KERNELSWEEP_", "AWS_")
+    overrides = {k: None for k in os.environ if k.startswith(relevant)}
+    overrides |= {k: v for k, v in env.items() if k.startswith(relevant)}
+    code = 0
+    try:
+        with CliRunner().isolation(env=overrides) as (stdout, stderr, _):
+            try:
+                main(list(args))
+            except SystemExit as exited:  # as the interpreter maps it: None is 0, a message is 1
+                code = exited.code if isinstance(exited.code, int) else int(exited.code is not None)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
+    finally:
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(cwd)):
+                del sys.modules[name]
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
 SPEC = """
 name = "cli"
 platforms = ["trn2"]
@@ -52,20 +86,21 @@ grid = { n = [4096], free_size = [1, 32] }
 
 
 @pytest.mark.slow
-def test_run_prints_a_clean_summary_writes_every_row_and_exits_1_for_a_failed_point(tmp_path, cli_env):
+def test_run_prints_a_clean_summary_writes_every_row_and_exits_1_for_a_failed_point(tmp_path, cli_env, prefect_home):
     """One sweep as a user runs it, in a Prefect project whose own `tasks.py` and `flows/` change nothing."""
     failing = '[[kernels]]\nkernel = "kernels.faulty:crashes_on_device"\ndtypes = ["float32"]\ngrid = { n = [1024] }\n'
     (tmp_path / "spec.toml").write_text(SPEC + failing)
     (tmp_path / "tasks.py").write_text("raise SystemExit('the user tasks.py was imported')\n")
     (tmp_path / "flows").mkdir()
     (tmp_path / "flows" / "__init__.py").write_text("raise SystemExit('the user flows/ was imported')\n")
-    proc = _run(["run", "spec.toml", "--results", "out"], cli_env, tmp_path)
+    proc = _run(["run", "spec.toml", "--results", "out"], {**cli_env, "PREFECT_HOME": str(prefect_home)}, tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "kernelsweep results (simulated)" in proc.stdout
     assert proc.stdout.count("vector_add") == 2 and "n=4096,partition_size=128,free_size=32" in proc.stdout
     assert "failed: CaptureError" in proc.stdout
-    notice, *progress, verdict = proc.stderr.splitlines()  # nothing else: no Prefect noise, no blank lines
+    notice, note, *progress, verdict = proc.stderr.splitlines()  # nothing else: no Prefect noise, no blank lines
     assert notice.startswith("No Neuron SDK or device found: running on the simulated toolchain")
+    assert note.startswith("note: capture.repeats = 1:")  # one repeat a side can never decide a comparison
     assert [line.split(" points")[0] for line in progress] == ["sweep: 1/3", "sweep: 2/3", "sweep: 3/3"]
     assert progress[-1] == "sweep: 3/3 points done (1 failed)"
     assert verdict == "1 of 3 points failed (see error_message in the results)"
@@ -185,16 +220,27 @@ FAILURES = [
 ]  # fmt: skip
 
 
+# Run as real subprocesses: one usage error per command, and click's own (an unknown command).
+AS_SUBPROCESS = {"no-spec", "not-toml", "extract-not-json", "lineage-no-results", "unknown-command"}
+
+
 @pytest.mark.parametrize(
-    ("files", "argv", "env", "code", "says"), [f[1:] for f in FAILURES], ids=[f[0] for f in FAILURES]
+    ("files", "argv", "env", "code", "says"),
+    [f[1:] for f in FAILURES],
+    ids=[f"{f[0]}-subprocess" if f[0] in AS_SUBPROCESS else f[0] for f in FAILURES],
 )
-def test_every_documented_failure_is_one_line_and_its_exit_code(tmp_path, cli_env, files, argv, env, code, says):
+def test_every_documented_failure_is_one_line_and_its_exit_code(
+    request, tmp_path, cli_env, monkeypatch, files, argv, env, code, says
+):
     for name, content in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
     environment = {**cli_env, **{k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items() if v is not None}}
     environment = {k: v for k, v in environment.items() if env.get(k, "") is not None}
-    proc = _run(argv, environment, tmp_path)
+    if request.node.callspec.id.endswith("-subprocess"):
+        proc = _run(argv, environment, tmp_path)
+    else:
+        proc = _run_in_process(argv, environment, tmp_path, monkeypatch)
     assert proc.returncode == code, proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert says.replace("{tmp}", str(tmp_path)) in proc.stderr
@@ -219,7 +265,7 @@ def test_an_internal_error_is_one_line_exit_4_and_a_traceback_only_when_asked(mo
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(run, "load", broken)
+    monkeypatch.setattr(run, "load_expansion", broken)
     with pytest.raises(SystemExit) as exited:
         app.main(["validate", "spec.toml"])
     assert exited.value.code == 4

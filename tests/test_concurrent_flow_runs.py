@@ -5,6 +5,9 @@ Real processes: two `kernelsweep run` commands started together against a real P
 simulated host (one lease folder, one simulated runtime). The simulated runtime refuses a core another
 process holds, as the Neuron runtime does, and the capture task retries that refusal; so a capture
 task run with a run count above 1 is a collision the leases should have prevented.
+
+The test holds both of the host's cores until each run has a capture waiting for one (each says so on
+stderr), so the two runs do meet at the cores however unevenly a loaded machine starts them.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from prefect_server import PrefectServer, sim_host_env
+from prefect_server import PrefectServer, poll, sim_host_env
 
+from kernelsweep.locks import CoreLeaser
 from kernelsweep.results import reader
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]  # the session's one fleet server
 
 SPEC = """
 name = "{name}"
@@ -36,24 +40,41 @@ grid = {{ n = [4096], free_size = [1, 2, 4, 8, 16, 32] }}
 
 
 def _start(server: PrefectServer, root: Path, name: str, host: dict[str, str]) -> subprocess.Popen:
+    """`kernelsweep run` of the spec `name`; its stderr goes to `root/name.err`."""
     spec = root / f"{name}.toml"
     spec.write_text(SPEC.format(name=name, root=root))
-    return subprocess.Popen(
-        [sys.executable, "-m", "kernelsweep.flows.cli", "run", str(spec)],
-        env={**server.env, **host},
-        cwd=root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with (root / f"{name}.err").open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "kernelsweep.flows.cli", "run", str(spec)],
+            env={**server.env, **host},
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
 
 
 def test_two_flow_runs_on_one_host_never_capture_on_the_same_core_at_once(fleet_server, tmp_path):
     host = sim_host_env(tmp_path / "host", "trn2", cores=2, KERNELSWEEP_SIM_TIME_SCALE="0.2")
-    runs = [_start(fleet_server, tmp_path, name, host) for name in ("left", "right")]
-    for run in runs:
-        out, err = run.communicate(timeout=600)
-        assert run.returncode == 0, err
+    gate = CoreLeaser(host["KERNELSWEEP_LOCK_DIR"], [0, 1], lnc=2)  # the host's two cores at LNC=2, held here
+    held = [gate.try_acquire("the test's gate"), gate.try_acquire("the test's gate")]
+    assert all(held)
+    runs = {name: _start(fleet_server, tmp_path, name, host) for name in ("left", "right")}
+    try:
+        for name, run in runs.items():
+            poll(
+                lambda n=name, r=run: (
+                    r.poll() is not None or "every NeuronCore is busy" in (tmp_path / f"{n}.err").read_text()
+                ),
+                timeout=300,
+                what=f"the {name} run to wait for a core",
+                every=0.2,
+            )
+    finally:
+        for lease in held:
+            lease.release()
+    for name, run in runs.items():
+        run.wait(timeout=600)
+        assert run.returncode == 0, (tmp_path / f"{name}.err").read_text()
 
     rows = {name: reader.read(str(tmp_path / f"results-{name}")).to_pylist() for name in ("left", "right")}
     assert all(len(r) == 6 and all(x["status"] == "ok" for x in r) for r in rows.values())

@@ -178,4 +178,8 @@ def test_nki_kernel_takes_the_definitions_inputs_by_name(name):
     kernel = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == function)
     assert any(ast.unparse(d) == "nki.jit" for d in kernel.decorator_list)
     params = definition.resolve({a: 128 for a in definition.axes if a not in definition.defaults})
-    assert [a.arg for a in kernel.args.args] == [t.name for t in definition.input_infos(params, "bfloat16")]
+    tensors = [t.name for t in definition.input_infos(params, "bfloat16")]
+    assert [a.arg for a in kernel.args.args] == tensors + list(definition.tunables)  # tunables by keyword, after
+    named = zip(kernel.args.args[len(tensors) :], kernel.args.defaults, strict=True)
+    defaults = {a.arg: ast.literal_eval(d) for a, d in named}
+    assert defaults == definition.tunable_defaults  # what a point without tunables runs

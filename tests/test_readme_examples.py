@@ -15,7 +15,10 @@ from s3_server import apply_env, aws_test_env, create_bucket, moto_s3
 
 from kernelsweep.spec import parse_spec
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
+pytestmark = [
+    pytest.mark.usefixtures("prefect_harness"),
+    pytest.mark.xdist_group("readme-examples"),  # one process builds `results_home`
+]
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

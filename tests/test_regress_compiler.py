@@ -4,10 +4,10 @@ simulator's default run-level noise (each night shifts each point by its own 1%)
 another can then rarely prove "same" within 2%, so the re-runs are judged by what must never happen
 (a slower or faster call), not by a `same` the data cannot show.
 
-The dataset (built once for the module, noise seeded): 21 nights with the default simulated
-compiler (a baseline and 20 re-runs of three points), then two nights whose neuronx-cc reports a
-newer version and emits vector_add code 20% slower at n=8192 only; the last night also runs mlp on
-trn1 and inf2 and a kernel that crashes on the device.
+The dataset (noise seeded, so built once and kept in pytest's cache until the code that makes it
+changes): 21 nights with the default simulated compiler (a baseline and 20 re-runs of three points),
+then two nights whose neuronx-cc reports a newer version and emits vector_add code 20% slower at
+n=8192 only; the last night also runs mlp on trn1 and inf2 and a kernel that crashes on the device.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from report_data import FIRST_NIGHT, NEW_COMPILER, POINTS, SLOWED, UPGRADE, Nights
-from stage_context import point
+from report_data import ELSEWHERE, FIRST_NIGHT, NEW_COMPILER, POINTS, SAME_VERSION_NIGHTS, SLOWED, Nights, cached
 
 from kernelsweep.report.compare import compare_runs, compare_versions
 from kernelsweep.report.html import bundle
@@ -33,24 +32,17 @@ from kernelsweep.report.summary import build_report
 from kernelsweep.sim import COMPILER_VERSION
 from kernelsweep.sim.config import parse_slowdowns
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nights")]  # one process builds or reads the dataset
 
-SAME_VERSION_NIGHTS = 21  # the baseline and 20 re-runs
 UPGRADE_NIGHT = FIRST_NIGHT + timedelta(days=SAME_VERSION_NIGHTS)
-ELSEWHERE = (point("mlp", platform="trn1"), point("mlp", platform="inf2"), point("crashes_on_device"))
 OLD = COMPILER_VERSION.split("+")[0]
 SLOWED_KEY = (SLOWED.kernel, SLOWED.shape, SLOWED.dtype, SLOWED.platform)
 KEYS = {(p.kernel, p.shape, p.dtype, p.platform) for p in POINTS}
 
 
 @pytest.fixture(scope="module")
-def nights(tmp_path_factory) -> Nights:
-    data = Nights(tmp_path_factory.mktemp("nightly"))
-    for _ in range(SAME_VERSION_NIGHTS):
-        data.run()
-    data.run(env=UPGRADE)
-    data.run(POINTS + ELSEWHERE, env=UPGRADE)
-    return data
+def nights(request, tmp_path_factory) -> Nights:
+    return cached(request.config, "compiler-upgrade-nights", Nights.compiler_upgrade, tmp_path_factory.mktemp("nights"))
 
 
 def test_the_new_compiler_is_slower_at_the_slowed_shape_only(nights):

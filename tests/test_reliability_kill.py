@@ -53,10 +53,10 @@ SERVER_GONE_TIMEOUT_S = 60
 
 
 @pytest.fixture
-def cli_env(tmp_path, moto_endpoint, bucket):
+def cli_env(tmp_path, moto_endpoint, bucket, prefect_home):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_", "KERNELSWEEP_"))}
     env |= {k: v for k, v in aws_test_env(moto_endpoint).items() if v is not None}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_HOME"] = str(prefect_home)
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"  # a loaded CI host starts it slowly
     env["KERNELSWEEP_STATE_DIR"] = str(tmp_path / "state")
     env["KERNELSWEEP_SIM_TIME_SCALE"] = "0.05"

@@ -16,7 +16,11 @@ from specs import sim_spec
 
 from kernelsweep.results import reader
 
-pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.usefixtures("prefect_harness"),
+    pytest.mark.slow,
+    pytest.mark.xdist_group("report-flow"),  # one process starts the harness for them
+]
 
 DEPLOYMENTS = Path(__file__).resolve().parents[1] / "deployments" / "prefect.yaml"
 EVENT_WAIT_SECONDS = 60

@@ -23,6 +23,8 @@ from kernelsweep.results.writer import rows_to_table
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
 from kernelsweep.toolchain.versions import ToolVersions
 
+pytestmark = pytest.mark.xdist_group("rows")  # one process builds `full_record`
+
 HOST = ToolVersions(
     compiler="2.99.0",
     profiler="2.98.0",

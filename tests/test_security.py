@@ -159,8 +159,10 @@ def _files_under(root: Path) -> list[Path]:
 
 
 @pytest.mark.slow
-def test_no_credential_or_secret_reaches_a_row_artifact_log_or_the_prefect_database(tmp_path, bucket, moto_endpoint):
-    home = tmp_path / "prefect-home"
+def test_no_credential_or_secret_reaches_a_row_artifact_log_or_the_prefect_database(
+    tmp_path, bucket, moto_endpoint, prefect_home
+):
+    home = prefect_home
     env = _plain_env(**{k: v for k, v in aws_test_env(moto_endpoint).items() if v is not None})
     env |= CANARIES | {"PREFECT_HOME": str(home), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
     env |= {"KERNELSWEEP_STATE_DIR": str(tmp_path / "state"), "PREFECT_LOGGING_LEVEL": "DEBUG"}

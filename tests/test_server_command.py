@@ -60,8 +60,8 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_started_server_is_reused_by_runs_and_stopped_cleanly(tmp_path):
-    home = tmp_path / "prefect-home"
+def test_a_started_server_is_reused_by_runs_and_stopped_cleanly(tmp_path, prefect_home):
+    home = prefect_home
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_"))}
     env["PREFECT_HOME"] = str(home)
     port = free_port()
@@ -119,11 +119,11 @@ RECORD_TABLES = ("flow_run", "task_run", "task_run_state", "artifact", "events",
 
 
 @pytest.mark.slow
-def test_the_servers_retention_deletes_sweeps_older_than_a_week_and_keeps_recent_ones(tmp_path):
+def test_the_servers_retention_deletes_sweeps_older_than_a_week_and_keeps_recent_ones(tmp_path, prefect_home):
     """The database stays bounded: what `kernelsweep server` (and docs/fleet.md for a fleet server)
     sets makes Prefect's vacuum delete a sweep's flow run, task runs, states, artifacts and events
     once they are older than the retention period, and leave a recent sweep alone."""
-    home = tmp_path / "prefect-home"
+    home = prefect_home
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_"))}
     env |= {"PREFECT_HOME": str(home), "PREFECT_SERVER_SERVICES_DB_VACUUM_LOOP_SECONDS": "1"}  # not hourly
     port = free_port()

@@ -106,9 +106,14 @@ def test_sim_capture_output_matches_the_numpy_reference(sim, tmp_path):
 @pytest.mark.parametrize(
     ("num_exec", "nth", "written"),
     [
-        (10, None, ["profile_exec_10.ntff"]),
-        (6, 2, ["profile_exec_2.ntff", "profile_exec_4.ntff", "profile_exec_6.ntff"]),
-        (3, 1, ["profile.ntff", "profile_exec_2.ntff", "profile_exec_3.ntff"]),
+        pytest.param(10, None, ["profile_exec_10.ntff"], id="last-execution-only"),
+        pytest.param(
+            6, 2, ["profile_exec_2.ntff", "profile_exec_4.ntff", "profile_exec_6.ntff"], id="every-2nd-not-only-the-2nd"
+        ),
+        # yesterday's reading of --profile-nth-exec=1 expected a profile_exec_1.ntff, which is never written
+        pytest.param(
+            3, 1, ["profile.ntff", "profile_exec_2.ntff", "profile_exec_3.ntff"], id="nth-1-writes-no-profile_exec_1"
+        ),
     ],
 )
 def test_the_runtime_profiles_every_nth_execution(sim, tmp_path, num_exec, nth, written):
@@ -116,16 +121,6 @@ def test_the_runtime_profiles_every_nth_execution(sim, tmp_path, num_exec, nth, 
     result = _capture(sim, neff, MLP_POINT, tmp_path, num_exec=num_exec, profile_nth_exec=nth)
     assert sorted(p.name for p in tmp_path.glob("*.ntff")) == sorted(written)
     assert [p.name for p in result.ntffs] == written and result.ntff.name == written[-1]
-
-
-def test_yesterdays_reading_of_profile_nth_exec_misses_on_the_simulated_runtime(sim, tmp_path):
-    """`--num-exec=10 --profile-nth-exec=2` writes five NTFFs; expecting only profile_exec_2 was wrong,
-    and `--profile-nth-exec=1` with N > 1 never writes a profile_exec_1.ntff."""
-    neff = _compiled(sim, MLP_POINT, tmp_path)
-    argv = profiler.capture_argv(sim, str(neff), {n: str(p) for n, p in _inputs(MLP_POINT, tmp_path).items()},
-                                 num_exec=3, profile_nth_exec=1)  # fmt: skip
-    run_tool(argv, cwd=tmp_path, env={**sim.env, "NEURON_LOGICAL_NC_CONFIG": "2"}, timeout_seconds=120)
-    assert not (tmp_path / "profile_exec_1.ntff").exists() and (tmp_path / "profile.ntff").exists()
 
 
 def test_a_neff_without_output_names_saves_output_0(sim, tmp_path):
@@ -175,8 +170,10 @@ def test_explorer_parquet_view_does_not_return_without_ingest_only(sim, tmp_path
     neff = _compiled(sim, MLP_POINT, tmp_path)
     ntff = _capture(sim, neff, MLP_POINT, tmp_path).ntff
     argv = profiler.view_argv(sim, str(neff), str(ntff), "parquet")
-    assert argv[-2:] == ["--ingest-only", "--data-path=explorer-data"]
-    hanging = run_tool(argv[:-2], cwd=tmp_path, env=sim.env, timeout_seconds=8)
+    assert argv[-2:] == ["--ingest-only", "--data-path=explorer-data"]  # the adapter's part: it never hangs
+    # The stand-in's fidelity, not the adapter: without --ingest-only it serves its UI and never returns,
+    # as the real neuron-explorer does. 4 s is ample for it to write its data and print that line.
+    hanging = run_tool(argv[:-2], cwd=tmp_path, env=sim.env, timeout_seconds=4)
     assert hanging.timed_out and "localhost:3001" in hanging.stdout
     folder = profiler.view(sim, neff, ntff, tmp_path, 120, "parquet").path
     assert (folder / "Summary.parquet").is_file() and (tmp_path / "explorer-data").is_dir()

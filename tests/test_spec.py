@@ -84,7 +84,7 @@ def test_bad_spec_is_one_clear_line(tmp_path, edit, message):
     assert "\n" not in text and text.startswith(str(path))
 
 
-def test_partition_over_128_is_rejected_before_any_work(tmp_path):
+def test_partition_over_128_is_dropped_with_its_reason_and_the_rest_kept(tmp_path):
     body = """
 name = "va"
 platforms = ["trn2"]
@@ -93,8 +93,15 @@ kernel = "kernelsweep.kernels.vector_add:vector_add"
 dtypes = ["float32"]
 grid = { n = [25600], partition_size = [128, 256] }
 """
-    with pytest.raises(UsageError, match="number of partitions 256 exceeds the architecture limit of 128"):
-        expand(load_spec(_spec(tmp_path, body)))
+    expansion = expand_spec(load_spec(_spec(tmp_path, body)))
+    assert [p.params["partition_size"] for p in expansion.points] == [128]
+    assert expansion.drops.total == 1
+    assert "number of partitions 256 exceeds the architecture limit of 128" in next(
+        iter(expansion.drops.examples.values())
+    )
+    only_bad = body.replace("[128, 256]", "[256]")
+    with pytest.raises(UsageError, match="no valid point is left.*number of partitions 256 exceeds the architecture"):
+        expand(load_spec(_spec(tmp_path, only_bad)))
 
 
 def test_missing_spec_file(tmp_path):
@@ -228,10 +235,12 @@ def test_a_shape_whose_kernel_unrolls_too_far_is_refused_naming_the_axis_to_shri
     with pytest.raises(UsageError) as info:
         expand(parse_spec(spec(8192)), "big.toml")
     assert str(info.value) == (
-        "big.toml: kernels[0]: matmul M=8192,K=8192,N=8192 unrolls to about 198,656 instructions (NKI unrolls "
-        "every loop), over execution.max_unrolled_instructions=100,000; shrink M"
+        "big.toml: no valid point is left: the kernels' rules, the platforms and the filters drop all 1; 1 of "
+        "them: M=8192,K=8192,N=8192 bfloat16 trn2 lnc=2: unrolls to about 137,216 instructions (NKI unrolls "
+        "every loop), over execution.max_unrolled_instructions=100,000; shrink M; `kernelsweep validate` lists "
+        "every reason"
     )
-    assert len(expand(parse_spec(spec(2048)))) == 1  # 49,664 instructions
+    assert len(expand(parse_spec(spec(2048)))) == 1  # 34,304 instructions
     assert len(expand(parse_spec(spec(8192, max_unrolled_instructions=200_000)))) == 1
 
 

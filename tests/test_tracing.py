@@ -222,14 +222,13 @@ def test_a_missing_nki_kernel_is_a_clear_trace_error(host, tmp_path):
     assert info.value.error_class == "KernelImport" and "standin_kernels:no_such_kernel" in info.value.message
 
 
-@pytest.mark.slow
 def test_a_hung_compiler_is_killed_at_the_timeout_and_never_retried(host, tmp_path, monkeypatch):
     """A compile that does not finish in the limit will not in the next try either: a retried timeout
     held a compile slot for about 2.5 h before failing (real-host audit 2, N5)."""
     monkeypatch.setenv("STANDIN_HANG", "1")
     host("driver_0606")
     with pytest.raises(TraceError) as info:
-        run(tmp_path, timeout=5)
+        run(tmp_path, timeout=1)  # killed wherever it is by then: the classification is what is checked
     assert info.value.error_class == "Timeout" and info.value.retryable is False
 
 

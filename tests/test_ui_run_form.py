@@ -11,7 +11,7 @@ from prefect_server import poll, sim_host_env
 
 from kernelsweep.results import reader
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]  # the session's one fleet server
 
 CHROMIUM = "/usr/bin/chromium"
 PROPERTY = "xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' schema-form-property ')][1]"
@@ -58,7 +58,7 @@ def test_a_sweep_started_from_the_typed_run_form_completes(fleet_server, tmp_pat
                 return name.nth(nth).locator(PROPERTY)
 
             field("Name").wait_for(timeout=60_000)
-            assert _options(page, field("Platforms")) == ["trn1", "trn2", "inf2"]  # a multi-select of the platforms
+            assert _options(page, field("Platforms")) == ["trn1", "trn2", "inf2", "trn3"]  # a multi-select
             assert _options(page, field("Kernel")) == ["mlp", "matmul", "vector_add", "custom"]
             assert field("Custom Kernel (Optional)").locator("textarea").is_visible()  # free module:attribute
             assert field("Axis").locator("textarea").input_value() == "n"  # the grid, one typed axis at a time
@@ -73,7 +73,9 @@ def test_a_sweep_started_from_the_typed_run_form_completes(fleet_server, tmp_pat
 
             before = {run["id"] for run in server.flow_runs(deployment_id={"any_": [deployment["id"]]})}
             page.get_by_role("button", name="Submit").click()
-            flow_run_id = poll(lambda: _new_run(server, deployment["id"], before), timeout=60, what="the submitted run")
+            flow_run_id = poll(
+                lambda: _new_run(server, deployment["id"], before), timeout=180, what="the submitted run"
+            )
             browser.close()
 
         run = server.wait_final(flow_run_id, 600)

@@ -52,7 +52,7 @@ def planted_names() -> set[str]:
     }
 
 
-def test_a_run_from_a_folder_of_lookalike_modules_imports_none_of_them(tmp_path):
+def test_a_run_from_a_folder_of_lookalike_modules_imports_none_of_them(tmp_path, prefect_home):
     workdir, markers = tmp_path / "work", tmp_path / "imported"
     workdir.mkdir()
     markers.mkdir()
@@ -63,7 +63,7 @@ def test_a_run_from_a_folder_of_lookalike_modules_imports_none_of_them(tmp_path)
     (workdir / "spec.toml").write_text(SPEC)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_", "AWS_", "PYTHON"))}
     env |= {
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_HOME": str(prefect_home),
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",  # a loaded CI host starts it slowly
         "KERNELSWEEP_STATE_DIR": str(tmp_path / "state"),
         "KERNELSWEEP_SIM_TIME_SCALE": "0",

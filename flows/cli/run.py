@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kernelsweep.expansion import DEFAULT_MAX_POINTS, expand_spec
+from kernelsweep.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
 from kernelsweep.spec import Point, SweepSpec, load_spec, parse_spec
@@ -31,6 +31,8 @@ QUIET_PREFECT = {
     "PREFECT_LOGGING_LEVEL": "CRITICAL",
     "PREFECT_LOGGING_SERVER_LEVEL": "CRITICAL",
     "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+    # Prefect's own machinery (its events worker, when the API went away and came back) logs apart.
+    "PREFECT_INTERNAL_LOGGING_LEVEL": "CRITICAL",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
 
@@ -49,6 +51,13 @@ def load(
 ) -> tuple[SweepSpec, list[Point]]:
     """The spec with command-line overrides, validated like the file itself, and its points (each
     once: what was merged is said on stderr)."""
+    spec, expansion = load_expansion(spec_path, max_points, **overrides)
+    return spec, expansion.points
+
+
+def load_expansion(
+    spec_path: str, max_points: int = DEFAULT_MAX_POINTS, **overrides: str | None
+) -> tuple[SweepSpec, Expansion]:
     from kernelsweep.context import host_memory_bytes
 
     spec = load_spec(spec_path)
@@ -58,7 +67,10 @@ def load(
     expansion = expand_spec(spec, source=spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
     for notice in expansion.notices:
         console.print(escape(notice), highlight=False, soft_wrap=True)
-    return spec, expansion.points
+    if expansion.drops.total:
+        note = f"{spec_path}: {expansion.drops.total} point(s) dropped (`kernelsweep validate` lists why)"
+        console.print(escape(note), highlight=False, soft_wrap=True)
+    return spec, expansion
 
 
 def _repeats_note(spec: SweepSpec, points: int) -> None:
@@ -76,15 +88,24 @@ def _repeats_note(spec: SweepSpec, points: int) -> None:
 @click.argument("spec_path", metavar="SPEC")
 @MAX_POINTS_OPTION
 def validate(spec_path: str, max_points: int) -> None:
-    """Check a sweep spec and list its points."""
-    spec, points = load(spec_path, max_points)
+    """Check a sweep spec and list its points, what each block's strategy picked, and what was dropped why."""
+    from kernelsweep.expansion_text import describe
+
+    spec, expansion = load_expansion(spec_path, max_points)
+    points = expansion.points
     _repeats_note(spec, len(points))
     table = Table(title=f"{spec.name}: {len(points)} points")
-    for column in ("point id", "kernel", "shape", "dtype", "platform", "lnc"):
+    extra = [
+        c for c, used in (("tunables", any(p.tunables for p in points)), ("toolchain", bool(spec.toolchains))) if used
+    ]
+    for column in ("point id", "kernel", "shape", "dtype", "platform", "lnc", *extra):
         table.add_column(column)
     for p in points:
-        table.add_row(p.point_id, p.kernel, p.shape, p.dtype, p.platform, str(p.lnc))
+        cells = {"tunables": p.tunables_text, "toolchain": p.toolchain_name}
+        table.add_row(p.point_id, p.kernel, p.shape, p.dtype, p.platform, str(p.lnc), *(cells[c] for c in extra))
     out.print(table)
+    for line in describe(expansion):
+        out.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @click.command()
@@ -108,7 +129,9 @@ def run(
     """
     from kernelsweep.results.journal import plan_resume, run_key
 
-    spec, points = load(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
+    spec, expansion = load_expansion(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
+    points = expansion.points
+    searched = sum(t.settings.budget for t in expansion.targets)  # at most: a search may use up its space first
     notice = _preflight(spec)
     plan = plan_resume(spec.results_location, run_key(spec), points, find=True, remeasure=remeasure)
     if plan.resumed is not None:
@@ -123,7 +146,7 @@ def run(
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)
     _repeats_note(spec, len(points))
-    with _progress_bar(len(points) - len(plan.reused)) as advance, _notices_on_stderr():
+    with _progress_bar(len(points) - len(plan.reused) + searched) as advance, _notices_on_stderr():
         try:
             report = embedded.run_sweep(
                 spec,

@@ -7,7 +7,7 @@ is `prefect server start`, started in its own session by `kernelsweep.flows.serv
 logs to a file in the Prefect home and is recorded there (pid, port), so `stop` and `status` find it
 from any shell. It keeps a bounded database: finished flow runs older than a week are vacuumed (events
 are after a week by default) unless the environment says otherwise (docs/fleet.md, "Database retention
-and server sizing").
+and server sizing"), and records task runs and events in batches (`BATCHED_RECORDING_SETTINGS`).
 """
 
 from __future__ import annotations
@@ -68,8 +68,10 @@ def prefect_home() -> Path:
 
 
 def server_env(host: str, port: int, base: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The server's environment: `base`, the defaults it does not set, and the UI's API address."""
-    return {**SERVER_DEFAULTS, **base, "PREFECT_UI_API_URL": launcher.api_url(host, port)}
+    """The server's environment: `base`, the defaults it does not set (these and the batched recording
+    every kernelsweep server uses), and the UI's API address."""
+    defaults = {**SERVER_DEFAULTS, **launcher.BATCHED_RECORDING_SETTINGS}
+    return {**defaults, **base, "PREFECT_UI_API_URL": launcher.api_url(host, port)}
 
 
 def _recorded(home: Path) -> LocalServer | None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 Params = Mapping[str, int]
+Tunables = Mapping[str, int | str]
 
 __all__ = [
     "Cost",
@@ -28,6 +29,7 @@ __all__ = [
     "Params",
     "SBUF_PARTITION_BYTES",
     "TensorInfo",
+    "Tunables",
     "Unrolled",
     "require_positive",
     "tiles",
@@ -67,9 +69,19 @@ class KernelDefinition:
     defaults: ClassVar[dict[str, int]] = {}  # values for axes a spec may leave out
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "bfloat16")
     engine: ClassVar[str] = "tensor"
+    # Tunables: keyword arguments of the NKI kernel that change how it runs, not what it computes (tile
+    # sizes, loop order), each with the values it may take; a spec sweeps them or searches over them.
+    tunables: ClassVar[dict[str, tuple[int | str, ...]]] = {}
+    tunable_defaults: ClassVar[dict[str, int | str]] = {}  # what the NKI kernel uses when none is given
+    # True: the simulator times this kernel from what its trace did (DMAs issued, HBM bytes moved,
+    # TensorE passes), which its tunables change; False: from `cost()`, the term the calibration fits.
+    timed_from_trace: ClassVar[bool] = False
 
     def check(self, params: Params, dtype: str) -> None:
         """Raise InvalidShapeError for points the kernel declares invalid."""
+
+    def check_tunables(self, params: Params, tunables: Tunables, dtype: str) -> None:
+        """Raise InvalidShapeError for tunable values the kernel cannot run at this shape."""
 
     def input_infos(self, params: Params, dtype: str) -> list[TensorInfo]:
         raise NotImplementedError
@@ -94,9 +106,9 @@ class KernelDefinition:
             engine=self.engine,
         )
 
-    def unrolled(self, params: Params) -> Unrolled | None:
-        """The kernel's unrolled instruction count, when the definition knows it (the spec refuses
-        points past `execution.max_unrolled_instructions`); None: unknown, never refused."""
+    def unrolled(self, params: Params, tunables: Tunables | None = None) -> Unrolled | None:
+        """The kernel's unrolled instruction count, when the definition knows it (the spec drops
+        points past `execution.max_unrolled_instructions`); None: unknown, never dropped."""
         return None
 
     def dma_transfers(self, params: Params, tensor_count: int) -> int:

@@ -16,6 +16,7 @@ from kernelsweep.kernels.base import (
     KernelDefinition,
     Params,
     TensorInfo,
+    Tunables,
     Unrolled,
     require_positive,
     tiles,
@@ -75,7 +76,7 @@ class MLP(KernelDefinition):
         b, s, h, i = (params[k] for k in self.axes)
         return 3 * 2 * b * s * h * i
 
-    def unrolled(self, params: Params) -> Unrolled:
+    def unrolled(self, params: Params, tunables: Tunables | None = None) -> Unrolled:
         """Per chunk of 128 tokens: x^T (load, transpose, copy per 128 of h); per 128 of i, two loads and
         two matmuls per 128 of h, then the activation and the product; per 512 of h, a load and a
         matmul per 128 of i, then a copy and a store."""

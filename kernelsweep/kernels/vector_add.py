@@ -18,6 +18,7 @@ from kernelsweep.kernels.base import (
     KernelDefinition,
     Params,
     TensorInfo,
+    Tunables,
     Unrolled,
     require_positive,
 )
@@ -76,7 +77,7 @@ class VectorAdd(KernelDefinition):
     def model_flops(self, params: Params) -> int:
         return params["n"]
 
-    def unrolled(self, params: Params) -> Unrolled:
+    def unrolled(self, params: Params, tunables: Tunables | None = None) -> Unrolled:
         """Two loads, an add and a store per tile."""
         return Unrolled(4 * self._tiles(params), "n")
 

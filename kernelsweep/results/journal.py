@@ -135,11 +135,13 @@ class Journal:
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("journal entry %s is unreadable (%s); point %s runs again", name, exc, point.point_id)
                 continue
-            same_point = (row.kernel, row.shape, row.dtype, row.platform) == (
+            same_point = (row.kernel, row.shape, row.dtype, row.platform, row.lnc, row.tunables or "") == (
                 point.kernel,
                 point.shape,
                 point.dtype,
                 point.platform,
+                point.lnc,
+                point.tunables_text,
             )
             if same_point and row.status == "ok" and row.flow_run_id in self.identities():
                 rows[point.point_id] = row

@@ -133,6 +133,10 @@ class Row:
     compile_cache_hit: bool | None = None
     compile_options: str | None = None
     nki_compiler_frontend: str | None = None
+    # variant: tunables (`tile_m=128,loop_order=mn`), named toolchain, search trial; null when absent
+    tunables: str | None = None
+    toolchain_name: str | None = None
+    search_trial: int | None = None
     # schema 3: why slow, against what, at what cost (kernelsweep.results.insight)
     bound_engine: str | None = None
     bound_active_percent: float | None = None
@@ -217,6 +221,9 @@ def build_row(
         task_run_ids=dict(record.task_run_ids),
         started_at=record.started_at,
         finished_at=record.finished_at,
+        tunables=point.tunables_text or None,
+        toolchain_name=point.toolchain_name or None,
+        search_trial=point.search_trial,
         **columns(Status.of(record.error, record.error_stage, extracted.correctness if extracted else None)),
         **columns(costed),
         **columns(lineage),

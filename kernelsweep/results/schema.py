@@ -111,6 +111,14 @@ _LINEAGE = [
     pa.field("nki_compiler_frontend", pa.string()),
 ]
 
+# What sets a point apart beside its shape (issue 24): its tunables, the named toolchain it ran under,
+# and, for a point a search proposed, the trial. Null for points without them (and in older rows).
+_VARIANT = [
+    pa.field("tunables", pa.string()),
+    pa.field("toolchain_name", pa.string()),
+    pa.field("search_trial", pa.int32()),
+]
+
 _HOTSPOT = pa.struct(
     [
         ("file", pa.string()),
@@ -142,7 +150,7 @@ _INSIGHT = [
     pa.field("iteration_tool", pa.string()),
 ]
 
-BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE + _INSIGHT)
+BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE + _VARIANT + _INSIGHT)
 
 
 def schema_for(param_axes: list[str]) -> pa.Schema:

@@ -40,6 +40,8 @@ def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str |
     total_bytes = sum(t["bytes"] for t in ir["inputs"] + ir["outputs"])
     if total_bytes > platform.hbm_bytes_per_chip:
         return "[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit"
+    if lnc == 2 and ir["kernel"] in config.faults.lnc2_compile_errors:
+        return f"[NCC_IXLV002] Core barrier name mismatch between the logical core's physical cores ({INJECTED})"
     if ir["kernel"] in config.faults.compile_errors:
         return f"[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit ({INJECTED})"
     return None

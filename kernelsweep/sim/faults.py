@@ -6,6 +6,8 @@
     capture-timeout=N     the first N captures hang until the caller's timeout kills them
     compile-error=KERNEL  every compile of KERNEL (a kernel name, e.g. mlp) fails with an NCC
                           diagnostic; repeat the entry for several kernels
+    compile-error-lnc2=KERNEL  every compile of KERNEL at LNC=2 fails with NCC_IXLV002, as public
+                          reports show compiles failing only at LNC=2 (aws-neuron-sdk#1298); repeatable
     dge-timeout=N         the first N captures run with --enable-dge-notifs fail with NRT_TIMEOUT,
                           as Explorer warns the flag can for large NEFFs (troubleshooting.rst:229-233)
     zeros=KERNEL          every capture of KERNEL runs but writes all-zero outputs, as kernels that
@@ -24,7 +26,7 @@ from pathlib import Path
 
 FAULTS_ENV = "KERNELSWEEP_SIM_FAULTS"
 _COUNTED = ("capture-busy", "capture-timeout", "dge-timeout")
-_BY_KERNEL = ("compile-error", "zeros")
+_BY_KERNEL = ("compile-error", "zeros", "compile-error-lnc2")
 _KNOWN = (*_COUNTED, *_BY_KERNEL)
 
 
@@ -35,6 +37,7 @@ class Faults:
     compile_errors: frozenset[str] = frozenset()
     zero_outputs: frozenset[str] = frozenset()
     dge_timeout: int = 0
+    lnc2_compile_errors: frozenset[str] = frozenset()
 
 
 def parse_faults(text: str) -> Faults:
@@ -57,6 +60,7 @@ def parse_faults(text: str) -> Faults:
         frozenset(kernels["compile-error"]),
         frozenset(kernels["zeros"]),
         counts["dge-timeout"],
+        frozenset(kernels["compile-error-lnc2"]),
     )
 
 

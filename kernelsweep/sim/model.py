@@ -12,6 +12,15 @@ evenly, 1 for one that does not split it (or cannot, as a single-tile vector add
                 = hbm_bytes                                                  (vector engine)
 
 `overlap` is the fraction of the shorter of compute and memory that is not hidden under the longer.
+
+A kernel whose definition is `timed_from_trace` (the matmul, whose tunables change how it runs) is
+timed from what its trace did instead of from its declared cost, through three stated terms:
+    compute   x pe_penalty: the TensorE cycles its matmuls took (moving columns + MATMUL_FIXED_CYCLES
+              each, whatever part of the 128 x 128 array the tile uses) over what the same MACs take
+              in full 128 x 128 x 512 tiles, the tiles the calibrated efficiency describes
+    memory    the HBM bytes its DMAs moved (re-reads included) in place of the amplification constant
+    dma       its DMA count, spread over the core's DMA_ENGINES engines
+so smaller tiles cost more TensorE passes and DMAs, and a loop order re-reads one operand or the other.
 trn2's constants are a log-space least-squares fit to seed 000 (MLP totals and engine times) and
 seed 004 (the vector-add tile sweep); trn1 and inf2 carry trn2's fit over, scaled by their own peaks
 and clocks, and seed 002 (trn1) is only a consistency check. docs/calibration.md has the table of
@@ -25,9 +34,13 @@ import math
 from dataclasses import dataclass, replace
 
 from kernelsweep.platforms import Platform
+from kernelsweep.sim.nki.lang import MATMUL_FIXED_CYCLES
 
 HARDWARE_FLOPS_FACTOR = 1.0625  # transposes and padding the profiler counts beyond model FLOPs (seed 000)
 HBM_READ_AMPLIFICATION = 1.92  # tiles re-read from HBM per input byte in seed 000's MLP (6,553,600 / 3,407,872)
+PE_CELLS = 128 * 128  # the TensorE's processing elements
+FULL_TILE_MOVING = 512  # moving columns of a full tile (gemm_moving_fmax)
+DMA_ENGINES = 16  # "Each NeuronCore (v2-v4) is paired with 16 DMA engines" (NKI DMA overview)
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,21 @@ class Workload:
     engine: str
     parallelism: float | None = None  # physical cores' worth of work the traced kernel ran at once
     code_factor: float = 1.0  # >1: the compiler emitted slower code (sim.config's COMPILER_SLOWDOWN)
+    traced_hbm_bytes: int | None = None  # set for a kernel timed from its trace: what its DMAs moved
+    traced_macs: int = 0
+    traced_pe_cycles: int = 0
+
+    @property
+    def from_trace(self) -> bool:
+        return self.traced_hbm_bytes is not None
+
+    @property
+    def pe_penalty(self) -> float:
+        """TensorE cycles taken over what full tiles would take for the same MACs (1 for full tiles)."""
+        if not self.from_trace or not self.traced_macs:
+            return 1.0
+        full = self.traced_macs / PE_CELLS / FULL_TILE_MOVING * (FULL_TILE_MOVING + MATMUL_FIXED_CYCLES)
+        return self.traced_pe_cycles / full
 
     @property
     def cores(self) -> float:
@@ -118,11 +146,12 @@ def hbm_traffic(w: Workload) -> float:
 
 def model_timing(w: Workload, cal: Calibration) -> Timing:
     """The noiseless model under explicit constants (benchmarks/calibrate.py fits through this)."""
-    compute = w.flops / (peak_rate(w) * cal.compute_efficiency)
+    compute = w.flops / (peak_rate(w) * cal.compute_efficiency) * w.pe_penalty
     if w.engine == "tensor":
         compute += cal.tensor_fixed_cycles / published(w.platform.tensor_engine_clock_hz, "TensorE clock")
-    memory = hbm_traffic(w) / (w.platform.hbm_bandwidth(1) * w.cores * cal.memory_efficiency)
-    dma = w.dma_transfers * cal.per_dma_seconds
+    traffic = w.traced_hbm_bytes if w.traced_hbm_bytes is not None else hbm_traffic(w)
+    memory = traffic / (w.platform.hbm_bandwidth(1) * w.cores * cal.memory_efficiency)
+    dma = w.dma_transfers * cal.per_dma_seconds / (DMA_ENGINES if w.from_trace else 1)
     total = cal.launch_seconds + dma + max(compute, memory) + cal.overlap * min(compute, memory)
     return Timing(total=total, compute=compute, memory=memory, dma_overhead=dma)
 

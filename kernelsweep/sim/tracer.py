@@ -64,7 +64,14 @@ def payload(request: TraceRequest, generation: Generation, tracer: str, kernel_l
     definition = load_kernel(request.kernel_ref)
     programs = kernel_lnc or request.lnc
     try:
-        traced = trace_kernel(request.nki_kernel, _specs(request.inputs), _specs(request.outputs), generation, programs)
+        traced = trace_kernel(
+            request.nki_kernel,
+            _specs(request.inputs),
+            _specs(request.outputs),
+            generation,
+            programs,
+            options=request.tunables,
+        )
     except KernelSourceNotFound as exc:
         raise TraceError(f"{tracer}: {exc}; check the definition's nki_kernel", error_class="KernelImport") from None
     except KernelSignatureError as exc:
@@ -86,6 +93,12 @@ def payload(request: TraceRequest, generation: Generation, tracer: str, kernel_l
         "engine": cost.engine,
         "parallelism": traced.parallelism,
         "traced_dma_count": traced.dma_count,
+        "tunables": dict(request.tunables),
+        # what the launch did, summed over its programs: the model times a `timed_from_trace` kernel from it
+        "timed_from_trace": definition.timed_from_trace,
+        "traced_hbm_bytes": traced.total("hbm_read_bytes") + traced.total("hbm_write_bytes"),
+        "traced_macs": traced.total("macs"),
+        "traced_pe_cycles": traced.total("pe_cycles"),
         "nki_generation": generation.name,
         "nki_source_sha256": traced.source_sha256,
         "unmodelled": list(traced.unmodelled),

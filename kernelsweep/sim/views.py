@@ -43,6 +43,8 @@ _PER_CORE_UTILISATION = ("mfu_estimated_percent", "mfu_max_achievable_estimated_
 
 
 def workload(ir: dict) -> Workload:
+    """The model's view of a traced kernel; one `timed_from_trace` is timed from what its trace did."""
+    traced = ir.get("timed_from_trace", False)
     return Workload(
         platform=PLATFORMS[ir["platform"]],
         lnc=ir["lnc"],
@@ -51,10 +53,13 @@ def workload(ir: dict) -> Workload:
         hbm_bytes=ir["hbm_bytes"],
         input_bytes=sum(t["bytes"] for t in ir["inputs"]),
         output_bytes=sum(t["bytes"] for t in ir["outputs"]),
-        dma_transfers=ir["dma_transfers"],
+        dma_transfers=ir["traced_dma_count"] if traced else ir["dma_transfers"],
         engine=ir["engine"],
         parallelism=ir.get("parallelism"),
         code_factor=ir.get("code_factor", 1.0),
+        traced_hbm_bytes=ir["traced_hbm_bytes"] if traced else None,
+        traced_macs=ir.get("traced_macs", 0),
+        traced_pe_cycles=ir.get("traced_pe_cycles", 0),
     )
 
 

@@ -53,6 +53,8 @@ COMPILER_RULES: Sequence[Rule] = (
     # cap, kernelsweep.compile_cost, or the host's memory): the same compile would fail again
     _rule(r"MemoryError|std::bad_alloc|Cannot allocate memory", "CompileOOM", False),
     _rule(r"\[NCC_E[A-Z]+\d+\]", "CompilerDiagnostic", False),
+    # Internal errors, e.g. only at LNC=2: [NCC_IXLV002], [NCC_ILLC059] (aws-neuron-sdk#1298, #1352)
+    _rule(r"\[NCC_I[A-Z]+\d+\]", "InternalCompilerError", False),
     _rule(r"\[TEN\d+\]", "InternalCompilerError", False),
     _INTERNAL_COMPILER_ERROR,
     _rule(r"\[F\d+\] neuronx-cc terminated abnormally", "CompilerCrash", False),

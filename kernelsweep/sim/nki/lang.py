@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelsweep.dtypes import ITEMSIZE
+from kernelsweep.kernels.base import SBUF_PARTITION_BYTES
 from kernelsweep.sim.nki.generations import Generation
 from kernelsweep.sim.nki.tensor import HBM, NkiError, NkiTensor, Storage
 
@@ -31,6 +32,9 @@ PMAX = 128
 STATIONARY_FMAX = 128
 MOVING_FMAX = 512  # NeuronCore-v2/v3
 PSUM_BANK_BYTES = 2048  # per partition: 512 fp32
+# TensorE cycles a matmul spends besides streaming its moving columns through the PE array (loading
+# the stationary tile): a modelling choice, so a matmul over a narrow moving tile costs more per MAC.
+MATMUL_FIXED_CYCLES = 64
 NKI_PARTITION_ERROR = (  # the NKI tracer's own wording (seed 004)
     "number of partitions {parts} exceed architecture limitation of {limit}. Info on how to fix: "
     "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/nki/api/nki.errors.html"
@@ -109,6 +113,11 @@ def new_tensor(shape: tuple[int, ...], dtype: str, buffer: str, name: str = "") 
         if shape[0] > PMAX:
             raise ValueError(NKI_PARTITION_ERROR.format(parts=shape[0], limit=PMAX))
         free_bytes = _free(shape) * ITEMSIZE.get(dtype, 4)
+        if buffer == "sbuf" and free_bytes > SBUF_PARTITION_BYTES:
+            raise NkiError(
+                f"SBUF tile {shape} {dtype} needs {free_bytes} bytes per partition, more than an SBUF partition "
+                f"holds ({SBUF_PARTITION_BYTES})"
+            )
         if buffer == "psum" and free_bytes > PSUM_BANK_BYTES:
             raise NkiError(
                 f"PSUM tile {shape} {dtype} needs {free_bytes} bytes per partition, more than one PSUM bank "
@@ -229,7 +238,8 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumula
         raise NkiError(f"nc_matmul: dst must be a float32 PSUM tile on NeuronCore-v2/v3, not {dst.dtype}")
     if (stationary.dtype == "float32") != (moving.dtype == "float32"):
         raise NkiError("nc_matmul: a float32 operand needs a float32 partner")
-    _count("tensor", k * m * n, macs=k * m * n)
+    cycles = n + MATMUL_FIXED_CYCLES  # the TensorE time of this matmul, which its line is charged
+    _count("tensor", cycles, macs=k * m * n, pe_cycles=cycles)
     if trace.values:
         _matmul_values(dst, stationary, moving, accumulate)
 

@@ -51,6 +51,10 @@ class KernelTrace:
     def dma_count(self) -> int:
         return sum(p.get("dma", 0) for p in self.programs)
 
+    def total(self, work: str) -> int:
+        """One kind of work summed over the launch's programs (hbm_read_bytes, macs, pe_cycles, ...)."""
+        return sum(p.get(work, 0) for p in self.programs)
+
     @property
     def parallelism(self) -> float:
         """How many physical cores' worth of work ran at once: the compute all programs did, counted
@@ -72,17 +76,20 @@ def trace_kernel(
     generation: Generation,
     lnc: int,
     values: Mapping[str, Any] | None = None,
+    options: Mapping[str, int | str] | None = None,
 ) -> KernelTrace:
     """Check the source, then run the kernel as programs 0..lnc-1; values given: compute outputs too.
+    `options` are the kernel's keyword arguments beside its tensors (a point's tunables).
 
     A parsing front end checks the whole source, dead branches included; NKI 0.7's tracing one only
     what runs, unless NKI_COMPILER_FRONTEND=custom keeps the parser (generations.traces_python)."""
     path, function = nki_kernel_source(ref)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     parses = not generation.traces_python or os.environ.get(FRONTEND_ENV) == "custom"
+    kwargs = tuple(sorted((options or {}).items()))
     if values is None:
-        return _cached(ref, str(path), sha, function, tuple(inputs), tuple(outputs), generation, lnc, parses)
-    return _trace(ref, path, sha, function, inputs, outputs, generation, lnc, parses, values)
+        return _cached(ref, str(path), sha, function, tuple(inputs), tuple(outputs), generation, lnc, parses, kwargs)
+    return _trace(ref, path, sha, function, inputs, outputs, generation, lnc, parses, values, kwargs)
 
 
 @lru_cache(maxsize=64)
@@ -96,8 +103,9 @@ def _cached(
     generation: Generation,
     lnc: int,
     parses: bool,
+    kwargs: tuple[tuple[str, int | str], ...],
 ) -> KernelTrace:
-    return _trace(ref, Path(path), sha, function, inputs, outputs, generation, lnc, parses, None)
+    return _trace(ref, Path(path), sha, function, inputs, outputs, generation, lnc, parses, None, kwargs)
 
 
 def _trace(
@@ -111,6 +119,7 @@ def _trace(
     lnc: int,
     parses: bool,
     values: Mapping[str, Any] | None,
+    kwargs: tuple[tuple[str, int | str], ...] = (),
 ) -> KernelTrace:
     warnings = check_source(path, function, generation, whole=parses)
     kernel = _load(path, function, generation)
@@ -128,7 +137,8 @@ def _trace(
     units: Counter[tuple[int, str]] = Counter()
     for program in range(lnc):
         trace = nki_lang.Trace(generation, program, lnc, values is not None, shared, source=str(path))
-        arguments = _bind(kernel, {n: NkiTensor(s, s.shape) for n, s in input_storages.items()}, ref)
+        tensors = {n: NkiTensor(s, s.shape) for n, s in input_storages.items()}
+        arguments = _bind(kernel, {**tensors, **dict(kwargs)}, ref)
         nki_lang._current.append(trace)
         try:
             result = kernel(**arguments)
@@ -220,7 +230,7 @@ def _jit(func: Any = None, **options: Any) -> Any:
     return _Jit(func)
 
 
-def _bind(kernel: Any, tensors: dict[str, NkiTensor], ref: str) -> dict[str, NkiTensor]:
+def _bind(kernel: Any, tensors: dict[str, Any], ref: str) -> dict[str, Any]:
     try:
         return dict(inspect.signature(kernel).bind(**tensors).arguments)
     except TypeError as exc:

@@ -139,12 +139,13 @@ def check_compiled(compiled: Any) -> Any:
 
 
 def kernel_and_inputs(request: TraceRequest) -> tuple[Any, dict[str, Any]]:
-    """The NKI kernel object and its inputs, built exactly as the inputs stage builds them."""
+    """The NKI kernel object and its inputs, built exactly as the inputs stage builds them, with the
+    point's tunables beside them as keyword arguments (the APIs take the kernel's arguments by name)."""
     from kernelsweep.kernels import load_kernel
 
     kernel = load_nki_kernel(request.nki_kernel)
     arrays = load_kernel(request.kernel_ref).build_inputs(request.params, request.dtype, request.seed)
-    return kernel, bind(kernel, arrays)
+    return kernel, bind(kernel, {**arrays, **request.tunables})
 
 
 def load_nki_kernel(ref: str) -> Any:
@@ -159,7 +160,7 @@ def load_nki_kernel(ref: str) -> Any:
 
 
 def bind(kernel: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Inputs in the kernel's parameter order, checked against its signature by name."""
+    """Inputs (and tunables) in the kernel's parameter order, checked against its signature by name."""
     func = getattr(kernel, "func", kernel)  # @nki.jit objects keep the Python function in .func
     try:
         return dict(inspect.signature(func).bind(**inputs).arguments)

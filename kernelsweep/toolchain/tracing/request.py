@@ -43,6 +43,9 @@ class TraceRequest:
     # What the adapter passes as the API's `output_names`; without them a frontend NEFF names its
     # outputs output_0, output_1, ... (reference Corrections 1). Production always passes them.
     output_names: tuple[str, ...] | None
+    # The kernel's tunables at this point: keyword arguments of the NKI kernel beside its tensors, as
+    # nki-autotune passes its configs (`specialize(*args, **configs)`).
+    tunables: dict[str, int | str] = field(default_factory=dict)
 
     @classmethod
     def for_point(cls, point: Point, definition: KernelDefinition, target: str) -> TraceRequest:
@@ -63,6 +66,7 @@ class TraceRequest:
             ),
             outputs=outputs,
             output_names=tuple(t.name for t in outputs),
+            tunables=dict(point.tunables),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -81,6 +85,7 @@ class TraceRequest:
             inputs=specs(data["inputs"]),
             outputs=specs(data["outputs"]),
             output_names=None if names is None else tuple(names),
+            tunables=dict(data.get("tunables") or {}),
         )
 
 

@@ -1,0 +1,134 @@
+"""One shape's search: Optuna proposes tunables, each proposal becomes an ordinary point, and its row's
+objective goes back to the study.
+
+What counts toward the budget is configurations measured: a proposal the kernel's rules or the
+block's filters drop is told to Optuna as pruned (with its reason) and not measured; a configuration
+measured before is told its earlier value and not measured again; a trial a killed run left running
+is measured again (its configuration asked first). A failed or incorrect row is a failed trial: a
+fast wrong kernel never wins. The sampler is seeded (Optuna's TPE by default, multivariate, with the
+constant liar so a batch of trials asked at once spreads out).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import TrialState
+
+from kernelsweep.blocks import SearchTarget
+from kernelsweep.results.rows import Row
+from kernelsweep.results.schema import OK
+from kernelsweep.spec import Point
+
+REASON = "kernelsweep_reason"  # a trial's user attribute: why it was not measured
+INTERRUPTED, REPEATED = "interrupted", "repeated"
+MAX_ASKS_PER_POINT = 50  # proposals per wanted point before a search whose space is used up stops
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@dataclass
+class ShapeSearch:
+    target: SearchTarget
+    study: optuna.Study
+    invalid: Callable[[Point], str | None]  # why a proposed point cannot run, or None
+
+    @classmethod
+    def open(
+        cls, target: SearchTarget, storage: optuna.storages.BaseStorage, invalid: Callable[[Point], str | None]
+    ) -> ShapeSearch:
+        settings = target.settings
+        sampler: optuna.samplers.BaseSampler
+        if settings.sampler == "random":
+            sampler = optuna.samplers.RandomSampler(seed=settings.seed)
+        else:
+            sampler = optuna.samplers.TPESampler(
+                seed=settings.seed, n_startup_trials=settings.startup_trials, multivariate=True, constant_liar=True
+            )
+        study = optuna.create_study(
+            study_name=target.point.point_id,
+            storage=storage,
+            sampler=sampler,
+            direction="minimize",
+            load_if_exists=True,
+        )
+        return cls(target, study, invalid)
+
+    @property
+    def measured(self) -> int:
+        """Trials that measured a configuration (complete or failed), the budget's unit."""
+        return sum(
+            t.state in (TrialState.COMPLETE, TrialState.FAIL) and REASON not in t.user_attrs
+            for t in self.study.get_trials(deepcopy=False)
+        )
+
+    def point(self, trial: optuna.trial.FrozenTrial | optuna.Trial) -> Point:
+        tunables = {name: trial.params[name] for name in self.target.space}
+        return self.target.point.model_copy(update={"tunables": tunables, "search_trial": trial.number})
+
+    def resume(self, journaled: Callable[[list[Point]], dict[str, Row]]) -> list[Row]:
+        """After a killed run: trials it left running are told their journaled row, else asked again.
+        Returns the rows of every trial this search measured before (they join the run's objects)."""
+        trials = self.study.get_trials(deepcopy=False)
+        points = [self.point(t) for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING)]
+        rows = journaled(points)
+        for trial in [t for t in trials if t.state == TrialState.RUNNING]:
+            row = rows.get(self.point(trial).point_id)
+            if row is not None:
+                self._tell(trial.number, row)
+            else:
+                # Optuna sets user attributes on a running trial through its Trial object, which a
+                # loaded study only offers by the frozen trial's storage id
+                optuna.Trial(self.study, trial._trial_id).set_user_attr(REASON, INTERRUPTED)
+                self.study.tell(trial.number, state=TrialState.FAIL)
+                self.study.enqueue_trial(dict(trial.params), skip_if_exists=False)
+        return list(rows.values())
+
+    def propose(self, wanted: int) -> list[Point]:
+        """Up to `wanted` new configurations to measure, within the budget."""
+        room = min(wanted, self.target.settings.budget - self.measured)
+        seen = self._values()
+        found: list[Point] = []
+        for _ in range(max(0, room) * MAX_ASKS_PER_POINT):
+            if len(found) >= room:
+                break
+            trial = self.study.ask(self._distributions)
+            point = self.point(trial)
+            reason = self.invalid(point)
+            key = point.tunables_text
+            if reason is not None:
+                trial.set_user_attr(REASON, reason)
+                self.study.tell(trial.number, state=TrialState.PRUNED)
+            elif key in seen or any(p.tunables_text == key for p in found):
+                trial.set_user_attr(REASON, REPEATED)
+                value = seen.get(key)
+                self.study.tell(trial.number, value, state=None if value is not None else TrialState.PRUNED)
+            else:
+                found.append(point)
+        return found
+
+    @property
+    def _distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {n: optuna.distributions.CategoricalDistribution(v) for n, v in self.target.space.items()}
+
+    def record(self, point: Point, row: Row) -> None:
+        assert point.search_trial is not None
+        self._tell(point.search_trial, row)
+
+    def _tell(self, number: int, row: Row) -> None:
+        value = getattr(row, self.target.settings.column)
+        if row.status == OK and row.correct is not False and value is not None and math.isfinite(value):
+            self.study.tell(number, float(value))
+        else:
+            self.study.tell(number, state=TrialState.FAIL)
+
+    def _values(self) -> dict[str, float]:
+        """Each measured configuration's objective, by its tunables."""
+        out: dict[str, float] = {}
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if trial.value is not None and REASON not in trial.user_attrs:
+                out[self.point(trial).tunables_text] = trial.value
+        return out

@@ -13,6 +13,7 @@ import pytest
 from kernelsweep import baselines
 from kernelsweep.errors import UsageError
 from kernelsweep.expansion import count_points, expand_spec
+from kernelsweep.expansion_text import describe
 from kernelsweep.kernels import load_kernel
 from kernelsweep.spec import parse_spec
 
@@ -39,6 +40,16 @@ def test_a_block_with_a_baseline_gets_a_twin_of_each_point():
     ]
     twin = points[1]
     assert (twin.dtype, twin.platform, twin.lnc, twin.seed) == (points[0].dtype, "trn2", 2, points[0].seed)
+
+
+def test_a_shapes_configurations_share_one_baseline_point_without_the_kernels_tunables():
+    """The baseline takes the definition's inputs, not the kernel's tunables: one twin per shape."""
+    data = _spec(n=(1024,))
+    data["kernels"][0]["tunables"] = {"tile_n": [256, 512]}
+    expansion = expand_spec(parse_spec(data))
+    found = [(p.kernel, p.tunables) for p in expansion.points]
+    assert found == [("matmul", {"tile_n": 256}), ("matmul.baseline", {}), ("matmul", {"tile_n": 512})]
+    assert "  2 point(s), and 1 of its baseline (same shapes), 0 dropped" in describe(expansion)
 
 
 def test_the_baselines_definition_is_the_blocks_with_the_baselines_nki_kernel():

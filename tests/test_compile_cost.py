@@ -5,6 +5,7 @@ across compiler versions with the latency statistics (`compare --metric`)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import resource
 import subprocess
 import sys
@@ -104,7 +105,7 @@ def test_the_recorded_peak_is_within_ten_percent_of_what_the_compiler_allocated(
 
 
 @pytest.mark.slow
-def test_a_sweep_with_a_runaway_compile_prints_one_line_and_writes_one_row(tmp_path):
+def test_a_sweep_with_a_runaway_compile_prints_one_line_and_writes_one_row(tmp_path, prefect_home):
     """Through `kernelsweep run`: exit 1 (a point failed), the row's one-line reason, nothing else."""
     spec = tmp_path / "spec.toml"
     spec.write_text(
@@ -112,11 +113,13 @@ def test_a_sweep_with_a_runaway_compile_prints_one_line_and_writes_one_row(tmp_p
         '[[kernels]]\nkernel = "vector_add"\ngrid = { n = [2048], partition_size = [128], free_size = [1] }\n'
         'dtypes = ["float32"]\n'
     )
-    env = {"KERNELSWEEP_SIM_COMPILE_MEMORY": "2G", "KERNELSWEEP_STATE_DIR": str(tmp_path / "state")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # Prefect as a user has it
+    env |= {"PREFECT_HOME": str(prefect_home), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}
+    env |= {"KERNELSWEEP_SIM_COMPILE_MEMORY": "2G", "KERNELSWEEP_STATE_DIR": str(tmp_path / "state")}
     done = subprocess.run(
         [sys.executable, "-m", "kernelsweep.flows.cli", "run", str(spec)],
         cwd=tmp_path,
-        env={**__import__("os").environ, **env},
+        env=env,
         capture_output=True,
         text=True,
         timeout=900,

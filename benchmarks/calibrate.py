@@ -40,8 +40,6 @@ from kernelsweep.sim.ir import read_ir
 from kernelsweep.sim.model import (
     CALIBRATION,
     CALIBRATION_SOURCE,
-    VECTOR_CLOCK_HZ,
-    VECTOR_LANES,
     Calibration,
     Workload,
     model_timing,
@@ -281,7 +279,7 @@ def print_seed_002() -> None:
     vector = s["vector_engine_active_time_percent"] * total
     dma_active = s["dma_active_time_percent"] * total
     traffic = s["hbm_read_bytes"] + s["hbm_write_bytes"]
-    vector_rate = VECTOR_LANES * VECTOR_CLOCK_HZ[trn1.neuroncore_version]  # elements/s, one core
+    vector_rate = trn1.vector_peak_flops(1) or 0.0  # elements/s, one core
     # A vector-engine Workload whose compute term equals the measured vector-engine time: seed 002 has
     # no FLOP count, so the compute side is given, not predicted; memory, DMA and the rule are the model's.
     w = Workload(

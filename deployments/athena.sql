@@ -148,7 +148,25 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `nki_compiler_frontend` string,
   `tunables` string,
   `toolchain_name` string,
-  `search_trial` int
+  `search_trial` int,
+  `bound_engine` string,
+  `bound_active_percent` double,
+  `bound_why` string,
+  `baseline_ref` string,
+  `baseline_of` string,
+  `speedup_vs_baseline` double,
+  `hotspots` array<struct<file:string,line:bigint,engine:string,instructions:bigint,time_us:double,share_percent:double>>,
+  `hotspots_note` string,
+  `nki_source_uri` string,
+  `nki_source_sha256` string,
+  `compile_peak_rss_bytes` bigint,
+  `compile_cpu_seconds` double,
+  `compile_memory_limit_bytes` bigint,
+  `iterations` int,
+  `iteration_latencies_us` array<double>,
+  `iteration_median_us` double,
+  `iteration_p99_us` double,
+  `iteration_tool` string
 )
 PARTITIONED BY (
   `platform` string,

@@ -39,6 +39,7 @@ from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_a
 from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import Journal, ResumePlan, begin, plan_resume, run_key
 from kernelsweep.results.outcome import SweepOutcome
+from kernelsweep.results.pairing import pair
 from kernelsweep.results.rows import Row
 from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.tasks import store_task
@@ -208,7 +209,7 @@ def run_points(
     if targets and unsaved is None and not stopped:
         searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal)
         measured += searched
-    rows = [*reused.values(), *measured]
+    rows = pair([*reused.values(), *measured])  # each kernel row's speedup over its baseline's row
     if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts
         lineage_artifact(spec.name, rows)
     where = journal.uri if journal is not None else None

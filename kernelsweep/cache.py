@@ -5,7 +5,8 @@ canonical JSON of exactly what determines the output, with the tool version in b
 the entry's path:
 
     trace:   definition and NKI kernel source sha256s, kernel ref, params, tunables (when set), dtype, platform, lnc,
-             tracer id, nki version, compiler version, NKI_COMPILER_FRONTEND, toolchain kind
+             tracer id, nki version, compiler version, NKI_COMPILER_FRONTEND, toolchain kind, and
+             whether the compile wrote debug info (NKI_DEBUG_INFO: `capture.hotspots`)
     compile: IR sha256, compiler version, target, lnc, compiler flags, tracer id, nki version,
              NKI_COMPILER_FRONTEND
 
@@ -61,11 +62,13 @@ def trace_key(
     nki_compiler_frontend: str | None = None,
     toolchain: str = "neuron",
     tunables: Mapping[str, int | str] | None = None,
+    debug_info: bool = False,
 ) -> str:
-    """A point's tunables are the NKI kernel's arguments: they change the trace (only keyed when set, so
-    the keys of points without tunables stay as they were)."""
+    """A point's tunables are the NKI kernel's arguments: they change the trace, and so does NKI_DEBUG_INFO
+    (each keyed only when set, so the keys of points without them stay as they were)."""
     return cache_key(
         ({"tunables": dict(tunables)} if tunables else {})
+        | ({"debug_info": True} if debug_info else {})
         | {
             "nki_compiler_frontend": nki_compiler_frontend,
             "toolchain": toolchain,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsweep.artifacts import ArtifactStore, open_artifact_store
+from kernelsweep.compile_cost import CompilePeaks, default_slots
 from kernelsweep.errors import CaptureError, UsageError
 from kernelsweep.host import HostPlatform, host_platform
 from kernelsweep.locks import CoreLeaser
@@ -27,7 +28,6 @@ from kernelsweep.toolchain.tracing.interpreter import NeuronPython, choose_neuro
 from kernelsweep.toolchain.tracing.tracers import TRACERS
 from kernelsweep.toolchain.versions import ToolVersions, collect
 
-COMPILE_MEMORY_BYTES = 4 * 2**30  # a large NEFF compile can hold several GB
 # How long a capture waits for a NeuronCore before its point fails: far beyond any wait on the
 # sweep's own captures, short enough that a wedged holder costs a failed row, not a night.
 DEFAULT_LEASE_TIMEOUT_SECONDS = 3600.0
@@ -60,6 +60,8 @@ class StageContext:
     compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
     # which tracer the run's points start with; one that proves unusable is skipped from then on
     tracer_choice: TracerChoice = field(init=False, repr=False, compare=False)
+    compile_memory_limit_bytes: int | None = None  # each compile's RLIMIT_AS (kernelsweep.compile_cost)
+    compile_peaks: CompilePeaks | None = None  # where measured compile peaks are kept for the slot default
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compile_gate", threading.BoundedSemaphore(self.compile_slots))
@@ -85,10 +87,10 @@ def host_memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def default_compile_slots() -> int:
-    """One compile per core, fewer when memory would run out first."""
-    cores = len(os.sched_getaffinity(0))
-    return max(1, min(cores, host_memory_bytes() // COMPILE_MEMORY_BYTES))
+def default_compile_slots(peak_bytes: int | None = None) -> int:
+    """One compile per core, fewer when memory would run out first: by the largest compile peak
+    measured on this host for the compiler (kernelsweep.compile_cost), else a guess."""
+    return default_slots(len(os.sched_getaffinity(0)), host_memory_bytes(), peak_bytes)
 
 
 def neuron_python(spec_value: str | None, locations: Locations) -> NeuronPython:
@@ -150,15 +152,19 @@ def prepare(
         )
     lock_dir = locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir
     leasers, notices, instance = _leasers(toolchain, spec, versions.instance_type, lock_dir, locations, stop)
+    peaks = CompilePeaks(lock_dir)
+    limit = spec.execution.compile_memory_limit_gb
     ctx = StageContext(
         toolchain=toolchain,
         store=open_artifact_store(spec.artifacts_location),
         capture=spec.capture,
         leasers=leasers,
-        compile_slots=spec.execution.compile_slots or default_compile_slots(),
+        compile_slots=spec.execution.compile_slots or default_compile_slots(peaks.peak(versions.compiler)),
         versions=versions,
         host=host_platform(versions.instance_type, instance, simulated=toolchain.is_simulation),
         stop=stop,
+        compile_memory_limit_bytes=int(limit * 2**30) if limit else None,
+        compile_peaks=peaks,
     )
     notices += support_notices(toolchain, versions.nki, spec.platforms)
     return ctx, "\n".join(line for line in (notice, *notices) if line) or None

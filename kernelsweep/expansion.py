@@ -14,10 +14,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kernelsweep.baselines import nki_ref, twin
 from kernelsweep.blocks import BlockPlan, Limits, SearchTarget, block_bound, check_tunables, plan_block
 from kernelsweep.constraints import Drops
 from kernelsweep.errors import UsageError
-from kernelsweep.kernels import KernelDefinition, load_kernel
+from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
 from kernelsweep.spec import KernelGrid, Point, SweepSpec
 
 DEFAULT_MAX_POINTS = 10_000  # above this a sweep must be asked for (`--max-points`)
@@ -48,7 +49,7 @@ class Expansion:
 def count_points(spec: SweepSpec) -> int:
     """At most how many points the spec expands to (a search counts its budget per shape), from list
     lengths and covering arrays alone: no kernel imported, no point built."""
-    return sum(block_bound(spec, entry) for entry in spec.kernels)
+    return sum(block_bound(spec, entry) * (1 + bool(entry.baseline)) for entry in spec.kernels)  # + baseline twins
 
 
 def expand(
@@ -79,10 +80,11 @@ def expand_spec(
         definition = _import_kernel(entry.ref, where)
         _check_definition(definition, entry, where)
         check_tunables(entry, definition, where)
+        _check_baseline(entry.baseline, where)
         limits = Limits(spec.execution.max_unrolled_instructions, host_memory_bytes)
         plan = plan_block(spec, index, entry, definition, where, limits)
         plans.append(plan)
-        found = [(p, None) for p in plan.points] + [(t.point, t) for t in plan.targets]
+        found = [(p, None) for p in with_baseline(plan.points, entry.baseline)] + [(t.point, t) for t in plan.targets]
         for point, target in found:
             _check_tensors(definition, point, where)
             earlier = points.get(point.point_id) or (
@@ -151,6 +153,23 @@ def _check_total(spec: SweepSpec, source: str, max_points: int) -> None:
             f"{source}: expands to {total:,} points, over the limit of {max_points:,}; shrink the grid, "
             f"or pass --max-points {total} if you mean it"
         )
+
+
+def with_baseline(points: list[Point], baseline: str) -> list[Point]:
+    """Each point, then (when the block names a baseline) its baseline's twin (kernelsweep.baselines)."""
+    if not baseline:
+        return points
+    paired = [p for point in points for p in (point.model_copy(update={"baseline": baseline}), twin(point, baseline))]
+    return list({p.point_id: p for p in paired}.values())  # a shape's configurations share one baseline point
+
+
+def _check_baseline(baseline: str, where: str) -> None:
+    """The baseline's NKI kernel must be findable as source, as the tracer will need it."""
+    if baseline:
+        try:
+            nki_kernel_source(nki_ref(baseline))
+        except KernelSourceNotFound as exc:
+            raise UsageError(f"{where}: baseline {baseline!r}: {exc}; check the module is on the Python path") from None
 
 
 def _repeated_values(spec: SweepSpec, source: str) -> list[str]:

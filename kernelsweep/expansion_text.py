@@ -25,7 +25,9 @@ def describe(expansion: Expansion) -> list[str]:
                 f"{settings.budget} each: up to {settings.budget * len(plan.targets)} points"
             )
         else:
-            lines.append(f"  {sum(plan.valid.values())} point(s), {plan.drops.total} dropped")
+            twins = sum(1 for p in expansion.points if p.baseline_of == plan.kernel)  # kernelsweep.baselines
+            with_twins = f", and {twins} of its baseline (same shapes)" if twins else ""
+            lines.append(f"  {sum(plan.valid.values())} point(s){with_twins}, {plan.drops.total} dropped")
     drops = expansion.drops
     if drops.total:
         lines.append(f"dropped {drops.total} point(s), by reason:")

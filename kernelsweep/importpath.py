@@ -15,6 +15,7 @@ kernel module is found at all.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from importlib.machinery import (
@@ -64,7 +65,9 @@ class _LastResortFinder:
 
     def find_spec(self, fullname: str, target: ModuleType | None = None) -> ModuleSpec | None:
         if "." not in fullname:
-            elsewhere = [entry for entry in sys.path if entry not in _last_resort]
+            # "" is the working folder (`python -c`, a REPL): Python looks it up as os.getcwd(), which
+            # may be a last-resort folder itself, and asking it again here would recurse for ever
+            elsewhere = [entry for entry in sys.path if (entry or os.getcwd()) not in _last_resort]
             if PathFinder.find_spec(fullname, elsewhere) is not None:
                 return None
         return self._files.find_spec(fullname, target)

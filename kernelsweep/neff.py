@@ -52,12 +52,21 @@ class NeffInfo:
 
 
 def write_neff(
-    path: Path, *, name: str, info: dict, neff: dict, variables: dict[str, dict], build_version: str
+    path: Path,
+    *,
+    name: str,
+    info: dict,
+    neff: dict,
+    variables: dict[str, dict],
+    build_version: str,
+    extra: dict[str, dict] | None = None,
 ) -> None:
-    """Write header + tgz(info.json, neff.json, sg00/def.json); `variables` in the NEFF's order."""
+    """Write header + tgz(info.json, neff.json, sg00/def.json, then `extra` members such as
+    kernel_debug_info.json); `variables` in the NEFF's order."""
     raw = io.BytesIO()
+    members = [("info.json", info), ("neff.json", neff), ("sg00/def.json", {"var": variables}), *(extra or {}).items()]
     with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed, tarfile.open(fileobj=packed, mode="w") as tar:
-        for member, doc in (("info.json", info), ("neff.json", neff), ("sg00/def.json", {"var": variables})):
+        for member, doc in members:
             data = json.dumps(doc).encode()
             entry = tarfile.TarInfo(member)  # mtime 0: the same inputs make the same bytes
             entry.size = len(data)

@@ -67,6 +67,19 @@ class CaptureSettings(_Strict):
     profile_format: Literal["auto", "json", "summary-json", "parquet"] = Field(
         "auto", description="Profile output to extract from; auto: summary-json, which both profilers support."
     )
+    hotspots: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Compile with the SDK's debug info (NKI_DEBUG_INFO) and attribute the profile's instruction "
+        "time to kernel source lines, from neuron-explorer's Parquet view; on: one more view per point when "
+        "profile_format is not parquet; auto: on when profile_format is parquet (no extra view).",
+    )
+    iterations: int = Field(
+        0,
+        ge=0,
+        le=100_000,
+        description="Also time this many executions in one process of the runtime's benchmark tool (nrtpy), "
+        "under the same NeuronCore lease: per-execution latencies that compare uses; 0: off.",
+    )
     dge_notifs: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Capture with --enable-dge-notifs (accurate DMA figures; may time out on large NEFFs, then "
@@ -97,6 +110,14 @@ class ExecutionSettings(_Strict):
         description="Refuse points whose built-in kernel unrolls to more instructions than this (NKI unrolls "
         "every loop; such a trace or compile is likely to run into its timeout); measured on no host: raise it "
         "once your host's compile times say so.",
+    )
+    compile_memory_limit_gb: float | None = Field(
+        None,
+        gt=0,
+        le=4096,
+        description="Cap each compile's address space at this many GiB (RLIMIT_AS): a compile past it fails as "
+        "CompileOOM, not retried, and the host keeps its memory; empty: no cap (a healthy compile may reserve "
+        "more address space than it uses).",
     )
     worker_wait_seconds: float = Field(
         900.0,
@@ -200,6 +221,20 @@ class KernelGrid(_Strict):
     search: SearchSettings | None = Field(
         None, description="Search the tunables for the fastest configuration of each shape (docs/sweeps.md)."
     )
+    baseline: str = Field(
+        "",
+        description="Measure a baseline at every point the same way: nkilib:module:function, an NKI kernel (an "
+        "nki-library one) taking the definition's inputs; its rows are the kernel's name + .baseline.",
+    )
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline_form(cls, value: str) -> str:
+        if value:
+            from kernelsweep.baselines import nki_ref
+
+            nki_ref(value)
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -345,6 +380,8 @@ class Point(_Strict):
     tunables: dict[str, int | str] = Field(default_factory=dict)  # the NKI kernel's tunables, when set
     toolchain_name: str = ""  # one of the spec's [toolchains], "" when it names none
     search_trial: int | None = None  # the search's trial number, for a point a search proposed
+    baseline: str = ""  # the kernel block's baseline (kernelsweep.baselines), on its points and the baseline's
+    baseline_of: str = ""  # on a baseline's point: the kernel it is measured against
 
     @property
     def shape(self) -> str:

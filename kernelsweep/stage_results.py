@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelsweep.artifacts import ArtifactRef
+from kernelsweep.compile_cost import CompileCost
 from kernelsweep.correctness import Correctness
+from kernelsweep.hotspots import Hotspots
+from kernelsweep.iterations import IterationTiming
 from kernelsweep.metrics import LatencyStats, ProfileMetrics
 
 
@@ -23,6 +26,8 @@ class TraceResult:
     nki_compiler_frontend: str | None = None
     model: ModelRun | None = None  # `--toolchain cpu` only
     fell_through: tuple[str, ...] = ()  # tracers this run found unusable, which this one stands in for
+    nki_source: ArtifactRef | None = None  # the NKI kernel's source file: what hotspots' line numbers point into
+    compile_cost: CompileCost | None = None  # of the compile inside the tracing call; None on a cache hit
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class CompileResult:
     cache_hit: bool = False
     compile_options: str | None = None
     model: ModelRun | None = None
+    compile_cost: CompileCost | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class CaptureResult:
     seconds: float
     dge_notifs: tuple[bool, ...] = ()  # per repeat: whether it collected DGE notifications
     notes: tuple[str, ...] = ()  # fallbacks taken (DGE notifications dropped after a timeout)
+    iterations: IterationTiming | None = None  # `capture.iterations` executions timed in one tool process
 
 
 @dataclass(frozen=True)
@@ -71,3 +78,4 @@ class ExtractResult:
     correctness_source: str = "device"  # "device", "simulator", "nki.simulate", or "unchecked: <why>"
     dge_notifs: bool | None = None  # of the reported repeat's capture
     dma_warning: str | None = None  # the view's or the profile's: its DMA figures may be inaccurate
+    hotspots: Hotspots | None = None  # instruction time by source line (`capture.hotspots`)

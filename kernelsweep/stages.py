@@ -8,7 +8,6 @@ into its own scratch folder. The sixth stage, store, is the results writer.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import tempfile
 import time
@@ -19,12 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelsweep import cache, names, reference
+from kernelsweep import cache, hotspots, names, reference
 from kernelsweep.artifacts import ArtifactRef
+from kernelsweep.compile_cost import CompileCost
 from kernelsweep.context import StageContext
 from kernelsweep.correctness import Correctness, check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import ExtractError, InvalidShapeError, TraceError
+from kernelsweep.iterations import IterationTiming, time_iterations
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
 from kernelsweep.metrics import LatencyStats, read_profile
 from kernelsweep.model_run import model_from, model_refs
@@ -57,11 +58,12 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     proved unusable here; under `--toolchain cpu` the model the simulator captures is made too."""
     definition = load_kernel(point.kernel_ref)
     source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition)) or ""))
+    nki_source = _nki_source(ctx, definition)
     choice = ctx.tracer_choice
-    key = _trace_key(ctx, point, source.sha256, _nki_source_sha256(definition), choice.first)
+    key = _trace_key(ctx, point, source.sha256, nki_source.sha256 if nki_source else None, choice.first)
     hit = cache.lookup(ctx.store, "trace", ctx.versions.compiler, key)
     if hit is not None:
-        return _cached_trace(hit, source, choice)
+        return replace(_cached_trace(hit, source, choice), nki_source=nki_source)
     try:
         request = tracing.TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
     except InvalidShapeError as exc:  # a point that skipped the spec's checks
@@ -71,7 +73,14 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
         with ctx.compile_gate:
             started = time.perf_counter()
             out = tracing.trace(
-                ctx.toolchain, request, workdir, choice=choice, timeout_seconds=COMPILE_TIMEOUT_SECONDS, simulate=cpu
+                ctx.toolchain,
+                request,
+                workdir,
+                choice=choice,
+                timeout_seconds=COMPILE_TIMEOUT_SECONDS,
+                simulate=cpu,
+                debug_info=hotspots.wanted(ctx.capture),
+                memory_limit_bytes=ctx.compile_memory_limit_bytes,
             )
             seconds = time.perf_counter() - started - (out.compile_seconds or 0.0)
         refs = {"ir": ctx.store.put_file(out.ir_path)}
@@ -79,7 +88,7 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
         if cpu:
             refs |= model_refs(ctx, point, definition, out, workdir)
     if out.tracer != choice.first or out.fallbacks:  # recorded under the tracer that made it
-        key = _trace_key(ctx, point, source.sha256, _nki_source_sha256(definition), out.tracer)
+        key = _trace_key(ctx, point, source.sha256, nki_source.sha256 if nki_source else None, out.tracer)
     meta = {
         "tracer": out.tracer,
         "nki_version": out.nki_version or "",
@@ -89,7 +98,17 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     }
     cache.record(ctx.store, "trace", ctx.versions.compiler, key, refs, meta)
     made = _cached_trace(cache.Entry(refs, meta), source, choice)
-    return replace(made, seconds=seconds, cache_hit=False, compile_seconds=out.compile_seconds)
+    cost = CompileCost(**out.compile_cost) if out.compile_cost else None
+    if cost is not None and ctx.compile_peaks is not None:
+        ctx.compile_peaks.record(ctx.versions.compiler, cost.peak_rss_bytes)
+    return replace(
+        made,
+        seconds=seconds,
+        cache_hit=False,
+        compile_seconds=out.compile_seconds,
+        nki_source=nki_source,
+        compile_cost=cost,
+    )
 
 
 def _trace_key(ctx: StageContext, point: Point, source_sha256: str, nki_sha256: str | None, tracer: str | None) -> str:
@@ -107,6 +126,7 @@ def _trace_key(ctx: StageContext, point: Point, source_sha256: str, nki_sha256: 
         nki_compiler_frontend=ctx.versions.nki_compiler_frontend,
         toolchain=ctx.toolchain.kind,
         tunables=point.tunables,
+        debug_info=hotspots.wanted(ctx.capture),
     )
 
 
@@ -129,13 +149,14 @@ def _cached_trace(entry: cache.Entry, source: ArtifactRef, choice: tracing.Trace
     )
 
 
-def _nki_source_sha256(definition: KernelDefinition) -> str | None:
-    """The NKI kernel's file is the code that is traced: a change to it must miss the cache."""
+def _nki_source(ctx: StageContext, definition: KernelDefinition) -> ArtifactRef | None:
+    """The NKI kernel's file is the code that is traced: a change to it must miss the cache, and
+    hotspots' line numbers point into it (the row links it)."""
     try:
         path, _ = nki_kernel_source(definition.nki_kernel)
     except KernelSourceNotFound:
         return None  # the trace itself reports the missing kernel
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return ctx.store.put_file(path)
 
 
 def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> CompileResult:
@@ -148,6 +169,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             cache_hit=traced.cache_hit,
             compile_options=traced.compile_options,
             model=traced.model,
+            compile_cost=traced.compile_cost,
         )
     platform = get_platform(point.platform)
     target, lnc = platform.compiler_target, platform.compile_lnc(point.lnc)
@@ -226,6 +248,7 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
                     )
                 )
                 dge = results[-1].dge_notifs
+            timed = _iterations(ctx, point, neff, files, workdir, lease.visible_cores) if settings.iterations else None
             seconds = time.perf_counter() - started
         ntffs = [ctx.store.put_file(result.ntff) for result in results]
         saved = profiler.outputs_by_kernel_name(results[0].outputs, _neff_outputs(neff), _output_names(point))
@@ -239,6 +262,25 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
         seconds=seconds,
         dge_notifs=tuple(r.dge_notifs for r in results),
         notes=tuple(r.note for r in results if r.note),
+        iterations=timed,
+    )
+
+
+def _iterations(
+    ctx: StageContext, point: Point, neff: Path, files: dict[str, Path], workdir: Path, visible_cores: str
+) -> IterationTiming:
+    """`capture.iterations` executions in one process of the runtime's benchmark tool, on the leased core."""
+    infos = load_kernel(point.kernel_ref).input_infos(point.params, point.dtype)
+    inputs = {t.name: (files[t.name], t.shape, t.dtype) for t in infos}
+    return time_iterations(
+        ctx.toolchain,
+        neff,
+        inputs,
+        workdir / "iterations",
+        iterations=ctx.capture.iterations,
+        visible_cores=visible_cores,
+        lnc=point.lnc,
+        timeout_seconds=ctx.capture.timeout_seconds,
     )
 
 
@@ -267,7 +309,7 @@ def extract_stage(
     schema = explorer.summary_schema(ctx.toolchain)
     with _scratch("extract") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
-        profiles = []
+        profiles, viewed = [], []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"
             ntff = ctx.store.fetch(ntff_ref, run_dir / names.NTFF)
@@ -279,9 +321,15 @@ def extract_stage(
                 raise ExtractError(f"profile of repeat {repeat} has no total_time", error_class="MissingMetric")
             warning = view.dma_warning or profiler.dma_warning("\n".join(metrics.warnings))
             profiles.append((float(latency_us), metrics, ctx.store.put_file(path), warning))
+            viewed.append((ntff, view.path if profile_format == "parquet" else None))
         checked, checked_by = _correctness(ctx, point, compiled, inputs, captured, workdir)
-    latencies = [profile[0] for profile in profiles]
-    median = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
+        latencies = [profile[0] for profile in profiles]
+        median = sorted(range(len(latencies)), key=latencies.__getitem__)[(len(latencies) - 1) // 2]
+        spots = (
+            hotspots.of_view(ctx.toolchain, neff, *viewed[median], workdir / "hotspots", VIEW_TIMEOUT_SECONDS)
+            if hotspots.wanted(ctx.capture)
+            else None
+        )
     _, metrics, profile, warning = profiles[median]
     return ExtractResult(
         ntff=captured.ntffs[median],
@@ -293,6 +341,7 @@ def extract_stage(
         correctness_source=checked_by,
         dge_notifs=captured.dge_notifs[median] if captured.dge_notifs else None,
         dma_warning=warning,
+        hotspots=spots,
     )
 
 

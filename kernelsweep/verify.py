@@ -32,7 +32,9 @@ SINGLE_ARTIFACTS = (
     ("neff", names.NEFF),
     ("ntff", names.NTFF),
     ("profile", "profile.json"),
+    ("nki_source", "nki_kernel.py"),  # schema 3: the NKI kernel's source, which hotspots point into
 )
+OPTIONAL = frozenset({"nki_source"})  # rows written before it existed are ok without it
 LIST_ARTIFACTS = (("inputs", names.input_file), ("outputs", names.output_file))
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _URI_HASH = re.compile(r"/sha256/([0-9a-f]{2})/([0-9a-f]{64})$")
@@ -61,6 +63,8 @@ class LineageReport:
     dest: Path
     row: RowSummary
     artifacts: tuple[ArtifactCheck, ...]
+    hotspots: list[dict] | None = None  # the row's top source lines (schema 3), for the heat view
+    hotspots_note: str | None = None  # why it has none
 
     @property
     def ok(self) -> bool:
@@ -97,6 +101,8 @@ def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
         dest=dest,
         row=RowSummary.from_record(row),
         artifacts=tuple(checks),
+        hotspots=row.get("hotspots"),
+        hotspots_note=row.get("hotspots_note"),
     )
 
 
@@ -116,7 +122,7 @@ def _linked(row: dict) -> list[tuple[str, str, dict | None]]:
         uri, sha = row.get(f"{column}_uri"), row.get(f"{column}_sha256")
         if uri or sha:
             linked.append((column, file, {"uri": uri, "sha256": sha, "size_bytes": None}))
-        elif must_link:
+        elif must_link and column not in OPTIONAL:
             linked.append((column, file, None))
     for column, file_name in LIST_ARTIFACTS:
         entries = row.get(column) or []

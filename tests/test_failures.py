@@ -164,6 +164,15 @@ CASES = {
         "couldn't be allocated in SB",
         70,
     ),
+    "the compiler's allocation failed past the compile's memory cap (issue 25)": Case(
+        "compile",
+        NCC_LOG + "terminate called after throwing an instance of 'std::bad_alloc'\n",
+        CompileError,
+        "CompileOOM",
+        False,
+        "std::bad_alloc",
+        70,
+    ),
     # capture (reference section 4): busy / init / timeout transient; the rest deterministic
     "busy, documented wording": Case(
         "capture",

@@ -43,3 +43,24 @@ def test_a_folder_already_on_the_path_keeps_its_place(tmp_path):
     done = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "0", "False"]
+
+
+def test_the_working_folder_as_the_empty_path_entry_does_not_recurse(tmp_path):
+    """`python -c` puts "" (the working folder) first on the path; the CLI adds that folder again as a
+    last resort, and a name nothing provides must still be a plain ModuleNotFoundError."""
+    (tmp_path / "userkernels.py").write_text("WHERE = 'working'\n")
+    script = textwrap.dedent(
+        """
+        import os
+        from kernelsweep.importpath import append_last_resort
+        append_last_resort([os.getcwd()])
+        import userkernels
+        try:
+            import no_such_module_anywhere
+        except ModuleNotFoundError:
+            print(userkernels.WHERE, "not found")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.split() == ["working", "not", "found"]

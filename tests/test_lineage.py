@@ -34,7 +34,7 @@ VECTOR_ADD = {
 }
 MLP = {"kernel": "kernelsweep.kernels.mlp:mlp", "dtypes": ["bfloat16"], "grid": {"s": [128], "h": [256], "i": [128]}}
 CRASHES = {"kernel": "kernels.faulty:crashes_on_device", "dtypes": ["float32"], "grid": {"n": [1024]}}
-SINGLES = ("kernel_source", "ir", "neff", "ntff", "profile")
+SINGLES = ("kernel_source", "ir", "neff", "ntff", "profile", "nki_source")  # nki_source: schema 3
 
 
 def _sweep(results: str, artifacts: str, kernels: list[dict], platforms=("trn2",)):
@@ -60,7 +60,7 @@ def _rows(results: str) -> list[dict]:
 
 def _expected_names(row: dict) -> set[str]:
     lists = {f"{column}[{entry['name']}]" for column in ("inputs", "outputs") for entry in row[column]}
-    return set(SINGLES) | lists
+    return {name for name in SINGLES if row.get(f"{name}_uri")} | lists
 
 
 def _sha(path: Path) -> str:
@@ -71,7 +71,7 @@ def _assert_all_verified(report, row: dict) -> None:
     assert report.ok, render(report)
     assert {a.name for a in report.artifacts} == _expected_names(row)
     by_name = {a.name: a for a in report.artifacts}
-    for name in SINGLES:
+    for name in (n for n in SINGLES if row.get(f"{n}_uri")):
         assert by_name[name].sha256 == row[f"{name}_sha256"] and by_name[name].uri == row[f"{name}_uri"]
     for entry in row["inputs"]:
         assert by_name[f"inputs[{entry['name']}]"].size_bytes == entry["size_bytes"]
@@ -93,7 +93,7 @@ def test_every_artifact_of_a_local_row_is_fetched_and_verified(tmp_path, local_s
     results, row = local_sweep
     report = verify_row(results, row["row_id"], tmp_path / "check")
     _assert_all_verified(report, row)
-    assert len(report.artifacts) == 5 + 4 + 1  # mlp: four inputs, one output
+    assert len(report.artifacts) == 6 + 4 + 1  # mlp: the singles (nki_source too), four inputs, one output
     assert {p.name for p in (tmp_path / "check").iterdir()} >= {"file.neff", "profile.ntff", "profile.json"}
     assert report.row.kernel == "mlp" and report.row.flow_run_id == row["flow_run_id"]
     again = verify_row(results, row["row_id"], tmp_path / "check")  # into the same folder: replaces, still ok
@@ -134,7 +134,7 @@ def test_lineage_gaps_and_inconsistent_links_are_reported(tmp_path):
     report = verify_row(results, failed["row_id"], tmp_path / "failed")
     # A capture failure links what was made before it, and nothing after it is demanded.
     assert report.ok, render(report)
-    assert {a.name for a in report.artifacts} == {"kernel_source", "ir", "neff"} | {
+    assert {a.name for a in report.artifacts} == {"kernel_source", "nki_source", "ir", "neff"} | {
         f"inputs[{i['name']}]" for i in failed["inputs"]
     }
 

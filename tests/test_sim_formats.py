@@ -95,7 +95,7 @@ def test_summary_json_keeps_fractions_keyed_by_profile_id(captured, tmp_path):
 def test_parquet_is_an_explorer_folder_with_summary_and_metadata(captured, tmp_path):
     sim, neff, ntff = captured
     folder = profiler.view(sim, neff, ntff, tmp_path, timeout_seconds=120, profile_format="parquet").path
-    tables = {"Summary.parquet", "Metadata.parquet", "SchemaFields.parquet", "Warning.parquet"}
+    tables = {"Summary.parquet", "Metadata.parquet", "SchemaFields.parquet", "Warning.parquet", "Instruction.parquet"}
     assert folder.is_dir() and {p.name for p in folder.iterdir()} == tables
     info = read_profile(folder).info
     assert info["profile_schema_version"] == "7.4.0" and info["is_simulation"] == "true"

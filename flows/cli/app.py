@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -11,7 +12,6 @@ from typing import Any
 import click
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.flows.cli import compact, compare, doctor, extract, fleet, lineage, report, run, server
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_RUN_FAILED, EXIT_SIGNAL_BASE, EXIT_USAGE, fail
 from kernelsweep.importpath import append_last_resort
 
@@ -19,7 +19,34 @@ DEBUG_ENV = "KERNELSWEEP_DEBUG"
 INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT  # 130, the shell's code for a process ended by Ctrl-C
 
 
+# Each command's module, imported when that command runs (or help lists them): a one-point `bench` must
+# not pay for `report`'s and `compare`'s imports (pyarrow datasets, scipy, ruptures), seconds on a busy host.
+COMMANDS = {
+    "validate": "run",
+    "run": "run",
+    "bench": "bench",
+    "extract": "extract",
+    "lineage": "lineage",
+    "doctor": "doctor",
+    "fleet": "fleet",
+    "report": "report",
+    "compare": "compare",
+    "compact": "compact",
+    "server": "server",
+}
+
+
 class _Boundary(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        command = getattr(importlib.import_module(f"kernelsweep.flows.cli.{module}"), cmd_name)
+        return command if isinstance(command, click.Command) else None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -58,21 +85,6 @@ def cli() -> None:
     # path: a user's own `tasks.py`, `flows/`, `numpy.py` or `opentelemetry.py` (a namespace package
     # of Prefect's) there can never shadow an installed module (kernelsweep.importpath).
     append_last_resort([os.getcwd()])
-
-
-for command in (
-    run.validate,
-    run.run,
-    extract.extract,
-    lineage.lineage,
-    doctor.doctor,
-    fleet.fleet,
-    report.report,
-    compare.compare,
-    compact.compact,
-    server.server,
-):
-    cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

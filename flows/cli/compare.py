@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,10 @@ from rich.table import Table
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
 from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
-from kernelsweep.report.compare import TOOL_COLUMNS, Comparison
+from kernelsweep.report.compare import TOOL_COLUMNS, Comparison, PointComparison
 from kernelsweep.report.index import Indexed
+from kernelsweep.report.load import ReportRow
+from kernelsweep.report.measures import MEASURES, as_measure, measure
 from kernelsweep.report.results import Results
 from kernelsweep.report.stats import Rule, interval
 
@@ -39,6 +42,13 @@ _STYLES = {
 @click.option("--runs", "run_pair", nargs=2, metavar="A B", help="Flow run B against A (id, prefix, latest, previous).")
 @click.option("--versions", "tool_versions", nargs=3, metavar="TOOL A B", help=f"{'|'.join(TOOL_COLUMNS)} B against A.")
 @click.option(
+    "--metric",
+    type=click.Choice(list(MEASURES)),
+    default="latency",
+    show_default=True,
+    help="What to judge: latency, or the compile's time or peak memory (rows that compiled).",
+)
+@click.option(
     "--html",
     "html_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -53,6 +63,7 @@ def compare(
     kernel_pair: tuple[str, str] | None,
     run_pair: tuple[str, str] | None,
     tool_versions: tuple[str, str, str] | None,
+    metric: str,
     html_dir: Path | None,
     **filters: Any,
 ) -> None:
@@ -75,7 +86,11 @@ def compare(
         raise
     except KernelsweepError as exc:
         fail(exc.message, EXIT_NOT_COMPARED)
-    comparison = _compared(rows, rule, kernel_pair, run_pair, tool_versions)
+    chosen = measure(metric)
+    comparison = _compared(as_measure(rows, chosen), rule, kernel_pair, run_pair, tool_versions)
+    if chosen.column is not None:
+        title = f"{chosen.name}: {comparison.title}"
+        comparison = replace(comparison, title=title, metric=chosen.name, unit=chosen.unit)
     for note in comparison.notes:  # before the verdicts: what they can and cannot say
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     emit(output_format, comparison)
@@ -88,7 +103,7 @@ def compare(
 
 
 def _compared(
-    rows: Results,
+    rows: Results | list[ReportRow],
     rule: Rule,
     kernel_pair: tuple[str, str] | None,
     run_pair: tuple[str, str] | None,
@@ -116,6 +131,14 @@ def emit(output_format: str, comparison: Comparison) -> None:
         render(comparison)
 
 
+def _short_bound(p: PointComparison) -> str:
+    """B's bounding engine and how active it was; the whole line is in the JSON, Markdown and page."""
+    row = p.b[0] if p.b else None
+    if row is None or row.bound_engine is None or row.bound_active_percent is None:
+        return "-"
+    return f"{row.bound_engine} ({row.bound_active_percent:.0f}% busiest)"
+
+
 def render(c: Comparison) -> None:
     from kernelsweep.report.formats import EXIT_MEANING
 
@@ -123,8 +146,9 @@ def render(c: Comparison) -> None:
     table = Table(title=f"{c.title}{simulated}", title_justify="left")
     for column in c.key_names:
         table.add_column(column, overflow="fold")  # a shape is read whole, never cut
-    for column in ("A us", "B us", "B / A [CI]", "verdict", "why"):
-        table.add_column(column, justify="right" if column in ("A us", "B us", "B / A [CI]") else "left")
+    numbers = (f"A {c.unit}", f"B {c.unit}", "B / A [CI]")
+    for column in (*numbers, "verdict", "why", "bound (B)"):
+        table.add_column(column, justify="right" if column in numbers else "left", overflow="fold")
     for p in c.points:
         style = _STYLES.get(p.outcome)
         verdict = f"[{style}]{p.outcome}[/{style}]" if style else p.outcome
@@ -137,6 +161,7 @@ def render(c: Comparison) -> None:
             escape(
                 p.why.removeprefix(interval(p.effect)).strip() if p.effect else p.why
             ),  # the interval has its column
+            escape(_short_bound(p)),
         )
     out.print(table)
     for kernel, (mean, low, high) in c.geomeans().items():

@@ -24,4 +24,11 @@ def lineage(row_id: str, results_uri: str, dest: Path | None) -> None:
 
     report = verify_row(results_uri, row_id, dest or default_dest(row_id))
     click.echo(render(report))  # plain: artifact names hold [brackets] that rich would take as markup
+    source = next((a.path for a in report.artifacts if a.name == "nki_source" and a.ok and a.path), None)
+    if report.hotspots and source is not None:
+        from kernelsweep.hotspots import render_text
+
+        click.echo("\n" + render_text(source.read_text(errors="replace"), report.hotspots, report.hotspots[0]["file"]))
+    elif report.hotspots_note:
+        click.echo("\n" + report.hotspots_note)
     sys.exit(0 if report.ok else 1)

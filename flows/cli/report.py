@@ -202,6 +202,12 @@ def render(built: Report) -> None:
     drop = ("flow_run_id", "dtype", "ci_low_percent", "ci_high_percent")
     out.print(_table(title, _with_interval(regressions), drop=drop) if regressions else title, highlight=False)
     out.print(f"steps judged with {built.method}", highlight=False)
+    why = [{k: r[k] for k in ("kernel", "shape", "dtype", "platform", "why")} for r in built.summary_rows() if r["why"]]
+    if why:
+        out.print(_table("Why: the engine that bounds each point", why))
+    if built.speedups:
+        title = "Each kernel against its baseline: speedup = baseline / kernel latency"
+        out.print(_table(title, built.speedup_rows(), drop=("why",)))
     if len(built.platforms) > 1:
         out.print(_table("Across platforms: latency (us) and % of each platform's peak", built.cross_rows()))
     if built.best:

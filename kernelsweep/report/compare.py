@@ -54,6 +54,11 @@ class PointComparison:
     def kernel(self) -> str:
         return self.a[0].kernel if self.a else self.key[0]
 
+    @property
+    def bound(self) -> str | None:
+        """Why B's newest row runs as it does: the engine that bounds it, in one line."""
+        return self.b[0].bound_why if self.b else None
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -66,6 +71,8 @@ class Comparison:
     only_a: list[Key] = field(default_factory=list)
     only_b: list[Key] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the reader must know about how it was decided
+    metric: str = "latency"  # what a_us / b_us hold (kernelsweep.report.measures), in `unit`
+    unit: str = "us"
 
     @property
     def measured(self) -> list[PointComparison]:

@@ -58,11 +58,12 @@ def rows(c: Comparison) -> list[dict[str, Cell]]:
     return [
         {
             **dict(zip(c.key_names, p.key, strict=True)),
-            "A us": round(p.a_us, 3) if p.a_us else None,
-            "B us": round(p.b_us, 3) if p.b_us else None,
+            f"A {c.unit}": round(p.a_us, 3) if p.a_us else None,
+            f"B {c.unit}": round(p.b_us, 3) if p.b_us else None,
             "B / A [CI]": interval(p.effect) if p.effect else None,
             "verdict": p.outcome,
             "why": p.why,
+            "bound (B)": p.bound,
         }
         for p in c.points
     ]

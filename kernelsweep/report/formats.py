@@ -49,6 +49,7 @@ def _point(c: Comparison, p: PointComparison) -> dict[str, Any]:
         "interval_method": e.method if e else None,
         "runs": [len(p.a), len(p.b)],
         "repeats": list(e.repeats) if e else None,
+        "bound": p.bound,
     }
 
 
@@ -59,6 +60,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "a": c.a_label,
         "b": c.b_label,
         "simulated": any(r.is_simulation for p in c.points for r in p.a + p.b),
+        "metric": {"name": c.metric, "unit": c.unit},
         "method": _method(c),
         "notes": list(c.notes),
         "points": [_point(c, p) for p in c.points],
@@ -95,11 +97,12 @@ def comparison_markdown(c: Comparison) -> str:
             interval(p.effect) if p.effect else "-",
             verdict.get(p.outcome, p.outcome),
             p.why,
+            p.bound,
         ]
         for p in c.points
     ]
     lines = [f"### {c.title}{simulated}", "", f"B / A with {c.method}.", ""]
-    lines += _table([*c.key_names, "A us", "B us", "change [CI]", "verdict", "why"], rows)
+    lines += _table([*c.key_names, f"A {c.unit}", f"B {c.unit}", "change [CI]", "verdict", "why", "bound (B)"], rows)
     means = c.geomeans()
     if means:
         lines += ["", "Geometric mean of B / A per kernel:", ""]
@@ -127,6 +130,7 @@ def report_json(r: Report, allow_incorrect: bool = False) -> dict[str, Any]:
         "cross_platform": r.cross_rows(),
         "best": r.best_rows(),
         "matrix": r.matrix,
+        "speedups": r.speedup_rows(),
         "exit_code": r.exit_code(allow_incorrect),
     }
 
@@ -148,5 +152,8 @@ def report_markdown(r: Report, allow_incorrect: bool = False) -> str:
         lines += ["", "#### Best configuration per shape", "", *table(r.best_rows())]
     if r.matrix:
         lines += ["", "#### Kernel x toolchain x LNC", "", *table(r.matrix)]
+    if r.speedups:
+        title = "#### Each kernel against its baseline (speedup = baseline / kernel)"
+        lines += ["", title, "", *table(r.speedup_rows())]
     lines += ["", f"exit {r.exit_code(allow_incorrect)}"]
     return "\n".join(lines) + "\n"

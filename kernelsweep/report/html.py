@@ -14,12 +14,14 @@ import re
 from collections.abc import Sequence
 from html import escape
 
-from kernelsweep.report import plots, plots_search, plots_steps
+from kernelsweep.report import heat, plots, plots_search, plots_steps
+from kernelsweep.report.plots_speedup import speedup_charts
 from kernelsweep.report.summary import Cell, Report
 
 MAX_REGRESSION_CHARTS = 20  # the newest; the summary chart and the table show them all
 INDEX = "index.html"
-STYLE = """
+STYLE = (
+    """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1800px; }
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
@@ -33,6 +35,8 @@ figure { display: inline-block; margin: 0 1em 1em 0; vertical-align: top; }
 figure.half img { max-width: 48vw; }
 img { max-width: 100%; border: 1px solid #ddd; }
 """
+    + heat.STYLE
+)
 
 
 def bundle(report: Report) -> dict[str, bytes]:
@@ -53,6 +57,8 @@ def bundle(report: Report) -> dict[str, bytes]:
         charts[_file("search", kernel)] = (f"{kernel}: search progress (best so far per trial)", png, ())
     for kernel, chart in plots.latency_by_shape(report.latest).items():
         charts[_file("latency", kernel)] = (f"{kernel}: latency by shape", chart.png, chart.x_labels)
+    for kernel, chart in speedup_charts(report.speedups).items():
+        charts[_file("speedup", kernel)] = (f"{kernel}: speedup over its baseline", chart.png, chart.x_labels)
     return {INDEX: render(report, charts).encode()}
 
 
@@ -60,6 +66,7 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
     series = [c for c in charts if c.startswith("regression-")]
     latency = [c for c in charts if c.startswith("latency-")]
     search = [c for c in charts if c.startswith("search-")]
+    speedup = [c for c in charts if c.startswith("speedup-")]
     parts = [
         page_head("kernelsweep report"),
         "<h1>kernelsweep report</h1>",
@@ -87,6 +94,12 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
     parts += [figure(name, *charts[name][:2]) for name in ("peak-share.png", "roofline.png") if name in charts]
     parts.append("<h2>Latency by shape</h2>")
     parts += [figure(name, *charts[name]) for name in latency]
+    if report.speedups:
+        parts += ["<h2>Each kernel against its baseline (speedup = baseline / kernel latency)</h2>"]
+        parts += [table(report.speedup_rows()), *(figure(name, *charts[name]) for name in speedup)]
+    hot = heat.with_hotspots(report.latest)
+    if hot:
+        parts += ["<h2>Hot source lines (share of instruction time)</h2>", heat.section(hot)]
     parts.append("</body></html>")
     return "\n".join(parts)
 

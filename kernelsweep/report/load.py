@@ -77,6 +77,21 @@ class ReportRow:
     tunables: str | None = None  # `tile_m=128,loop_order=mn`; null without tunables (and in older rows)
     toolchain_name: str | None = None
     search_trial: int | None = None
+    # schema 3 (issue 25): why slow, against what, at what cost; null in older rows
+    bound_engine: str | None = None
+    bound_active_percent: float | None = None
+    bound_why: str | None = None
+    baseline_ref: str | None = None
+    baseline_of: str | None = None
+    speedup_vs_baseline: float | None = None
+    hotspots: list[dict[str, Any]] | None = None
+    hotspots_note: str | None = None
+    nki_source_uri: str | None = None
+    nki_source_sha256: str | None = None
+    compile_seconds: float | None = None
+    compile_peak_rss_bytes: int | None = None
+    compile_cpu_seconds: float | None = None
+    iteration_latencies_us: list[float] | None = None
 
     @property
     def series(self) -> SeriesKey:
@@ -118,8 +133,11 @@ class ReportRow:
         return (self.run_date, self.started_at or _EPOCH)
 
     def sample(self) -> Sample:
-        """The run's repeats: raw (schema 2), else their summary; a row from before repeats existed
-        is one repeat of its total time."""
+        """The run's samples: the executions the runtime timed in one process when the row has them
+        (`capture.iterations`, schema 3), else its repeats: raw (schema 2), else their summary; a row
+        from before repeats existed is one repeat of its total time."""
+        if self.iteration_latencies_us:
+            return Sample.of(self.iteration_latencies_us)
         if self.latency_median_us is None or self.latency_min_us is None or self.latency_max_us is None:
             value = self.latency_us
             if value is None:

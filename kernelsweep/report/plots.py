@@ -12,10 +12,11 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from kernelsweep.platforms import PLATFORMS
+from kernelsweep.platforms import PLATFORMS, Platform
 from kernelsweep.report.load import ReportRow, shape_order
 from kernelsweep.report.normalise import normalise
 from kernelsweep.report.ranks import median_interval
@@ -148,6 +149,7 @@ def roofline(latest: list[ReportRow]) -> bytes:
     figure = Figure(figsize=(8, 5.5))
     axes = figure.add_subplot()
     intensities = [i for i, _, _ in points]
+    drawn: set[tuple[str, int]] = set()
     low, high = (min(intensities) / 4, max(intensities) * 4) if intensities else (0.1, 1000.0)
     for platform_name, dtype, lnc in sorted({(r.platform, r.dtype, r.lnc or 1) for _, _, r in points}):
         platform = PLATFORMS.get(platform_name)
@@ -163,6 +165,7 @@ def roofline(latest: list[ReportRow]) -> bytes:
             linewidth=1,
             label=f"{platform_name} {dtype} LNC{lnc} roof: {peak:.0f} TFLOPS, {bandwidth * 1e3:.0f} GB/s",
         )
+        _vector_ceiling(axes, platform, lnc, bandwidth, xs, drawn)
     markers = dict(zip(sorted({r.kernel for _, _, r in points}), itertools.cycle(MARKERS)))
     for intensity, tflops, r in points:
         axes.scatter(intensity, tflops, **_mark(r.platform), marker=markers[r.kernel], zorder=3)
@@ -176,6 +179,25 @@ def roofline(latest: list[ReportRow]) -> bytes:
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=7, loc="lower right")
     return to_png(figure)
+
+
+def _vector_ceiling(
+    axes: Axes, platform: Platform, lnc: int, bandwidth: float, xs: list[float], drawn: set[tuple[str, int]]
+) -> None:
+    """The Vector Engine's roof (dotted), once per platform and LNC: element-wise kernels, which the
+    TensorE's roof says nothing about, top out here (kernelsweep.bounding)."""
+    vector = platform.vector_peak_flops(lnc)
+    if vector is None or (platform.name, lnc) in drawn:
+        return
+    drawn.add((platform.name, lnc))
+    axes.plot(
+        xs,
+        [min(vector / 1e12, bandwidth * x) for x in xs],
+        color=_colour(platform.name),
+        linestyle=":",
+        linewidth=1,
+        label=f"{platform.name} LNC{lnc} vector engine roof: {vector / 1e12:.2f} TFLOPS",
+    )
 
 
 def peak_share(latest: list[ReportRow]) -> bytes:

@@ -59,6 +59,20 @@ class Sample:
     def raw(self) -> bool:
         return self.n > 0 and len(self.values) == self.n
 
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Sample:
+        """A run's raw samples, summarised as a row summarises its repeats."""
+        ordered = np.sort(np.asarray(values, dtype=float))
+        return cls(
+            n=len(ordered),
+            median=float(np.median(ordered)),
+            min=float(ordered[0]),
+            max=float(ordered[-1]),
+            p90=float(np.percentile(ordered, 90)),
+            p99=float(np.percentile(ordered, 99)),
+            values=tuple(float(v) for v in values),
+        )
+
     @property
     def level(self) -> float:
         """The run's level on the log scale: the log of its median."""

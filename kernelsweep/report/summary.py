@@ -16,6 +16,7 @@ from kernelsweep.report.matrix import matrix_rows
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
 from kernelsweep.report.ranks import median_interval
 from kernelsweep.report.regress import History, Step, regressions, track
+from kernelsweep.report.speedup import Speedup, speedups
 from kernelsweep.report.stats import Rule
 
 Cell = str | int | float | bool | None
@@ -37,6 +38,7 @@ class Report:
     best: list[Best] = field(default_factory=list)  # per shape with tunables: its fastest configuration
     search_progress: dict[str, dict[str, list[tuple[int, float | None]]]] = field(default_factory=dict)
     matrix: list[dict[str, Cell]] = field(default_factory=list)  # kernel x toolchain x LNC
+    speedups: list[Speedup] = field(default_factory=list)  # each kernel against its baseline (schema 3)
 
     @property
     def failed(self) -> list[ReportRow]:
@@ -107,9 +109,31 @@ class Report:
                     "correct": r.correct,
                     "run_date": r.run_date.isoformat(),
                     "compiler": r.compiler_version,
+                    "bound": r.bound_engine,
+                    "why": r.bound_why,
                 }
             )
         return rows
+
+    def speedup_rows(self) -> list[dict[str, Cell]]:
+        """Each kernel against its baseline per shape: baseline / kernel, its interval, the verdict."""
+        return [
+            {
+                "kernel": s.kernel,
+                "baseline": s.baseline_ref or s.baseline,
+                "shape": s.shape,
+                "dtype": s.dtype,
+                "platform": s.platform,
+                "kernel_us": _round(s.kernel_us, 3),
+                "baseline_us": _round(s.baseline_us, 3),
+                "speedup": _round(s.speedup, 3),
+                "speedup_low": _round(s.low, 3),
+                "speedup_high": _round(s.high, 3),
+                "verdict": s.verdict,
+                "why": s.why,
+            }
+            for s in self.speedups
+        ]
 
     def failure_rows(self) -> list[dict[str, Cell]]:
         return [
@@ -206,6 +230,7 @@ def build_report(
         best=best_configurations(results, rule),
         search_progress=progress(configured(results)),
         matrix=matrix_rows(newest),
+        speedups=speedups(results, rule),
     )
 
 

@@ -17,6 +17,7 @@ from kernelsweep.correctness import Correctness
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import get_platform
+from kernelsweep.results.insight import Insight
 from kernelsweep.results.schema import FAILED, INCORRECT, OK
 from kernelsweep.spec import Point
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
@@ -214,4 +215,4 @@ def _ref_list(refs: Mapping[str, ArtifactRef]) -> list[dict[str, Any]]:
     return [{"name": n, **asdict(r)} for n, r in refs.items()]
 
 
-PARTS = (Status, Costed, Measured, Lineage)
+PARTS = (Status, Costed, Measured, Lineage, Insight)  # Insight: schema 3's columns, in their own module

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from kernelsweep.metrics import METRIC_FIELDS
+from kernelsweep.results.insight import Insight
 from kernelsweep.results.outcome import SUMMARY_COLUMNS, RowSummary
 from kernelsweep.results.row_parts import Costed, Lineage, Measured, Status, columns
 from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION
@@ -136,6 +137,25 @@ class Row:
     tunables: str | None = None
     toolchain_name: str | None = None
     search_trial: int | None = None
+    # schema 3: why slow, against what, at what cost (kernelsweep.results.insight)
+    bound_engine: str | None = None
+    bound_active_percent: float | None = None
+    bound_why: str | None = None
+    baseline_ref: str | None = None
+    baseline_of: str | None = None
+    speedup_vs_baseline: float | None = None
+    hotspots: list[dict[str, Any]] | None = None
+    hotspots_note: str | None = None
+    nki_source_uri: str | None = None
+    nki_source_sha256: str | None = None
+    compile_peak_rss_bytes: int | None = None
+    compile_cpu_seconds: float | None = None
+    compile_memory_limit_bytes: int | None = None
+    iterations: int | None = None
+    iteration_latencies_us: list[float] | None = None
+    iteration_median_us: float | None = None
+    iteration_p99_us: float | None = None
+    iteration_tool: str | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.metrics) - METRIC_NAMES
@@ -208,4 +228,5 @@ def build_row(
         **columns(costed),
         **columns(lineage),
         **(columns(Measured.of(point, costed, extracted)) if extracted is not None else {}),
+        **columns(Insight.of(point, record.trace, record.compiled, record.captured, extracted)),
     )

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from kernelsweep.metrics import METRIC_FIELDS
 
-SCHEMA_VERSION = 2  # 2 added `latencies_us`; v1 rows read back with it null
+SCHEMA_VERSION = 3  # 2 added `latencies_us`, 3 the insight columns (results.insight); older rows read them as null
 PARAM_PREFIX = "param_"
 OK, FAILED, INCORRECT = "ok", "failed", "incorrect"  # a row's status: docs/schema.md
 
@@ -119,7 +119,38 @@ _VARIANT = [
     pa.field("search_trial", pa.int32()),
 ]
 
-BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE + _VARIANT)
+_HOTSPOT = pa.struct(
+    [
+        ("file", pa.string()),
+        ("line", pa.int64()),
+        ("engine", pa.string()),
+        ("instructions", pa.int64()),
+        ("time_us", pa.float64()),
+        ("share_percent", pa.float64()),
+    ]
+)
+# Schema 3 (issue 25): why a point is slow, against what, and at what cost.
+_INSIGHT = [
+    pa.field("bound_engine", pa.string()),
+    pa.field("bound_active_percent", pa.float64()),
+    pa.field("bound_why", pa.string()),
+    pa.field("baseline_ref", pa.string()),
+    pa.field("baseline_of", pa.string()),
+    pa.field("speedup_vs_baseline", pa.float64()),
+    pa.field("hotspots", pa.list_(_HOTSPOT)),
+    pa.field("hotspots_note", pa.string()),
+    *_artifact_columns("nki_source"),
+    pa.field("compile_peak_rss_bytes", pa.int64()),
+    pa.field("compile_cpu_seconds", pa.float64()),
+    pa.field("compile_memory_limit_bytes", pa.int64()),
+    pa.field("iterations", pa.int32()),
+    pa.field("iteration_latencies_us", pa.list_(pa.float64())),
+    pa.field("iteration_median_us", pa.float64()),
+    pa.field("iteration_p99_us", pa.float64()),
+    pa.field("iteration_tool", pa.string()),
+]
+
+BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE + _VARIANT + _INSIGHT)
 
 
 def schema_for(param_axes: list[str]) -> pa.Schema:

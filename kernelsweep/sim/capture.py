@@ -143,7 +143,7 @@ def run(args: Any, config: SimConfig) -> str:
         # each capture draws its own run-to-run noise, as repeated captures on hardware differ; `view`
         # of one NTFF is still deterministic
         neff_bytes = Path(args.neff).read_bytes()
-        salt = _noise_salt(config, hashlib.sha256(neff_bytes).hexdigest())
+        salt = noise_salt(config, hashlib.sha256(neff_bytes).hexdigest())
         run_key = hashlib.sha256(neff_bytes + salt).hexdigest()
         nth = 1 if args.profile_nth_exec is None else args.profile_nth_exec
         factor = run_factor(config, ir_point_key(ir))
@@ -157,7 +157,7 @@ def run(args: Any, config: SimConfig) -> str:
     return f"Profile captured: {args.num_exec} executions on NeuronCore(s) {requested} at LNC={lnc} (simulated)"
 
 
-def _noise_salt(config: SimConfig, neff_sha256: str) -> bytes:
+def noise_salt(config: SimConfig, neff_sha256: str) -> bytes:
     """Fresh noise, or with KERNELSWEEP_SIM_NOISE_SEED the seed and which capture of this NEFF this is
     (counted in the state dir across processes; one point's repeats run one after another)."""
     if config.noise_seed is None:

@@ -11,6 +11,7 @@ Corrections 1); the simulated runtime saves outputs under exactly those names.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from kernelsweep.sim.latency import COMPILE, emulate, ir_point_key
 from kernelsweep.sim.model import compile_seconds
 
 INJECTED = "injected by KERNELSWEEP_SIM_FAULTS"
+DEBUG_INFO_FILE = "kernel_debug_info.json"
+PAGE_BYTES = 4096
 
 
 def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str | None:
@@ -45,15 +48,41 @@ def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str |
 
 
 def emulate_compile_time(ir: dict, config: SimConfig) -> None:
-    """Sleep the modelled compile time (scaled), recording it in the state dir (sim.latency)."""
+    """Hold the configured compile memory (KERNELSWEEP_SIM_COMPILE_MEMORY) while sleeping the modelled
+    compile time (scaled), recording it in the state dir (sim.latency). The memory is written, page by
+    page, so it is resident (what a host runs out of), not merely reserved."""
+    held = bytearray(config.compile_memory_bytes)
+    held[::PAGE_BYTES] = b"\1" * len(range(0, len(held), PAGE_BYTES))
     emulate(config.state_dir, COMPILE, ir_point_key(ir), compile_seconds(ir["flops"]), config.time_scale)
+    del held
+
+
+def debug_info_requested() -> bool:
+    """NKI_DEBUG_INFO=True before compiling, as the SDK reads it (Explorer glossary)."""
+    return os.environ.get("NKI_DEBUG_INFO", "").lower() in ("true", "1")
+
+
+def debug_info(ir: dict) -> dict:
+    """kernel_debug_info.json: each instruction group of the program mapped to its kernel source
+    line (the file's base name, as profiles print `nki_source_location`)."""
+    return {
+        "file": Path(ir["source_file"]).name,
+        "instructions": [{"line": line, "engine": engine, "count": count} for line, engine, count, _ in ir["lines"]],
+    }
 
 
 def write_sim_neff(
-    path: Path, ir: dict, target: str, lnc: int, output_names: Sequence[str] | None, config: SimConfig
+    path: Path,
+    ir: dict,
+    target: str,
+    lnc: int,
+    output_names: Sequence[str] | None,
+    config: SimConfig,
+    with_debug_info: bool = False,
 ) -> Path:
     """The configured compiler version goes into the NEFF, and with it any slowdown of the code it
-    emits (sim.config's COMPILER_SLOWDOWN): the profiler's model applies it whenever this NEFF runs."""
+    emits (sim.config's COMPILER_SLOWDOWN): the profiler's model applies it whenever this NEFF runs.
+    `with_debug_info` adds kernel_debug_info.json, which the simulated view reads, as Explorer does."""
     version, factor = config.compiler_version, config.slowdown(ir["kernel"], ir["params"])
     built = {**ir, "compiler_version": version} | ({"code_factor": factor} if factor != 1.0 else {})
     names = list(output_names) if output_names else [f"output_{i}" for i in range(len(ir["outputs"]))]
@@ -71,5 +100,6 @@ def write_sim_neff(
         neff={"kernelsweep_sim": built},
         variables=variables,
         build_version=version,
+        extra={DEBUG_INFO_FILE: debug_info(ir)} if with_debug_info and ir.get("lines") else None,
     )
     return path

@@ -36,6 +36,9 @@ KERNELSWEEP_SIM_RUN_NOISE   standard deviation of the shift a point takes for a 
                             says why; 0 turns it off); every repeat of the point in that run shares it
 KERNELSWEEP_SIM_HOST_NOISE  standard deviation of a simulated host's own lasting shift, shared by every point
                             it runs (default 0.005); the host is KERNELSWEEP_SIM_HOST (default `sim-host`)
+KERNELSWEEP_SIM_COMPILE_MEMORY  memory the simulated compiler allocates and touches while it compiles (bytes, or
+                            with a K, M or G suffix: `2G`; default 0): a runaway compile, for the compile
+                            memory cap (execution.compile_memory_limit_gb) and the measured compile peaks
 KERNELSWEEP_SIM_SESSION     the session a capture belongs to; set by the simulated toolchain each time it is
                             set up (once per flow run), never by hand
 """
@@ -60,6 +63,8 @@ SLOWDOWN_ENV = "KERNELSWEEP_SIM_COMPILER_SLOWDOWN"
 RUN_NOISE_ENV = "KERNELSWEEP_SIM_RUN_NOISE"
 HOST_NOISE_ENV = "KERNELSWEEP_SIM_HOST_NOISE"
 SESSION_ENV = "KERNELSWEEP_SIM_SESSION"
+COMPILE_MEMORY_ENV = "KERNELSWEEP_SIM_COMPILE_MEMORY"
+_SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
 DEFAULT_RUN_NOISE = 0.01  # docs/reports.md, "Run-level noise": why 1%
 DEFAULT_HOST_NOISE = 0.005
 DEFAULT_HOST = "sim-host"
@@ -111,6 +116,7 @@ class SimConfig:
     host_noise: float = DEFAULT_HOST_NOISE
     host: str = DEFAULT_HOST
     session: str = ""
+    compile_memory_bytes: int = 0
 
     def slowdown(self, kernel: str, params: dict[str, int]) -> float:
         return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
@@ -150,6 +156,7 @@ class SimConfig:
             host_noise=_number(HOST_NOISE_ENV, str(DEFAULT_HOST_NOISE), float, 0),
             host=env.get("KERNELSWEEP_SIM_HOST") or DEFAULT_HOST,
             session=env.get(SESSION_ENV, ""),
+            compile_memory_bytes=_size(COMPILE_MEMORY_ENV),
         )
 
 
@@ -157,6 +164,21 @@ def _default_state_dir() -> str:
     import tempfile  # deferred: the adapters always set the state dir, and every tool call would pay for it
 
     return os.path.join(tempfile.gettempdir(), "kernelsweep-sim")
+
+
+def _size(name: str) -> int:
+    """Bytes, or a count with a K, M or G suffix (binary units)."""
+    text = os.environ.get(name, "0").strip().upper()
+    factor = _SIZE_SUFFIXES.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in _SIZE_SUFFIXES else text
+    try:
+        return int(float(digits) * factor) if digits and float(digits) >= 0 else _bad_size(name, text)
+    except ValueError:
+        return _bad_size(name, text)
+
+
+def _bad_size(name: str, text: str) -> int:
+    raise ValueError(f"{name}={text!r}: give a number of bytes, or one with a K, M or G suffix (2G)")
 
 
 def _simulated(version: str | None) -> str | None:

@@ -36,8 +36,6 @@ from dataclasses import dataclass, replace
 from kernelsweep.platforms import Platform
 from kernelsweep.sim.nki.lang import MATMUL_FIXED_CYCLES
 
-VECTOR_LANES = 128
-VECTOR_CLOCK_HZ = {"v2": 1.12e9, "v3": 0.96e9}
 HARDWARE_FLOPS_FACTOR = 1.0625  # transposes and padding the profiler counts beyond model FLOPs (seed 000)
 HBM_READ_AMPLIFICATION = 1.92  # tiles re-read from HBM per input byte in seed 000's MLP (6,553,600 / 3,407,872)
 PE_CELLS = 128 * 128  # the TensorE's processing elements
@@ -135,7 +133,7 @@ def published(value: float | None, what: str) -> float:
 
 def peak_rate(w: Workload) -> float:
     if w.engine == "vector":
-        return VECTOR_LANES * VECTOR_CLOCK_HZ[w.platform.neuroncore_version] * w.cores
+        return published(w.platform.vector_peak_flops(1), "Vector Engine clock") * w.cores
     return w.platform.peak_flops(w.dtype, 1) * w.cores
 
 

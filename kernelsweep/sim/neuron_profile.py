@@ -69,6 +69,7 @@ def _parser(prog: str, tools: ToolsRelease) -> argparse.ArgumentParser:
 
 def view(args: argparse.Namespace, tools: ToolsRelease) -> int:
     from kernelsweep.sim import views
+    from kernelsweep.sim.instructions import neff_debug_info
     from kernelsweep.sim.ntff import read_ntff
 
     if getattr(args, "show_profile_schema", False):
@@ -91,13 +92,16 @@ def view(args: argparse.Namespace, tools: ToolsRelease) -> int:
             if args.output_file
             else Path(args.data_path or ".") / "profiles/global/profile@latest"
         )
-        views.write_parquet(record, folder, tools)
+        views.write_parquet(record, folder, tools, neff_debug_info(Path(args.neff)))
         if not args.ingest_only:  # the real view goes on to serve the UI (ports 3001/3002)
             print("Neuron Explorer UI at http://localhost:3001 (API on 3002); press Ctrl+C to stop", flush=True)
             time.sleep(HANG_SECONDS)
         return 0
-    render = {"json": views.full_json, "summary-json": views.summary_json, "summary-text": views.summary_text}
-    text = render[args.output_format](record, tools)
+    if args.output_format == "json":  # the full profile: its instruction table reads the NEFF's debug info
+        text = views.full_json(record, tools, neff_debug_info(Path(args.neff)))
+    else:
+        render = {"summary-json": views.summary_json, "summary-text": views.summary_text}
+        text = render[args.output_format](record, tools)
     if args.output_file:
         Path(args.output_file).write_text(text)
     else:

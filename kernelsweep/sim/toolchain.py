@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kernelsweep.toolchain.tracing.interpreter import NeuronPython
 
 SIMULATED_INSTANCE = "simulated"
+NRTPY_MODULE = "kernelsweep.sim.nrtpy"  # the stand-in for the runtime's Python benchmark API
 # A stand-in is a short, single-threaded process: numpy's BLAS thread pools only cost start-up time.
 LEAN_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _MODULES = {
@@ -53,6 +54,8 @@ def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -
         env=sim_env,
         tracers=SIM_TRACERS,
         fixed_versions={"runtime": RUNTIME_VERSION, "instance_type": SIMULATED_INSTANCE},
+        benchmark_python=sys.executable,
+        benchmark_module=NRTPY_MODULE,
     )
 
 
@@ -75,4 +78,6 @@ def cpu_toolchain(
         tracers=tracers,
         fixed_versions=dict(sim.fixed_versions),
         neuron_python=python,
+        benchmark_python=sim.benchmark_python,
+        benchmark_module=sim.benchmark_module,
     )

@@ -33,7 +33,7 @@ from kernelsweep.errors import TraceError
 from kernelsweep.kernels import KernelSourceNotFound, load_kernel
 from kernelsweep.platforms import get_platform
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
-from kernelsweep.sim.compile import diagnose, emulate_compile_time, write_sim_neff
+from kernelsweep.sim.compile import debug_info_requested, diagnose, emulate_compile_time, write_sim_neff
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.ir import write_ir
 from kernelsweep.sim.nki.generations import Generation, get_generation
@@ -106,6 +106,8 @@ def payload(request: TraceRequest, generation: Generation, tracer: str, kernel_l
         "tracer_version": COMPILER_VERSION,
         "inputs": _tensors(request.inputs),
         "outputs": _tensors(request.outputs),
+        "source_file": str(traced.source),
+        "lines": [list(entry) for entry in traced.lines],  # the compiled program by source line and engine
     }
 
 
@@ -146,7 +148,9 @@ def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) ->
     if problem:
         raise compiler_failed(problem)
     emulate_compile_time(ir, config)
-    neff = write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config)
+    neff = write_sim_neff(
+        workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config, debug_info_requested()
+    )
     options = {"target": request.target, "lnc": request.lnc}
     return TraceProducts(folder, neff, time.perf_counter() - started, options)
 
@@ -170,7 +174,7 @@ def model_neff(point: Point, definition: KernelDefinition, workdir: Path) -> Pat
     request = TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
     config = SimConfig.from_env()
     ir = payload(request, get_generation(config.nki), FRONTEND_NAME)
-    return write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config)
+    return write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config, True)
 
 
 def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> Path:

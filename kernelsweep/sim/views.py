@@ -27,6 +27,7 @@ from pathlib import Path
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.profile_schema import SUMMARY_FIELDS
 from kernelsweep.sim import COMPILER_VERSION, RUNTIME_VERSION
+from kernelsweep.sim.instructions import instruction_rows, instruction_schema
 from kernelsweep.sim.model import Workload, predict, summary
 from kernelsweep.sim.tools import ToolsRelease
 
@@ -68,9 +69,8 @@ def dma_warning(record: dict) -> str | None:
     return DMA_WARNING if dge_platform and not record.get("dge_notifs", False) else None
 
 
-def modelled(record: dict, tools: ToolsRelease) -> tuple[list[dict[str, float | int]], dict[str, object], float]:
-    """(one summary per physical core in the release's names and units, percents 0-100; version
-    facts; seconds) for one NTFF."""
+def whole_core(record: dict) -> tuple[dict[str, float | int], Workload, float]:
+    """(the logical core's summary in seconds and percents 0-100, its workload, seconds) for one NTFF."""
     w = workload(record["ir"])
     timing = predict(
         w, jitter_key=f"{record['run_key']}:{record['exec_index']}", run_factor=record.get("run_factor", 1.0)
@@ -80,6 +80,13 @@ def modelled(record: dict, tools: ToolsRelease) -> tuple[list[dict[str, float | 
         whole[name] = round(whole[name] * 1e9) * 1e-9
     if dma_warning(record):
         whole = _without_dynamic_dma(whole)
+    return whole, w, timing.total
+
+
+def modelled(record: dict, tools: ToolsRelease) -> tuple[list[dict[str, float | int]], dict[str, object], float]:
+    """(one summary per physical core in the release's names and units, percents 0-100; version
+    facts; seconds) for one NTFF."""
+    whole, w, total = whole_core(record)
     info = {
         "instance_type": f"{w.platform.name}.sim",
         "compiler_version": record["ir"].get("compiler_version", COMPILER_VERSION),
@@ -87,7 +94,7 @@ def modelled(record: dict, tools: ToolsRelease) -> tuple[list[dict[str, float | 
         "profiler_version": tools.profiler_version,
         "is_simulation": True,
     }
-    return [_in_release_units(e, tools) for e in per_core(whole, w)], info, timing.total
+    return [_in_release_units(e, tools) for e in per_core(whole, w)], info, total
 
 
 def _without_dynamic_dma(whole: dict[str, float | int]) -> dict[str, float | int]:
@@ -151,9 +158,16 @@ def _entry_id(record: dict, core: int) -> str:
     return f"n_{record['run_key'][:14]}{core:02d}"
 
 
-def full_json(record: dict, tools: ToolsRelease) -> str:
-    entries, info, total = modelled(record, tools)
-    return json.dumps({"summary": [{**e, **info} for e in entries], "instruction": _instructions(record, total)})
+def full_json(record: dict, tools: ToolsRelease, debug: dict | None = None) -> str:
+    entries, info, _ = modelled(record, tools)
+    rows = instruction_rows(record["ir"], whole_core(record)[0], debug)
+    listed = [
+        {"timestamp": r["start_ts"], "duration": r["duration_ns"], "label": f"{r['opcode']}_{r['id']}",
+         "opcode": r["opcode"], "engine": r["engine"], "hlo_name": record["ir"]["kernel"],
+         "nki_source_location": r["nki_source_location"]}
+        for r in rows
+    ]  # fmt: skip
+    return json.dumps({"summary": [{**e, **info} for e in entries], "instruction": listed})
 
 
 def summary_json(record: dict, tools: ToolsRelease) -> str:
@@ -200,7 +214,7 @@ def schema_printout(tools: ToolsRelease) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
-def write_parquet(record: dict, folder: Path, tools: ToolsRelease) -> None:
+def write_parquet(record: dict, folder: Path, tools: ToolsRelease, debug: dict | None = None) -> None:
     # Deferred: pyarrow is heavy and only this format needs it.
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -221,24 +235,10 @@ def write_parquet(record: dict, folder: Path, tools: ToolsRelease) -> None:
     pq.write_table(pa.Table.from_pylist(entries), folder / "Summary.parquet")
     pq.write_table(pa.Table.from_pylist([metadata]), folder / "Metadata.parquet")
     pq.write_table(pa.Table.from_pylist(schema_fields), folder / "SchemaFields.parquet")
+    rows = instruction_rows(record["ir"], whole_core(record)[0], debug)
+    pq.write_table(pa.Table.from_pylist(rows, schema=instruction_schema()), folder / "Instruction.parquet")
     warning = dma_warning(record)
     if warning:
         pq.write_table(
             pa.Table.from_pylist([{"message": warning, "category": "Missing Data"}]), folder / "Warning.parquet"
         )
-
-
-def _instructions(record: dict, total_seconds: float) -> list[dict]:
-    count = record["ir"]["dma_transfers"]
-    step = int(total_seconds * 1e9 / max(count, 1))
-    return [
-        {
-            "timestamp": i * step,
-            "duration": step // 2,
-            "label": "qSyncIO",
-            "opcode": "DMA",
-            "hlo_name": record["ir"]["kernel"],
-            "nki_source_location": f"{record['ir']['kernel']}.py:{i + 1}",
-        }
-        for i in range(count)
-    ]

@@ -18,9 +18,10 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class ToolResult:
     stderr: str
     timed_out: bool = False
     env: Mapping[str, str] = field(default_factory=dict)  # what the caller set for this run (not inherited)
+    seconds: float = 0.0  # the tool's wall time, start to exit: what `bench` tells apart from its own
 
     @property
     def output(self) -> str:
@@ -81,6 +83,7 @@ def run_tool(
     argv = [str(a) for a in argv]
     full_env = {k: v for k, v in os.environ.items() if k not in unset} | dict(env or {})
     logger.debug("running %s", " ".join(argv))
+    started = time.monotonic()
     proc = subprocess.Popen(
         _dies_with_run(argv, full_env, cwd),
         cwd=cwd,
@@ -103,6 +106,7 @@ def run_tool(
     finally:
         with _running_lock:
             _running.discard(proc)
+    result = replace(result, seconds=time.monotonic() - started)
     runs = _recording.get()
     if runs is not None:
         runs.append(result)

@@ -17,6 +17,7 @@ using an instruction the simulator lacks; computing values through one is refuse
 from __future__ import annotations
 
 import inspect
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,10 @@ class Trace:
     unmodelled: set[str] = field(default_factory=set)
     warnings: set[str] = field(default_factory=set)
     shared_seen: int = 0
+    source: str = ""  # the kernel's file: its lines are what each instruction is attributed to
+    # (line, engine) -> instructions and work units (MACs, elements, bytes): the compiled program by line
+    line_instructions: Counter[tuple[int, str]] = field(default_factory=Counter)
+    line_units: Counter[tuple[int, str]] = field(default_factory=Counter)
 
 
 _current: list[Trace] = []
@@ -160,16 +165,33 @@ def _same_layout(what: str, a: NkiTensor, b: NkiTensor) -> None:
         raise NkiError(f"{what}: {a.shape} and {b.shape} differ in partitions or elements per partition")
 
 
-def _count(**work: int) -> None:
+def _count(engine: str, units: int, **work: int) -> None:
+    """One instruction on `engine` doing `units` of work, at the kernel source line that issued it."""
     trace = current()
     trace.work["instructions"] += 1
     trace.work.update(work)
+    where = (_kernel_line(trace.source), engine)
+    trace.line_instructions[where] += 1
+    trace.line_units[where] += units
 
 
-def _elementwise(what: str, dst: NkiTensor, sources: list[NkiTensor], op: str, scale: float = 1.0) -> None:
+def _kernel_line(source: str) -> int:
+    """The innermost line of the kernel's own file on the call stack (a helper in the kernel's file
+    counts at its own line, as a compiler's debug info records the call site), 0 when none is."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == source:
+            return frame.f_lineno
+        frame = frame.f_back  # type: ignore[assignment]
+    return 0
+
+
+def _elementwise(
+    what: str, dst: NkiTensor, sources: list[NkiTensor], op: str, scale: float = 1.0, engine: str = "vector"
+) -> None:
     for s in sources:
         _same_layout(what, dst, s)
-    _count(vector_elems=dst.size)
+    _count(engine, dst.size, vector_elems=dst.size)
     if current().values:
         from kernelsweep.sim.nki import values as v
 
@@ -186,7 +208,8 @@ def dma_copy(dst: NkiTensor, src: NkiTensor) -> None:
     hbm_read = src.size * ITEMSIZE.get(src.dtype, 4) if src.buffer in HBM else 0
     hbm_write = dst.size * ITEMSIZE.get(dst.dtype, 4) if dst.buffer in HBM else 0
     shared = dst.size if dst.buffer == "shared_hbm" else 0
-    _count(dma=1, hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write, shared_writes=shared)
+    moved = dst.size * ITEMSIZE.get(dst.dtype, 4)
+    _count("dma", moved, dma=1, hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write, shared_writes=shared)
     if current().values:
         from kernelsweep.sim.nki import values as v
 
@@ -215,7 +238,8 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumula
         raise NkiError(f"nc_matmul: dst must be a float32 PSUM tile on NeuronCore-v2/v3, not {dst.dtype}")
     if (stationary.dtype == "float32") != (moving.dtype == "float32"):
         raise NkiError("nc_matmul: a float32 operand needs a float32 partner")
-    _count(macs=k * m * n, pe_cycles=n + MATMUL_FIXED_CYCLES)
+    cycles = n + MATMUL_FIXED_CYCLES  # the TensorE time of this matmul, which its line is charged
+    _count("tensor", cycles, macs=k * m * n, pe_cycles=cycles)
     if trace.values:
         _matmul_values(dst, stationary, moving, accumulate)
 
@@ -244,7 +268,7 @@ def nc_transpose(dst: NkiTensor, data: NkiTensor) -> None:
         raise NkiError(f"nc_transpose: {data.shape} is larger than the 128 x 128 the TensorE transposes")
     if (dst.partitions, dst.free_size) != (data.free_size, data.partitions) or dst.dtype != data.dtype:
         raise NkiError(f"nc_transpose: dst {dst.shape} {dst.dtype} is not data {data.shape} {data.dtype} transposed")
-    _count(vector_elems=data.size)
+    _count("vector", data.size, vector_elems=data.size)
     if current().values:
         from kernelsweep.sim.nki import values as v
 
@@ -270,12 +294,12 @@ def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale
     require_tile("activation dst", dst, ("sbuf", "psum"))
     if bias is not None:
         current().unmodelled.add("activation(bias=...)")
-    _elementwise("activation", dst, [data], _op_name(op), scale)
+    _elementwise("activation", dst, [data], _op_name(op), scale, engine="scalar")
 
 
 def memset(dst: NkiTensor, value: float) -> None:
     require_tile("memset dst", dst, ("sbuf", "psum", *HBM))
-    _count(vector_elems=dst.size)
+    _count("gpsimd", dst.size, vector_elems=dst.size)
     if current().values:
         from kernelsweep.sim.nki import values as v
 
@@ -293,7 +317,8 @@ def unmodelled(name: str) -> Callable[..., None]:
             raise NkiError(f"the simulated NKI interpreter has no numeric model of nisa.{name}")
         trace.unmodelled.add(f"nisa.{name}")
         tiles = [a for a in (*args, *kwargs.values()) if isinstance(a, NkiTensor)]
-        _count(vector_elems=max((a.size for a in tiles), default=0))
+        size = max((a.size for a in tiles), default=0)
+        _count("vector", size, vector_elems=size)
 
     instruction.__name__ = name
     return instruction

@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import os
 import types
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -43,6 +44,8 @@ class KernelTrace:
     unmodelled: tuple[str, ...]
     warnings: tuple[str, ...]
     outputs: dict[str, Any] = field(default_factory=dict, compare=False)  # values mode: name -> (values, written)
+    # (line, engine, instructions, work units) over every program: the program by source line
+    lines: tuple[tuple[int, str, int, int], ...] = ()
 
     @property
     def dma_count(self) -> int:
@@ -130,8 +133,10 @@ def _trace(
         for name, storage in input_storages.items():
             nki_values.fill(NkiTensor(storage, storage.shape), values[name])
     programs, unmodelled, returned = [], set(), []
+    instructions: Counter[tuple[int, str]] = Counter()
+    units: Counter[tuple[int, str]] = Counter()
     for program in range(lnc):
-        trace = nki_lang.Trace(generation, program, lnc, values is not None, shared)
+        trace = nki_lang.Trace(generation, program, lnc, values is not None, shared, source=str(path))
         tensors = {n: NkiTensor(s, s.shape) for n, s in input_storages.items()}
         arguments = _bind(kernel, {**tensors, **dict(kwargs)}, ref)
         nki_lang._current.append(trace)
@@ -142,6 +147,8 @@ def _trace(
         returned = _outputs(result, outputs, generation, ref)
         trace.work["output_elements"] = sum(t.size for t in returned)
         programs.append(dict(trace.work))
+        instructions.update(trace.line_instructions)
+        units.update(trace.line_units)
         unmodelled |= trace.unmodelled
         warnings += sorted(trace.warnings - set(warnings))
     found = {}
@@ -149,7 +156,10 @@ def _trace(
         from kernelsweep.sim.nki import values as nki_values
 
         found = {spec[0]: nki_values.result(t) for spec, t in zip(outputs, returned, strict=True)}
-    return KernelTrace(generation.name, path, sha, tuple(programs), tuple(sorted(unmodelled)), tuple(warnings), found)
+    lines = tuple(sorted((line, engine, n, units[(line, engine)]) for (line, engine), n in instructions.items()))
+    return KernelTrace(
+        generation.name, path, sha, tuple(programs), tuple(sorted(unmodelled)), tuple(warnings), found, lines
+    )
 
 
 def _load(path: Path, function: str, generation: Generation) -> Any:

@@ -41,6 +41,8 @@ BOOTSTRAP = (
 # Python 3.10 with numpy and the SDK alone. The simulator's tracers run under kernelsweep's own Python.
 WORKER_MODULES = (
     "kernelsweep",
+    "kernelsweep.baselines",
+    "kernelsweep.compile_cost",
     "kernelsweep.dtypes",
     "kernelsweep.errors",
     "kernelsweep.importpath",
@@ -51,10 +53,12 @@ WORKER_MODULES = (
     "kernelsweep.kernels.nki",
     "kernelsweep.kernels.nki.matmul",
     "kernelsweep.kernels.nki.mlp",
+    "kernelsweep.kernels.nki.nkilib_matmul",
     "kernelsweep.kernels.nki.vector_add",
     "kernelsweep.kernels.vector_add",
     "kernelsweep.names",
     "kernelsweep.toolchain",
+    "kernelsweep.toolchain.bench_worker",
     "kernelsweep.toolchain.failures",
     "kernelsweep.toolchain.packages",
     "kernelsweep.toolchain.process",

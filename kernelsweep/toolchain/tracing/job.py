@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import tarfile
 import threading
 from collections.abc import Mapping
@@ -46,6 +47,12 @@ PROBE_TIMEOUT_SECONDS = 120.0
 WORKER_UNSET = ("NEURON_RT_VISIBLE_CORES",)
 # kernelsweep's own interpreter settings: meaningless, or harmful, to the SDK's interpreter.
 FOREIGN_UNSET = ("PYTHONPATH", "PYTHONHOME")
+# The SDK's debug-info setting: the compile writes kernel_debug_info.json into the NEFF, which maps
+# each instruction to its NKI source line (Explorer glossary, SDK 2.33); NEURON_FRAMEWORK_DEBUG adds the
+# "NKI Source Location" field to profiles (Explorer, how-to-link-view-source-code).
+DEBUG_INFO_ENV = {"NKI_DEBUG_INFO": "True", "NEURON_FRAMEWORK_DEBUG": "1"}
+# How an allocation past the worker's RLIMIT_AS dies when it cannot answer (a C++ compiler aborts)
+OUT_OF_MEMORY = re.compile(r"MemoryError|std::bad_alloc|Cannot allocate memory")
 
 
 class TracerChoice:
@@ -125,10 +132,14 @@ def trace(
     timeout_seconds: float,
     choice: TracerChoice | None = None,
     simulate: bool = False,
+    debug_info: bool = False,
+    memory_limit_bytes: int | None = None,
 ) -> TraceOutput:
     """Trace (and, where the API does, compile) one point in a worker. `tracer` pins the probed
     choice; a `choice` (the run's) supplies it instead and learns the tracers found unusable. With
-    `simulate`, the worker also runs the installed NKI's nki.simulate on the inputs."""
+    `simulate`, the worker also runs the installed NKI's nki.simulate on the inputs; with
+    `debug_info`, the compile writes the NEFF's kernel_debug_info.json (DEBUG_INFO_ENV); the worker
+    caps its own address space at `memory_limit_bytes` (kernelsweep.compile_cost)."""
     if choice is not None:
         tracer = choice.first
     job = {
@@ -137,9 +148,12 @@ def trace(
         "unusable": choice.unusable if choice else [],
         "simulate": simulate,
         "request": request.as_json(),
+        "memory_limit_bytes": memory_limit_bytes,
     }
     env = {"NEURON_PLATFORM_TARGET_OVERRIDE": request.target, "NEURON_LOGICAL_NC_CONFIG": str(request.lnc)}
-    argv, result = _run_worker(toolchain, workdir, job, timeout_seconds, f"tracing {request.nki_kernel}", env)
+    env |= DEBUG_INFO_ENV if debug_info else {}
+    what = f"tracing {request.nki_kernel}"
+    argv, result = _run_worker(toolchain, workdir, job, timeout_seconds, what, env, memory_limit_bytes)
     fallbacks = tuple(Fallback(**f) for f in result.get("fallbacks", ()))
     if choice is not None:
         choice.learn(fallbacks, result.get("tracer"))
@@ -156,6 +170,7 @@ def trace(
         nki_compiler_frontend=result.get("nki_compiler_frontend"),
         simulated_outputs={name: workdir / file for name, file in (result.get("simulated_outputs") or {}).items()},
         simulate_note=result.get("simulate_note"),
+        compile_cost=result.get("compile_cost"),
     )
 
 
@@ -166,6 +181,7 @@ def _run_worker(
     timeout_seconds: float,
     what: str,
     env: Mapping[str, str] | None = None,
+    memory_limit_bytes: int | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     from kernelsweep.toolchain.process import run_tool  # deferred: the worker imports this module, never runs tools
 
@@ -187,6 +203,13 @@ def _run_worker(
             "or raise the limit", error_class="Timeout", retryable=False, argv=argv, stderr_tail=result.output,
         )  # fmt: skip
     answer = workdir / RESULT_FILE
+    if not answer.is_file() and memory_limit_bytes and OUT_OF_MEMORY.search(result.output):
+        from kernelsweep.compile_cost import oom_message  # deferred: the worker imports this module
+
+        raise CompileError(
+            f"{what}: {oom_message(memory_limit_bytes)}", error_class="CompileOOM", retryable=False, argv=argv,
+            returncode=result.returncode, stderr_tail=result.output,
+        )  # fmt: skip
     if not answer.is_file():
         lines = [line for line in result.output.splitlines() if line.strip()]
         raise TraceError(

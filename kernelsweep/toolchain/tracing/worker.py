@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kernelsweep import names
-from kernelsweep.errors import KernelsweepError, TraceError
+from kernelsweep import compile_cost, names
+from kernelsweep.errors import CompileError, KernelsweepError, TraceError
 from kernelsweep.importpath import append_last_resort
 from kernelsweep.toolchain.tracing.calls import FRONTEND_ENV
 from kernelsweep.toolchain.tracing.job import RESULT_FILE
@@ -153,13 +153,18 @@ def _clear(workdir: Path) -> None:
 
 def _trace(tracers: list[Tracer], job: dict[str, Any], workdir: Path, fallbacks: list[Fallback]) -> dict[str, Any]:
     request = TraceRequest.from_json(job["request"])
+    limit = job.get("memory_limit_bytes")
     for tracer, (state, api) in _candidates(tracers, job.get("tracer"), job.get("unusable", [])):
-        started = time.perf_counter()
+        started, before = time.perf_counter(), compile_cost.usage()
         try:
             with _captured_fd2(workdir / STDERR_FILE):
                 products = tracer.run(api, request, workdir)
         except KernelsweepError:
             raise
+        except MemoryError:  # past the cap (or the host's memory): the same compile would die again
+            raise CompileError(
+                f"{state.tracer_id}: {compile_cost.oom_message(limit)}", error_class="CompileOOM", retryable=False
+            ) from None
         except (TypeError, AttributeError) as exc:
             if not _in_adapter(exc, tracer):
                 raise _classified(exc, state, workdir) from exc
@@ -168,8 +173,9 @@ def _trace(tracers: list[Tracer], job: dict[str, Any], workdir: Path, fallbacks:
             continue
         except Exception as exc:  # the tracer's own errors, classified once, here
             raise _classified(exc, state, workdir) from exc
-        seconds = time.perf_counter() - started
-        return _answer(products, state, request, workdir, seconds, job.get("simulate", False))
+        seconds, cost = time.perf_counter() - started, compile_cost.since(before, limit)
+        answer = _answer(products, state, request, workdir, seconds, job.get("simulate", False))
+        return {**answer, "compile_cost": cost.__dict__ if products.neff is not None else None}
     raise AssertionError("unreachable: _candidates raises when it runs out")
 
 
@@ -218,6 +224,7 @@ def _error(exc: KernelsweepError) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     job_file = Path(argv[0])
     job = json.loads(job_file.read_text())
+    compile_cost.apply_limit(job.get("memory_limit_bytes"))  # before the SDK is imported: its compiles too
     append_last_resort(job["sys_path"])  # the sweep's kernel modules, never in place of an installed one
     fallbacks: list[Fallback] = []
     try:

@@ -1,0 +1,84 @@
+"""The row's schema-3 columns: why a point is slow (its bounding engine, its hot source lines),
+against what (its baseline), at what cost (its compile), and its iteration timing.
+
+One part, like those of kernelsweep.results.row_parts, whose fields are `Row` columns; each is null
+where the point did not get that far or the setting was off. `speedup_vs_baseline` needs the
+baseline's row too, so the flow fills it once a run's rows are all in (kernelsweep.results.pairing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kernelsweep.bounding import bounding_engine
+from kernelsweep.compile_cost import CompileCost
+from kernelsweep.spec import Point
+from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, TraceResult
+
+
+@dataclass(frozen=True)
+class Insight:
+    bound_engine: str | None = None
+    bound_active_percent: float | None = None
+    bound_why: str | None = None
+    baseline_ref: str | None = None
+    baseline_of: str | None = None
+    speedup_vs_baseline: float | None = None
+    hotspots: list[dict[str, Any]] | None = None
+    hotspots_note: str | None = None
+    nki_source_uri: str | None = None
+    nki_source_sha256: str | None = None
+    compile_peak_rss_bytes: int | None = None
+    compile_cpu_seconds: float | None = None
+    compile_memory_limit_bytes: int | None = None
+    iterations: int | None = None
+    iteration_latencies_us: list[float] | None = None
+    iteration_median_us: float | None = None
+    iteration_p99_us: float | None = None
+    iteration_tool: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        point: Point,
+        trace: TraceResult | None,
+        compiled: CompileResult | None,
+        captured: CaptureResult | None,
+        extracted: ExtractResult | None,
+    ) -> Insight:
+        values: dict[str, Any] = {
+            "baseline_ref": point.baseline or None,
+            "baseline_of": point.baseline_of or None,
+        }
+        if trace is not None and trace.nki_source is not None:
+            values |= {"nki_source_uri": trace.nki_source.uri, "nki_source_sha256": trace.nki_source.sha256}
+        cost = compiled.compile_cost if compiled else trace.compile_cost if trace else None
+        values |= _cost(cost)
+        if captured is not None and captured.iterations is not None:
+            timed = captured.iterations
+            values |= {
+                "iterations": len(timed.latencies_us) or None,
+                "iteration_latencies_us": list(timed.latencies_us) or None,
+                "iteration_median_us": timed.median_us,
+                "iteration_p99_us": timed.p99_us,
+                "iteration_tool": timed.tool,
+            }
+        if extracted is not None:
+            bound = bounding_engine(extracted.metrics.values)
+            if bound is not None:
+                values |= {"bound_engine": bound.engine, "bound_active_percent": bound.active_percent}
+                values |= {"bound_why": bound.why}
+            if extracted.hotspots is not None:
+                values |= {"hotspots": extracted.hotspots.as_records(), "hotspots_note": extracted.hotspots.note}
+        return cls(**values)
+
+
+def _cost(cost: CompileCost | None) -> dict[str, Any]:
+    if cost is None:
+        return {}
+    return {
+        "compile_peak_rss_bytes": cost.peak_rss_bytes,
+        "compile_cpu_seconds": cost.cpu_seconds,
+        "compile_memory_limit_bytes": cost.memory_limit_bytes,
+    }

@@ -79,10 +79,10 @@ def test_a_report_with_a_step_notices_its_regression_and_the_night():
     import numpy as np
     from report_rows import nights
 
-    from kernelsweep.report.load import Selection
+    from kernelsweep.report.load import Selection, latest
     from kernelsweep.report.notify import REGRESSION_EVENT, SUMMARY_EVENT, notices
     from kernelsweep.report.regress import regressions, track
-    from kernelsweep.report.summary import Report, latest
+    from kernelsweep.report.summary import Report
 
     rows = nights(np.random.default_rng(0), ["n=1", "n=2"], 16, step={"n=2": 1.3}, step_night=10)
     histories = track(rows)

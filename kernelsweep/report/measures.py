@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from kernelsweep.errors import UsageError
 from kernelsweep.report.load import ReportRow
-from kernelsweep.report.results import Results, as_results
+from kernelsweep.report.results import Results
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def as_measure(rows: Results | list[ReportRow], chosen: Measure) -> Results | li
     if chosen.column is None:
         return rows
     out = []
-    for row in as_results(rows).select("status", lambda _: True):
+    for row in rows if isinstance(rows, list) else rows.select("status", lambda _: True):
         value = getattr(row, chosen.column)
         if row.ok and value is None:
             continue

@@ -52,6 +52,7 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
             assert deployment["parameters"]["spec"] == "{{ prefect.variables.%s }}" % NIGHTLY_VARIABLE
 
 
+@pytest.mark.slow  # four CLI subprocesses, each importing Prefect
 @pytest.mark.parametrize(
     ("argv", "env", "code", "says"),
     [

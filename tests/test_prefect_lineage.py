@@ -33,6 +33,7 @@ def _of_run(artifacts, flow_run_id):
     return [a for a in artifacts if str(a.flow_run_id) == flow_run_id]
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_each_run_has_one_lineage_table_with_every_points_artifacts_and_a_summary(tmp_path):
     from kernelsweep.flows.sweep import sweep
 

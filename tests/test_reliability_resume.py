@@ -118,6 +118,7 @@ def test_a_row_survives_the_journal_exactly(tmp_path):
     assert parquet_bytes(rows_to_table(back, {})) == parquet_bytes(rows_to_table([row, failed], {}))
 
 
+@pytest.mark.slow  # a whole sweep (or several) through Prefect
 def test_a_stopped_sweep_keeps_what_it_finished_and_a_resume_measures_only_the_rest(tmp_path):
     from kernelsweep.flows.sweep import sweep
 

@@ -38,6 +38,9 @@ from kernelsweep.artifacts import ArtifactRef, ArtifactStore
 
 CACHE_LAYOUT = "cache-v1"
 REBUILDABLE = frozenset({"ir", "neff", "model_neff"})  # what a trace or compile makes again, bit for bit or not
+# Stages whose every artifact is computed again from the key alone (kernelsweep.reference: a seeded
+# input, the float64 reference): a corrupt one is moved aside and written afresh, never kept.
+REMADE_STAGES = frozenset({"inputs", "reference"})
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +138,7 @@ def lookup(store: ArtifactStore, stage: str, version: str | None, key: str) -> E
         return None
     for ref_name, ref in entry.refs.items():
         if not store.has(ref):
-            if ref_name in REBUILDABLE:
+            if ref_name in REBUILDABLE or stage in REMADE_STAGES:
                 store.set_aside(ref)
             _discard(store, name, f"names an artifact ({ref_name!r}) the store no longer holds intact")
             return None

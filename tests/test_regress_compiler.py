@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nights")]  # one proces
 
 UPGRADE_NIGHT = FIRST_NIGHT + timedelta(days=SAME_VERSION_NIGHTS)
 OLD = COMPILER_VERSION.split("+")[0]
-SLOWED_KEY = (SLOWED.kernel, SLOWED.shape, SLOWED.dtype, SLOWED.platform)
+SLOWED_KEY = (SLOWED.kernel, SLOWED.shape, SLOWED.dtype, SLOWED.platform, "")  # no variant
 KEYS = {(p.kernel, p.shape, p.dtype, p.platform) for p in POINTS}
 
 

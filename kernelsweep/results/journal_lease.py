@@ -22,6 +22,7 @@ flow it starts, use the same journal. Leases held by this process are dropped at
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import logging
@@ -264,6 +265,19 @@ def release(uri: str) -> None:
         if held.count == 0:
             del _held[uri]
             held.lease.release()
+
+
+@atexit.register
+def _release_all() -> None:
+    """At exit, whatever this process still holds (the spec's lease `kernelsweep run` keeps for its
+    whole life, a resumed run's lease its CLI planned): a flock would go with the process anyway, but an
+    S3 heartbeat object would stay until it expired and read as a live run meanwhile."""
+    with _held_lock:
+        held = list(_held.values())
+        _held.clear()
+    for h in held:
+        with suppress(Exception):  # exiting: a lease that cannot be deleted expires by itself
+            h.lease.release()
 
 
 def holds(uri: str) -> bool:

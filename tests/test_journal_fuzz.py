@@ -78,6 +78,8 @@ def _exit_code(action) -> tuple[int, str]:
     return 0, ""
 
 
+# The code under test draws from `random` (jittered retry backoff) between the test's draws.
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_no_journal_content_makes_the_next_run_crash(tmp_path_factory, caplog, data):

@@ -155,7 +155,7 @@ def test_a_batched_server_on_postgresql_records_every_task_run_and_state_of_a_sw
                 timeout=120,
                 what=f"every one of the sweep's {len(expected)} stage task runs and their states on the server",
             )
-            assert set(recorded) - expected == {next(t for t in recorded if t not in expected)}  # the store task
+            assert len(set(recorded) - expected) <= 1  # beside the stage tasks at most the store task, once
             assert pg.query(f"SELECT state_type FROM flow_run WHERE id = '{run_id}'") == [["COMPLETED"]]
         finally:
             _cli("server", "stop", env=env, cwd=tmp_path)

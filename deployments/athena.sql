@@ -166,7 +166,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `iteration_latencies_us` array<double>,
   `iteration_median_us` double,
   `iteration_p99_us` double,
-  `iteration_tool` string
+  `iteration_tool` string,
+  `neff_compile_host` string
 )
 PARTITIONED BY (
   `platform` string,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,13 @@ from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
 REPORTS_URL_ENV = "KERNELSWEEP_REPORTS_URL"  # a web server's base URL for the results' reports/ folder
 LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
+WORKER_NAME_ENV = "PREFECT__WORKER_NAME"  # set by a Prefect worker for the flow runs it starts
+
+
+def host_name_from_env() -> str:
+    """This host as the fleet names it: its worker's name (`prefect worker start --name`), else the
+    machine's. Recorded with every NEFF it compiles, and on every shard it runs."""
+    return os.environ.get(WORKER_NAME_ENV) or socket.gethostname()
 
 
 def tool_paths_from_env() -> tuple[Path, ...]:
@@ -78,4 +86,5 @@ def locations_from_env() -> Locations:
         tool_paths=tool_paths_from_env(),
         lease_timeout_seconds=lease_timeout_from_env(),
         neuron_python=neuron_python_from_env(),
+        host_name=host_name_from_env(),
     )

@@ -20,8 +20,6 @@ what it tells the fleet.
 
 from __future__ import annotations
 
-import os
-import socket
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -37,15 +35,13 @@ from kernelsweep.errors import UsageError
 from kernelsweep.fleet import pool_name, shard_journal_key
 from kernelsweep.fleet_hosts import VERSION_NAMES, HostReport, unmet
 from kernelsweep.flows.progress import subscribe
-from kernelsweep.flows.settings import locations_from_env
+from kernelsweep.flows.settings import host_name_from_env, locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import begin, plan_resume
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
 from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.toolchains import prepare_toolchains
-
-WORKER_NAME_ENV = "PREFECT__WORKER_NAME"  # set by a Prefect worker for the flow runs it starts
 
 
 def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_id: str) -> SweepOutcome:
@@ -106,8 +102,7 @@ class Progress:
 def report_host(ctx: StageContext) -> HostReport:
     """This host's name, family and SDK versions: on the shard's flow run as labels, and in its log."""
     versions = {name: getattr(ctx.versions, name) for name in VERSION_NAMES}
-    name = os.environ.get(WORKER_NAME_ENV) or socket.gethostname()
-    report = HostReport(name, ctx.host.family, versions, ctx.toolchain.kind)
+    report = HostReport(host_name_from_env(), ctx.host.family, versions, ctx.toolchain.kind)
     with get_client(sync_client=True) as client:
         client.update_flow_run_labels(UUID(str(flow_run.id)), report.labels())
     get_run_logger().info(report.line())

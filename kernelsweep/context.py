@@ -43,6 +43,7 @@ class Locations:
     tool_paths: tuple[Path, ...] = ()  # searched before PATH and /opt/aws/neuron/bin
     lease_timeout_seconds: float = DEFAULT_LEASE_TIMEOUT_SECONDS
     neuron_python: str | None = None  # KERNELSWEEP_NEURON_PYTHON: the SDK's interpreter on this host
+    host_name: str | None = None  # this host's name as the fleet knows it (its worker's), for NEFF provenance
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class StageContext:
     tracer_choice: TracerChoice = field(init=False, repr=False, compare=False)
     compile_memory_limit_bytes: int | None = None  # each compile's RLIMIT_AS (kernelsweep.compile_cost)
     compile_peaks: CompilePeaks | None = None  # where measured compile peaks are kept for the slot default
+    host_name: str | None = None  # recorded with every NEFF this host compiles (the cache entry's `host`)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compile_gate", threading.BoundedSemaphore(self.compile_slots))
@@ -165,6 +167,7 @@ def prepare(
         stop=stop,
         compile_memory_limit_bytes=int(limit * 2**30) if limit else None,
         compile_peaks=peaks,
+        host_name=locations.host_name,
     )
     notices += support_notices(toolchain, versions.nki, spec.platforms)
     return ctx, "\n".join(line for line in (notice, *notices) if line) or None

@@ -28,6 +28,7 @@ class TraceResult:
     fell_through: tuple[str, ...] = ()  # tracers this run found unusable, which this one stands in for
     nki_source: ArtifactRef | None = None  # the NKI kernel's source file: what hotspots' line numbers point into
     compile_cost: CompileCost | None = None  # of the compile inside the tracing call; None on a cache hit
+    compile_host: str | None = None  # the host that compiled `neff` (its cache entry's, on a hit); None: unknown
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class CompileResult:
     compile_options: str | None = None
     model: ModelRun | None = None
     compile_cost: CompileCost | None = None
+    compile_host: str | None = None  # the host that compiled `neff`: this one, or the one whose NEFF the store had
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,10 @@ from kernelsweep.stage_results import (
 from kernelsweep.toolchain import compiler, explorer, profiler, tracing
 
 COMPILE_TIMEOUT_SECONDS = 1800.0
+# The cache entry's record of which host compiled its NEFF (a compile-farm host, or a capture host that
+# missed the store): what the row's `neff_compile_host` says. Not part of any key: a NEFF is the same
+# NEFF whichever host built it with the same versions.
+HOST_META = "host"
 VIEW_TIMEOUT_SECONDS = 600.0
 
 
@@ -95,6 +99,7 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
         "compile_options": out.compile_options or "",
         "nki_compiler_frontend": out.nki_compiler_frontend or "",
         "simulate_note": out.simulate_note or "",
+        HOST_META: (ctx.host_name or "") if out.neff_path else "",
     }
     cache.record(ctx.store, "trace", ctx.versions.compiler, key, refs, meta)
     made = _cached_trace(cache.Entry(refs, meta), source, choice)
@@ -146,6 +151,7 @@ def _cached_trace(entry: cache.Entry, source: ArtifactRef, choice: tracing.Trace
         nki_compiler_frontend=meta.get("nki_compiler_frontend") or None,
         model=model,
         fell_through=choice.fell_through(meta["tracer"]),
+        compile_host=meta.get(HOST_META) or None,
     )
 
 
@@ -170,6 +176,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             compile_options=traced.compile_options,
             model=traced.model,
             compile_cost=traced.compile_cost,
+            compile_host=traced.compile_host,
         )
     platform = get_platform(point.platform)
     target, lnc = platform.compiler_target, platform.compile_lnc(point.lnc)
@@ -187,7 +194,12 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
     hit = cache.lookup(ctx.store, "compile", ctx.versions.compiler, key)
     if hit is not None:
         return CompileResult(
-            neff=hit.refs["neff"], seconds=None, cache_hit=True, compile_options=options, model=traced.model
+            neff=hit.refs["neff"],
+            seconds=None,
+            cache_hit=True,
+            compile_options=options,
+            model=traced.model,
+            compile_host=hit.meta.get(HOST_META) or None,
         )
     with _scratch("compile") as workdir:
         folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
@@ -198,8 +210,10 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             )
             seconds = time.perf_counter() - started
         ref = ctx.store.put_file(neff)
-    cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref})
-    return CompileResult(neff=ref, seconds=seconds, compile_options=options, model=traced.model)
+    cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref}, {HOST_META: ctx.host_name or ""})
+    return CompileResult(
+        neff=ref, seconds=seconds, compile_options=options, model=traced.model, compile_host=ctx.host_name
+    )
 
 
 def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:

@@ -175,6 +175,7 @@ class Lineage:
     compile_cache_hit: bool | None = None
     compile_options: str | None = None
     nki_compiler_frontend: str | None = None
+    neff_compile_host: str | None = None  # schema 4: where the NEFF came from (kernelsweep.stages.HOST_META)
 
     @classmethod
     def of(
@@ -204,6 +205,7 @@ class Lineage:
             compile_cache_hit=compiled.cache_hit if compiled else None,
             compile_options=compiled.compile_options if compiled else trace.compile_options if trace else None,
             nki_compiler_frontend=trace.nki_compiler_frontend if trace else None,
+            neff_compile_host=compiled.compile_host if compiled else None,
         )
 
 

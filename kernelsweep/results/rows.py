@@ -156,6 +156,8 @@ class Row:
     iteration_median_us: float | None = None
     iteration_p99_us: float | None = None
     iteration_tool: str | None = None
+    # schema 4: the host whose compiler built the NEFF (a compile-farm host's when it came from the store)
+    neff_compile_host: str | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.metrics) - METRIC_NAMES

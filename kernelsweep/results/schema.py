@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from kernelsweep.metrics import METRIC_FIELDS
 
-SCHEMA_VERSION = 3  # 2 added `latencies_us`, 3 the insight columns (results.insight); older rows read them as null
+# 2 added `latencies_us`, 3 the insight columns (results.insight), 4 `neff_compile_host`; older rows read them as null
+SCHEMA_VERSION = 4
 PARAM_PREFIX = "param_"
 OK, FAILED, INCORRECT = "ok", "failed", "incorrect"  # a row's status: docs/schema.md
 
@@ -150,7 +151,12 @@ _INSIGHT = [
     pa.field("iteration_tool", pa.string()),
 ]
 
-BASE_SCHEMA = pa.schema(_IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE + _VARIANT + _INSIGHT)
+# Schema 4 (issue 23): which host compiled the point's NEFF (a compile-farm host, when it came from the store).
+_PROVENANCE = [pa.field("neff_compile_host", pa.string())]
+
+BASE_SCHEMA = pa.schema(
+    _IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE + _VARIANT + _INSIGHT + _PROVENANCE
+)
 
 
 def schema_for(param_axes: list[str]) -> pa.Schema:

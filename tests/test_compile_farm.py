@@ -1,0 +1,115 @@
+"""The compile farm's core (kernelsweep.farm): a compile host's NEFF found by a capture host under the
+same cache key, the row naming the host that compiled it, and the SDK check a compile shard makes."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from specs import sim_spec
+from stage_context import point, sim_context
+
+from kernelsweep.context import Locations
+from kernelsweep.errors import UsageError
+from kernelsweep.farm import compile_toolchain, family_sdks, prepare_compile, sdk_mismatch
+from kernelsweep.fleet_hosts import HostReport
+from kernelsweep.results.rows import PointRecord, Row, build_row
+from kernelsweep.stages import compile_stage, trace_stage
+
+
+def _host(root: Path, name: str, **env: str):
+    ctx = sim_context(root, env=env)
+    return dataclasses.replace(ctx, host_name=name)
+
+
+def _row(ctx, p) -> tuple[PointRecord, Row]:
+    """A point's trace and compile on `ctx`, and the row they make (the NEFF's provenance is all here)."""
+    record = PointRecord(point=p, started_at=datetime.now(UTC))
+    record.trace = trace_stage(ctx, p)
+    record.compiled = compile_stage(ctx, p, record.trace)
+    return record, build_row(record, flow_run_id="run", toolchain="sim", is_simulation=True, versions=ctx.versions)
+
+
+def test_a_capture_host_finds_the_compile_hosts_neff_and_compiles_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "shared"
+    farm = _host(tmp_path / "farm", "compile-a")
+    farm = dataclasses.replace(farm, store=type(farm.store)(store / "artifacts"))
+    p = point()
+    built = compile_stage(farm, p, trace_stage(farm, p))
+    assert not built.cache_hit and built.compile_host == "compile-a"
+
+    capture = _host(tmp_path / "trn2", "trn2-a")
+    capture = dataclasses.replace(capture, store=type(capture.store)(store / "artifacts"))
+    record, row = _row(capture, p)
+    assert record.trace.cache_hit and record.compiled.cache_hit
+    assert record.compiled.neff == built.neff
+    assert row.neff_compile_host == "compile-a" and row.compile_seconds is None
+
+
+def test_a_miss_compiles_locally_and_the_row_names_this_host(tmp_path: Path) -> None:
+    capture = _host(tmp_path / "trn2", "trn2-a")
+    record, row = _row(capture, point())
+    assert not record.compiled.cache_hit
+    assert row.neff_compile_host == "trn2-a" and row.compile_seconds is not None
+
+
+def test_another_compiler_version_misses_the_farms_neff(tmp_path: Path) -> None:
+    """The key holds the compiler version: a farm on another SDK leaves nothing a capture host can use."""
+    farm = _host(tmp_path / "farm", "compile-a", KERNELSWEEP_SIM_COMPILER_VERSION="2.99.0.0")
+    p = point()
+    compile_stage(farm, p, trace_stage(farm, p))
+    capture = dataclasses.replace(_host(tmp_path / "trn2", "trn2-a"), store=farm.store)
+    traced = trace_stage(capture, p)
+    assert not traced.cache_hit and traced.compile_host == "trn2-a"
+
+
+REPORTS = [
+    HostReport("trn2-b", "trn2", {"compiler": "2.22", "nki": "0.7", "runtime": "r", "profiler": "p"}),
+    HostReport("trn2-a", "trn2", {"compiler": "2.21", "nki": "0.6", "runtime": "r", "profiler": "p"}),
+    HostReport("sim", None, {"compiler": "2.20", "nki": "0.5"}),
+]
+
+
+def test_the_family_sdk_is_its_newest_report() -> None:
+    assert family_sdks(REPORTS) == {"trn2": {"compiler": "2.22", "nki": "0.7"}}
+
+
+@pytest.mark.parametrize(
+    ("have", "expected", "refused"),
+    [
+        ({"compiler": "2.22", "nki": "0.7"}, {"compiler": "2.22", "nki": "0.7"}, None),
+        (
+            {"compiler": "2.21", "nki": "0.7"},
+            {"compiler": "2.22", "nki": "0.7"},
+            "compiler 2.21 (the trn2 hosts run 2.22)",
+        ),
+        ({"compiler": "2.22", "nki": None}, {"compiler": "2.22", "nki": "0.7"}, "nki unknown (the trn2 hosts run 0.7)"),
+        ({"compiler": "2.22", "nki": "0.6"}, None, None),  # no trn2 host has reported yet: nothing to hold it to
+    ],
+)
+def test_a_compile_host_with_another_sdk_refuses_in_one_line(have, expected, refused) -> None:
+    problem = sdk_mismatch("compile-a", "trn2", have, expected)
+    if refused is None:
+        assert problem is None
+    else:
+        assert refused in problem and "compile-a" in problem and "\n" not in problem
+
+
+def test_a_compile_host_needs_no_device(tmp_path: Path) -> None:
+    """No neuron-ls and no leases: the compile context is built from the compiler alone."""
+    spec = sim_spec(tmp_path, [{"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048]}}])
+    locations = Locations(sim_state_dir=tmp_path / "sim", lock_dir=tmp_path / "locks", host_name="compile-a")
+    ctx = prepare_compile(spec, locations)
+    assert ctx.leasers == {} and ctx.capture_slots == 0 and ctx.host_name == "compile-a"
+    assert ctx.toolchain.kind == "sim" and ctx.versions.compiler
+
+
+def test_neuron_on_a_host_without_a_compiler_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    spec = sim_spec(tmp_path, [{"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048]}}])
+    spec = spec.model_copy(update={"toolchain": "neuron", "neuron_python": "/usr/bin/python3"})
+    locations = Locations(sim_state_dir=tmp_path / "sim", lock_dir=tmp_path / "locks")
+    with pytest.raises(UsageError, match="no neuronx-cc"):
+        compile_toolchain(spec, locations)

@@ -5,7 +5,8 @@ nobody watching and without the fleet run (they live on the server, not in a flo
   loss, a terminated instance, an OOM kill of everything) sends no more heartbeats, and the
   open-source server does nothing about silence by itself; after `crash_after` seconds without one
   the run is marked Crashed.
-- **Shard retries**: a shard flow run that ends Crashed or Failed is scheduled again, bounded: the
+- **Shard retries**: a shard flow run (a capture shard, or a compile farm's) that ends Crashed or
+  Failed is scheduled again, bounded: the
   trigger matches only state changes whose run count (`prefect.run-count`, how many times the run
   started) is at most `retries`. The retry goes back to its family's pool, so any host of the family
   may take it, and it resumes from the shard's journal (kernelsweep.flows.shard).
@@ -33,6 +34,7 @@ RETRY = "kernelsweep: retry crashed or failed fleet shards"
 NOTIFY = "kernelsweep: send regressions and nightly summaries"
 ENDED = ("Completed", "Failed", "Cancelled", "Crashed")
 SHARD_FLOW = "sweep-shard"
+SHARD_FLOWS = [SHARD_FLOW, "compile-shard"]  # a compile farm's shard is retried like a capture shard
 
 
 def install(client: SyncPrefectClient, automation: AutomationCore) -> None:
@@ -76,7 +78,7 @@ def shard_retries(retries: int) -> AutomationCore:
         enabled=retries > 0,
         trigger=EventTrigger(
             match={"prefect.resource.id": "prefect.flow-run.*", "prefect.run-count": run_counts(retries)},
-            match_related={"prefect.resource.role": "flow", "prefect.resource.name": SHARD_FLOW},
+            match_related={"prefect.resource.role": "flow", "prefect.resource.name": SHARD_FLOWS},
             expect={"prefect.flow-run.Crashed", "prefect.flow-run.Failed"},
             posture=Posture.Reactive,
             threshold=1,

@@ -13,6 +13,8 @@ summary, read from the dataset, and compacts the nights before its own.
 - A shard that crashed or failed is scheduled again by the server (kernelsweep.flows.automations)
   a bounded number of times, on any host of its family, and resumes from its journal
   (kernelsweep.flows.shard); the wait (kernelsweep.flows.fleet_wait) counts those retries in.
+- With a compile farm online (kernelsweep.flows.farm), each shard's points are traced and compiled
+  on its CPU hosts first, and the shard starts on its family's pool as soon as its NEFFs exist.
 - The run fails, naming each shard that did not complete and why (a host in the wrong pool, a host
   with other SDK versions than the run requires), when one still has not after its retries.
 """
@@ -20,6 +22,7 @@ summary, read from the dataset, and compacts the nights before its own.
 from __future__ import annotations
 
 from datetime import date
+from functools import partial
 from uuid import UUID
 
 from prefect import flow, get_client, get_run_logger
@@ -36,7 +39,8 @@ from kernelsweep.expansion import expand
 from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
 from kernelsweep.fleet_hosts import HostReport, describe, disagreements
 from kernelsweep.flows.automations import retries_installed
-from kernelsweep.flows.fleet_summary import ShardOutcome, publish
+from kernelsweep.flows.farm import farm_online, stream
+from kernelsweep.flows.fleet_summary import ShardOutcome, fleet_cost, publish
 from kernelsweep.flows.fleet_wait import ShardWait
 from kernelsweep.results.compact import compact
 from kernelsweep.spec import SweepSpec
@@ -56,19 +60,32 @@ def fleet(spec: SweepSpec) -> State:
         this = client.read_flow_run(UUID(str(flow_run.id)))
         pools = {family: _pool_of(client, family) for family in {s.family for s in shards}}
         queue = "nightly" if this.auto_scheduled else "urgent"
-        runs = {s.index: _submit(spec, s, len(shards), queue) for s in shards}
+        retries = retries_installed(client)
+        runs = _start(client, spec, shards, queue, retries)
         log.info("fleet %s: %d shards submitted to the %s queues (%s)", spec.name, len(shards), queue, _count(shards))
-        final = ShardWait(client, spec, shards, runs).until_done(pools, retries_installed(client))
+        final = ShardWait(client, spec, shards, runs).until_done(pools, retries)
         hosts = _host_reports(client, list(runs.values()))
+        cost = fleet_cost(client, this.id)
     night = this.created.date() if this.created else date.today()
     data = _read_back(spec, [str(r) for r in runs.values()], night)
     outcomes = [_outcome(s, str(runs[s.index]), final[s.index], data, hosts.get(runs[s.index])) for s in shards]
     flags = describe(disagreements(hosts.values()))
     for line in flags:
         log.warning(line)
-    publish(spec, outcomes, flags)
+    publish(spec, outcomes, flags, cost)
     _compact(spec, night)
     return _final_state(outcomes, flags)
+
+
+def _start(
+    client: SyncPrefectClient, spec: SweepSpec, shards: list[Shard], queue: str, retries: int
+) -> dict[int, UUID]:
+    """The capture shards' flow runs by index: through the compile farm while a compile worker is
+    online (kernelsweep.flows.farm), else straight to the families' pools."""
+    submit = partial(_submit, spec, shards=len(shards), queue=queue)
+    if farm_online(client):
+        return stream(client, spec, shards, queue, retries, submit)
+    return {s.index: submit(s) for s in shards}
 
 
 def _final_state(outcomes: list[ShardOutcome], flags: list[str]) -> State:

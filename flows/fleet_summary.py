@@ -2,20 +2,28 @@
 
 Per shard: its family, points, the rows read back from the dataset (ok, failed), its final state,
 the host that ran it and a link to its flow run; per family, the SDK each host reported and a flag
-where the hosts of one family disagree (kernelsweep.fleet_hosts). Object names are shown without
-their folder (the partition is in the heading), so the table stays readable in the UI.
+where the hosts of one family disagree (kernelsweep.fleet_hosts); what the run cost in
+Neuron-host-hours and CPU-host-hours, per run and per 1,000 points, and at on-demand prices
+(kernelsweep.fleet_cost). Object names are shown without their folder (the partition is in the
+heading), so the table stays readable in the UI.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from uuid import UUID
 
 from prefect.artifacts import create_markdown_artifact
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 from prefect.settings import PREFECT_UI_URL
 
 from kernelsweep.fleet import Shard, ShardData
+from kernelsweep.fleet_cost import COMPILE, RunCost
 from kernelsweep.fleet_hosts import HostReport
+from kernelsweep.flows.settings import prices_from_env
 from kernelsweep.flows.ui import artifact_key
+from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.s3 import S3Location
 from kernelsweep.spec import SweepSpec
 
@@ -39,7 +47,22 @@ def run_link(flow_run_id: str) -> str:
     return f"[{flow_run_id[:8]}]({base.rstrip('/')}/runs/flow-run/{flow_run_id})" if base else f"`{flow_run_id}`"
 
 
-def publish(spec: SweepSpec, outcomes: list[ShardOutcome], flags: list[str]) -> None:
+def fleet_cost(client: SyncPrefectClient, fleet_run_id: UUID) -> RunCost | None:
+    """The hours a fleet run's shards held their hosts (capture shards by family, compile shards as the
+    farm's) and the points its capture shards had; None for a run that started no shard (a sweep)."""
+    children = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[fleet_run_id]))
+    seconds: dict[str, float] = {}
+    points = 0
+    for run in client.read_flow_runs(flow_run_filter=children):
+        pool = COMPILE if COMPILE in run.tags else next((t for t in run.tags if t in PLATFORM_NAMES), None)
+        if pool is None:
+            continue
+        seconds[pool] = seconds.get(pool, 0.0) + run.total_run_time.total_seconds()
+        points += len(run.parameters.get("points") or []) if pool != COMPILE else 0
+    return RunCost(seconds, points) if seconds else None
+
+
+def publish(spec: SweepSpec, outcomes: list[ShardOutcome], flags: list[str], cost: RunCost | None = None) -> None:
     where = "s3://" if isinstance(spec.results_location, S3Location) else ""
     lines = [
         f"### fleet {spec.name}: {sum(o.completed for o in outcomes)} of {len(outcomes)} shards completed",
@@ -63,6 +86,8 @@ def publish(spec: SweepSpec, outcomes: list[ShardOutcome], flags: list[str]) -> 
     for report in sorted(hosts.values(), key=lambda r: (r.family or "", r.host)):
         versions = " | ".join(report.versions.get(n) or "-" for n in ("compiler", "runtime", "nki", "profiler"))
         lines.append(f"| {report.host} | {report.family or 'any'} | {versions} |")
+    if cost is not None:
+        lines += ["", *cost.lines(prices_from_env())]
     create_markdown_artifact(
         key=artifact_key("fleet", spec.name), markdown="\n".join(lines), description=f"fleet run of sweep {spec.name}"
     )

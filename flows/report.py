@@ -3,7 +3,8 @@
 Its artifacts have fixed keys, so the UI keeps each one's history across runs: `report-summary`
 (latest result per point), `report-regressions` (every step slower, with its cause),
 `report-failures`, `report-best` (the best configuration per shape; empty unless rows carry tunables),
-and `report-html`, a link a browser opens (kernelsweep.report.publish.browser_link) to the HTML report
+`report-cost` (after a fleet run: its Neuron- and CPU-host-hours and on-demand cost), and
+`report-html`, a link a browser opens (kernelsweep.report.publish.browser_link) to the HTML report
 stored next to the results under `reports/<flow run id>/`. Reports older than `keep_days` are deleted
 there. Its deployment (deployments/prefect.yaml) runs it whenever a sweep or fleet run completes, on the
 results that run wrote.
@@ -19,12 +20,13 @@ from pathlib import Path
 from uuid import UUID
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_link_artifact, create_table_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.client.orchestration import get_client
 from prefect.events import emit_event
 from prefect.runtime import flow_run
 
-from kernelsweep.flows.settings import reports_url_from_env
+from kernelsweep.flows.fleet_summary import fleet_cost
+from kernelsweep.flows.settings import prices_from_env, reports_url_from_env
 from kernelsweep.platforms import PlatformName
 from kernelsweep.report.acknowledge import load_acknowledged
 from kernelsweep.report.html import bundle
@@ -41,6 +43,7 @@ KEYS = {
     "failures": "report-failures",
     "html": "report-html",
     "best": "report-best",
+    "cost": "report-cost",
 }
 
 
@@ -86,6 +89,7 @@ def report(
     page = write_bundle(bundle(built), report_location(results_uri, str(flow_run.id)))
     link = browser_link(page, reports_url_from_env())
     _publish(built, link, page, f"{results_uri} ({selection.describe()})")
+    _publish_cost(after_flow_run)
     for notice in notices(built, link):
         emit_event(event=notice.event, resource=notice.resource, payload=notice.payload)
     counts = (len(built.latest), len(built.failed), len(built.incorrect), len(built.regressions))
@@ -113,6 +117,18 @@ def _publish(built: Report, link: str, page: str, scope: str) -> None:
         key=KEYS["best"], table=built.best_rows(), description=f"best configuration per shape: {scope}"
     )
     create_link_artifact(key=KEYS["html"], link=link, link_text="kernelsweep report (HTML)", description=page)
+
+
+def _publish_cost(resource_id: str | None) -> None:
+    """After a fleet run: what it cost (kernelsweep.fleet_cost), Neuron-host-hours and CPU-host-hours per
+    run and per 1,000 points and at on-demand prices, as the `report-cost` artifact."""
+    if not resource_id:
+        return
+    with get_client(sync_client=True) as client:
+        cost = fleet_cost(client, UUID(resource_id.removeprefix("prefect.flow-run.")))
+    if cost is not None:
+        table = "\n".join(cost.lines(prices_from_env()))
+        create_markdown_artifact(key=KEYS["cost"], markdown=table, description="what the fleet run cost")
 
 
 def _results_of(resource_id: str) -> str | None:

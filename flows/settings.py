@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kernelsweep.context import DEFAULT_LEASE_TIMEOUT_SECONDS, Locations
 from kernelsweep.errors import UsageError
+from kernelsweep.fleet_cost import PRICES_ENV, parse_prices
 from kernelsweep.locks import private_folder
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
@@ -48,6 +49,11 @@ def neuron_python_from_env() -> str | None:
 def reports_url_from_env() -> str | None:
     """KERNELSWEEP_REPORTS_URL: where a web server serves `<results>/reports/` (the report link's base)."""
     return os.environ.get(REPORTS_URL_ENV) or None
+
+
+def prices_from_env() -> dict[str, float]:
+    """KERNELSWEEP_PRICES over the dated default table (kernelsweep.fleet_cost): USD per instance-hour."""
+    return parse_prices(os.environ.get(PRICES_ENV))
 
 
 def state_folder() -> Path:

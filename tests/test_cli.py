@@ -201,7 +201,7 @@ FAILURES = [
     ("shape-beyond-host", {"spec.toml": SPEC.replace("n = [4096], free_size = [1, 32]", "n = [2147483520]")},
      ["run", "spec.toml"], {}, 2, "with its working copies that is more than this host's"),
     ("sim-env-bad", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_CORES": "two"}, 2,
-     "KERNELSWEEP_SIM_CORES='two': give an int of at least 1; fix or unset it"),
+     "KERNELSWEEP_SIM_CORES='two': give an int of at least 0; fix or unset it"),
     ("sim-time-scale-bad", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_TIME_SCALE": "-1"}, 2,
      "KERNELSWEEP_SIM_TIME_SCALE='-1': give a float of at least 0"),
     ("sim-faults-bad", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_FAULTS": "bogus"}, 2,

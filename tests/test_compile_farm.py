@@ -14,6 +14,7 @@ from stage_context import point, sim_context
 from kernelsweep.context import Locations
 from kernelsweep.errors import UsageError
 from kernelsweep.farm import compile_toolchain, family_sdks, prepare_compile, sdk_mismatch
+from kernelsweep.fleet_cost import COMPILE, RunCost, parse_prices
 from kernelsweep.fleet_hosts import HostReport
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.stages import compile_stage, trace_stage
@@ -113,3 +114,40 @@ def test_neuron_on_a_host_without_a_compiler_is_refused(tmp_path: Path, monkeypa
     locations = Locations(sim_state_dir=tmp_path / "sim", lock_dir=tmp_path / "locks")
     with pytest.raises(UsageError, match="no neuronx-cc"):
         compile_toolchain(spec, locations)
+
+
+def test_a_simulated_host_with_no_cores_has_no_device_to_capture_on(tmp_path: Path) -> None:
+    """KERNELSWEEP_SIM_CORES=0, as the e2e test's compile hosts run: neuron-ls lists no device, so
+    a capture there fails rather than pass for one."""
+    from kernelsweep.toolchain.devices import list_devices
+
+    ctx = sim_context(tmp_path, env={"KERNELSWEEP_SIM_CORES": "0"})
+    assert list_devices(ctx.toolchain, default_lnc=2, lnc=2).free_cores == []
+
+
+def test_a_runs_cost_splits_neuron_and_cpu_hours_and_prices_them() -> None:
+    cost = RunCost({"trn1": 1800.0, "trn2": 3600.0, COMPILE: 7200.0}, points=500)
+    assert cost.neuron_hours == 1.5 and cost.cpu_hours == 2.0 and cost.per_thousand(cost.neuron_hours) == 3.0
+    prices = parse_prices("trn2=40,compile=1.5")
+    usd, unpriced = cost.cost(prices)
+    assert usd == pytest.approx(0.5 * 21.50 + 40 + 2 * 1.5) and unpriced == []
+    table = "\n".join(cost.lines(prices))
+    assert (
+        "| Neuron-host-hours | 1.500 | 3.000 |" in table
+        and "| CPU-host-hours (compile farm) | 2.000 | 4.000 |" in table
+    )
+    assert f"(2026-11-26 prices) | ${usd:,.2f} | ${usd * 2:,.2f} |" in table
+
+
+def test_a_pool_without_a_price_is_named_not_counted_as_free() -> None:
+    usd, unpriced = RunCost({"trn2": 3600.0}, points=10).cost(parse_prices(None))
+    assert usd == 0 and unpriced == ["trn2"]
+    assert "without trn2: no price; set KERNELSWEEP_PRICES" in "\n".join(
+        RunCost({"trn2": 1.0}, 1).lines(parse_prices(""))
+    )
+
+
+@pytest.mark.parametrize("text", ["trn2=abc", "trn9=3", "trn2=-1", "trn2"])
+def test_a_bad_price_is_one_line_naming_the_fix(text: str) -> None:
+    with pytest.raises(UsageError, match="KERNELSWEEP_PRICES: bad entry .* give POOL=USD per hour"):
+        parse_prices(text)

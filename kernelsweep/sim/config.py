@@ -3,7 +3,8 @@
 KERNELSWEEP_SIM_STATE       folder for simulated device state (core locks, fault counters)
 KERNELSWEEP_SIM_PLATFORM    the one platform family the simulated host is (trn1, trn2, inf2); unset: every
                             family, so one machine can run a whole mixed-platform sweep
-KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated device shows at its own LNC (default 2)
+KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated device shows at its own LNC (default 2); 0: the
+                            host has no Neuron device (a compile farm's host: it traces and compiles only)
 KERNELSWEEP_SIM_LNC         the device's logical core config (default 2, as a trn2's): it has CORES x LNC
                             physical cores, and neuron-ls / the runtime regroup them under the caller's
                             NEURON_LOGICAL_NC_CONFIG; a host told it is trn1 or inf2 has LNC 1 only
@@ -143,7 +144,7 @@ class SimConfig:
         return cls(
             state_dir=Path(state),
             platform=env.get("KERNELSWEEP_SIM_PLATFORM") or None,
-            cores=_number("KERNELSWEEP_SIM_CORES", "2", int, 1),
+            cores=_number("KERNELSWEEP_SIM_CORES", "2", int, 0),
             lnc=_number("KERNELSWEEP_SIM_LNC", "2", int, 1),
             time_scale=_number("KERNELSWEEP_SIM_TIME_SCALE", "0", float, 0),
             nki=env.get(NKI_ENV) or CURRENT_NKI,

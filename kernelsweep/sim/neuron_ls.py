@@ -23,6 +23,8 @@ def inventory(config: SimConfig, requested_lnc: str | None = None) -> list[dict]
     """One device, reported like the real tool: `nc_count` and `neuroncore_ids` count LOGICAL cores
     at the LNC in force. A host told its platform names its instance type, as newer neuron-ls does;
     one emulating every family does not."""
+    if config.cores == 0:
+        return []  # a host without a Neuron device: a compile farm's (KERNELSWEEP_SIM_CORES=0)
     lnc = config.lnc_for(requested_lnc)
     cores = config.physical_cores // lnc
     instance = {"instance_type": f"{config.platform}.sim"} if config.platform else {}

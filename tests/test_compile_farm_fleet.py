@@ -1,0 +1,113 @@
+"""The compile farm end to end, with real parts only: the session's fleet server (`kernelsweep fleet up`
+from the repository's prefect.yaml, which deploys `compile-shard/compile`), two simulated compile
+hosts without a Neuron device in `kernelsweep-compile`, one simulated host per family, a fleet run
+started with `prefect deployment run`, and the dataset read back.
+
+The first compile host dies (its whole process tree killed) after compiling part of a shard; the
+server's shard retries hand that shard to the second compile host, which compiles only what the store
+lacks. Every NEFF is then a compile host's (the rows' `neff_compile_host`, and the simulator's record
+of what each host compiled), the Neuron hosts compile nothing, every point lands exactly once, and
+capture shards start while the farm is still compiling.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from prefect_server import PrefectServer, Worker, poll, sim_host_env
+from specs import sim_spec
+
+from kernelsweep.expansion import expand
+from kernelsweep.results import reader
+from kernelsweep.sim.latency import COMPILE, read_latencies
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]
+
+RUN_TIMEOUT = 900
+FAMILIES = ("trn1", "trn2", "inf2")
+COMPILE_POOL = "kernelsweep-compile"
+FARM_HOST = {"KERNELSWEEP_SIM_CORES": "0", "KERNELSWEEP_SIM_TIME_SCALE": "1"}  # no device; 2.5 s per compile
+
+
+def _start(server: PrefectServer, root: Path, name: str, pool: str, env: dict[str, str]) -> Worker:
+    worker = server.start_worker(name, pool, env=env)
+    poll(lambda: name in server.workers_online(pool), timeout=120, what=f"worker {name}")
+    return worker
+
+
+def _farm_env(root: Path) -> dict[str, str]:
+    return {"KERNELSWEEP_LOCK_DIR": str(root / "locks"), "KERNELSWEEP_SIM_STATE": str(root / "sim"), **FARM_HOST}
+
+
+def _runs(server: PrefectServer, fleet_run: str, flow: str) -> list[dict]:
+    flows = {f["id"]: f["name"] for f in server.api("/flows/filter", {})}
+    children = server.flow_runs(parent_flow_run_id={"any_": [fleet_run]})
+    return [r for r in children if flows.get(r["flow_id"]) == flow]
+
+
+def _running(server: PrefectServer, fleet_run: str) -> str | None:
+    return next((r["id"] for r in _runs(server, fleet_run, "compile-shard") if r["state"]["type"] == "RUNNING"), None)
+
+
+def _trace_entries(artifacts: Path) -> int:
+    return len(list(artifacts.glob("**/cache-v1/trace/**/*.json")))
+
+
+def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_server, tmp_path):
+    server, root = fleet_server, tmp_path
+    control = _start(server, root, "farm-control", "kernelsweep-control", {})
+    doomed = _start(server, root / "compile-a", "compile-a", COMPILE_POOL, _farm_env(root / "compile-a"))
+    workers = [control, doomed]
+    try:
+        for family in FAMILIES:
+            env = sim_host_env(root / f"{family}-a", family)
+            workers.append(_start(server, root, f"{family}-a", f"kernelsweep-{family}", env))
+        kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048, 4096], "free_size": [1, 16]}}
+        execution = {"max_points_per_flow_run": 2, "compile_slots": 1}  # one compile at a time: a kill lands mid-shard
+        spec = sim_spec(root, [kernel], name="farm", platforms=FAMILIES, execution=execution)
+        points = expand(spec)
+        parameter = f"spec={json.dumps(spec.model_dump(mode='json'))}"
+        done = server.run("prefect", "deployment", "run", "fleet/fleet", "-p", parameter)
+        assert done.returncode == 0, done.stderr
+        fleet_run = re.search(r"UUID:\s*([0-9a-f-]{36})", done.stdout).group(1)
+
+        running = poll(lambda: _running(server, fleet_run), timeout=RUN_TIMEOUT, what="a compiling shard", every=0.2)
+        poll(lambda: _trace_entries(Path(spec.artifacts)) >= 1 or None, timeout=RUN_TIMEOUT, what="a NEFF", every=0.2)
+        doomed.die()
+        assert _trace_entries(Path(spec.artifacts)) < 2, "the compile host must die mid-shard"
+        crashed = {"type": "CRASHED", "name": "Crashed", "message": "its host was killed (set by the test)"}
+        server.api(f"/flow_runs/{running}/set_state", {"state": crashed, "force": True})
+        survivor = _start(server, root / "compile-b", "compile-b", COMPILE_POOL, _farm_env(root / "compile-b"))
+        workers.append(survivor)
+
+        outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
+        assert outcome["type"] == "COMPLETED", outcome["message"]
+    finally:
+        for worker in workers:
+            worker.stop()
+
+    compiles, captures = _runs(server, fleet_run, "compile-shard"), _runs(server, fleet_run, "sweep-shard")
+    assert len(compiles) == len(captures) == 6 and {r["state"]["type"] for r in compiles + captures} == {"COMPLETED"}
+    [retried] = [r for r in compiles if r["id"] == running]
+    assert retried["run_count"] == 2 and running in survivor.submitted()  # recovered like any shard
+
+    rows = reader.read(spec.results).to_pylist()
+    keys = sorted((r["kernel"], r["shape"], r["platform"]) for r in rows)
+    assert keys == sorted((p.kernel, p.shape, p.platform) for p in points) and len({r["row_id"] for r in rows}) == 12
+    assert {r["status"] for r in rows} == {"ok"}
+    assert all(r["trace_cache_hit"] and r["compile_cache_hit"] and r["compile_seconds"] is None for r in rows)
+    assert {r["neff_compile_host"] for r in rows} == {"compile-a", "compile-b"}  # lineage: every NEFF the farm's
+
+    for family in FAMILIES:  # what the simulator was told to compile, host by host
+        assert not [x for x in read_latencies(root / f"{family}-a" / "sim") if x.tool == COMPILE], family
+    farm = [x for host in ("compile-a", "compile-b") for x in read_latencies(root / host / "sim") if x.tool == COMPILE]
+    assert len({x.point for x in farm}) == 12
+
+    first_capture = min(r["start_time"] for r in captures)
+    last_compile = max(r["end_time"] for r in compiles)
+    assert first_capture < last_compile, "capture shards start while the farm still compiles (streaming)"
+    summary = server.api("/artifacts/filter", {"artifacts": {"key": {"any_": ["fleet-farm"]}}})
+    assert summary and "6 of 6 shards completed" in summary[0]["data"]

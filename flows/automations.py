@@ -89,7 +89,8 @@ def shard_retries(retries: int) -> AutomationCore:
                 state=StateType.SCHEDULED,
                 name="AwaitingRetry",
                 force=True,  # out of a final state, as `prefect flow-run retry` does
-                message="retried by kernelsweep (shard retries): resumes from the shard's journal",
+                message="retried by kernelsweep (shard retries): resumes where it stopped (its journal, or the "
+                "NEFFs already in the store)",
             )
         ],
     )

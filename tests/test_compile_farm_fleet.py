@@ -111,3 +111,7 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
     assert first_capture < last_compile, "capture shards start while the farm still compiles (streaming)"
     summary = server.api("/artifacts/filter", {"artifacts": {"key": {"any_": ["fleet-farm"]}}})
     assert summary and "6 of 6 shards completed" in summary[0]["data"]
+    hours = dict(
+        re.findall(r"\| (Neuron-host-hours|CPU-host-hours \(compile farm\)) \| ([0-9.]+) \|", summary[0]["data"])
+    )
+    assert float(hours["Neuron-host-hours"]) > 0 and float(hours["CPU-host-hours (compile farm)"]) > 0, hours

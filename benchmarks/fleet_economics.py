@@ -150,8 +150,9 @@ def with_farm(root: Path, points: list[Point], fleet: Fleet) -> tuple[float, flo
     return wall, wall - ((tally.first_neff or started) - started), tally
 
 
-def bound(root: Path, compile_slots: int, cores: int) -> float:
-    """The flow-shop bound from what every host's simulator was configured to sleep."""
+def bound(root: Path, compile_slots: int, cores: int) -> tuple[float, float]:
+    """The flow-shop bound from what every host's simulator was configured to sleep, and the sleeps'
+    capture seconds."""
     compiles, captures = {}, {}
     for state in root.glob("*/sim"):
         for record in read_latencies(state):
@@ -159,10 +160,16 @@ def bound(root: Path, compile_slots: int, cores: int) -> float:
                 compiles[record.point] = record.slept_seconds
             elif record.tool == CAPTURE:
                 captures[record.point] = captures.get(record.point, 0.0) + record.slept_seconds
-    return lower_bound(list(compiles.values()), list(captures.values()), compile_slots, cores)
+    limit = lower_bound(list(compiles.values()), list(captures.values()), compile_slots, cores)
+    return limit, sum(captures.values())
 
 
-def report(name: str, points: int, wall: float, span: float, tally: Tally, limit: float, fleet: Fleet) -> dict:
+def report(
+    name: str, points: int, wall: float, span: float, tally: Tally, limits: tuple[float, float], fleet: Fleet
+) -> dict:
+    """One mode's column. `limits`: the bound, and the capture seconds the simulator was told to sleep
+    (what the leases held beyond it is tool start-up and CPU contention, not capturing)."""
+    limit, slept = limits
     busy = tally.capture_seconds / (fleet.cores * span)
     return {
         "mode": name,
@@ -173,6 +180,7 @@ def report(name: str, points: int, wall: float, span: float, tally: Tally, limit
         "Neuron-host-h / 1k pts": f"{span / 3600 / points * 1000:.3f}",
         "CPU-host-h / 1k pts": f"{sum(tally.farm_spans) / 3600 / points * 1000:.3f}",
         "compiles on Neuron host": str(tally.local_compiles),
+        "capture lease s / slept s": f"{tally.capture_seconds:.0f} / {slept:.0f}",
         "_busy": busy,
         "_ratio": wall / limit,
     }
@@ -195,13 +203,13 @@ def main() -> None:
             root = Path(tmp)
             points = list(_points(root, args.points))
             wall, span, tally = run(root, points, fleet)
-            limit = bound(root, slots or fleet.farm_hosts * fleet.farm_slots, fleet.cores)
-            rows.append(report(name, len(points), wall, span, tally, limit, fleet))
+            limits = bound(root, slots or fleet.farm_hosts * fleet.farm_slots, fleet.cores)
+            rows.append(report(name, len(points), wall, span, tally, limits, fleet))
         print(f"  {name}: done ({load()})")
     keys = [k for k in rows[0] if not k.startswith("_")]
-    print(f"{'':<26}" + "".join(f"{row['mode']:>16}" for row in rows))
+    print(f"{'':<27}" + "".join(f"{row['mode']:>16}" for row in rows))
     for key in keys[1:]:
-        print(f"{key:<26}" + "".join(f"{row[key]:>16}" for row in rows))
+        print(f"{key:<27}" + "".join(f"{row[key]:>16}" for row in rows))
     farm = rows[1]
     busy = verdict(farm["_busy"], BUSY_TARGET, below=False)
     print(f"with farm, Neuron busy since the first NEFFs {farm['Neuron busy']} {busy}")

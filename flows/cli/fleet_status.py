@@ -16,6 +16,7 @@ import click
 from rich.table import Table
 
 from kernelsweep.fleet import FLEET_DEPLOYMENT, POOL_PREFIX
+from kernelsweep.fleet_cost import COMPILE
 from kernelsweep.fleet_hosts import HostReport
 from kernelsweep.flows.cli.output import out
 from kernelsweep.flows.cli.prefect_client import server_client
@@ -133,6 +134,7 @@ def _last_night(client: SyncPrefectClient) -> list[str]:
     families: dict[str, list[FlowRun]] = {}
     for shard in shards:
         family = next((t for t in shard.tags if t in PLATFORM_NAMES), "-")
+        family = COMPILE if COMPILE in shard.tags else family  # the compile farm's shards, on a line of their own
         families.setdefault(family, []).append(shard)
     for family, runs in sorted(families.items()):
         done = sum(1 for r in runs if r.state and r.state.type.value == "COMPLETED")

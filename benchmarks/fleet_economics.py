@@ -47,6 +47,7 @@ from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inpu
 from kernelsweep.toolchain.versions import collect
 
 BUSY_TARGET, RATIO_TARGET = 0.80, 1.2
+POOL_SLACK = 2  # threads beyond compile slots and cores, as kernelsweep.flows.pool.measure runs a host's points
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def without_farm(root: Path, points: list[Point], fleet: Fleet) -> tuple[float, 
     host = context(root, "trn2-a", root / "artifacts", fleet.time_scale, fleet.cores, fleet.host_slots)
     tally = Tally()
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=fleet.host_slots + fleet.cores + 2) as pool:
+    with ThreadPoolExecutor(max_workers=fleet.host_slots + fleet.cores + POOL_SLACK) as pool:
         for future in [pool.submit(measure_point, host, p, tally) for p in points]:
             future.result()
     wall = time.monotonic() - started
@@ -122,7 +123,7 @@ def with_farm(root: Path, points: list[Point], fleet: Fleet) -> tuple[float, flo
     shards = [points[i : i + fleet.shard] for i in range(0, len(points), fleet.shard)]
     tally, todo, done = Tally(), list(reversed(shards)), []
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=fleet.cores + 2) as capture:
+    with ThreadPoolExecutor(max_workers=fleet.host_slots + fleet.cores + POOL_SLACK) as capture:
 
         def compile_host(ctx: StageContext) -> None:
             began = time.monotonic()

@@ -85,6 +85,7 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
 
         outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
         assert outcome["type"] == "COMPLETED", outcome["message"]
+        status = server.run("kernelsweep", "fleet", "status", env={"COLUMNS": "250"})
     finally:
         for worker in workers:
             worker.stop()
@@ -105,6 +106,11 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
         assert not [x for x in read_latencies(root / f"{family}-a" / "sim") if x.tool == COMPILE], family
     farm = [x for host in ("compile-a", "compile-b") for x in read_latencies(root / host / "sim") if x.tool == COMPILE]
     assert len({x.point for x in farm}) == 12
+
+    assert status.returncode == 0, status.stderr
+    assert "compile: 6 of 6 shards completed on compile-b" in status.stdout, status.stdout  # its last attempt's host
+    assert re.search(r"kernelsweep-compile\s.*compile-b", status.stdout), status.stdout
+    assert "trn2: 2 of 2 shards completed on trn2-a" in status.stdout, status.stdout
 
     first_capture = min(r["start_time"] for r in captures)
     last_compile = max(r["end_time"] for r in compiles)

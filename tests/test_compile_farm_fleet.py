@@ -52,6 +52,11 @@ def _running(server: PrefectServer, fleet_run: str) -> str | None:
     return next((r["id"] for r in _runs(server, fleet_run, "compile-shard") if r["state"]["type"] == "RUNNING"), None)
 
 
+def _report_after(server: PrefectServer, fleet_run: str) -> dict | None:
+    after = f"prefect.flow-run.{fleet_run}"
+    return next((r for r in server.flow_runs() if r["parameters"].get("after_flow_run") == after), None)
+
+
 def _trace_entries(artifacts: Path) -> int:
     return len(list(artifacts.glob("**/cache-v1/trace/**/*.json")))
 
@@ -86,6 +91,8 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
         outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
         assert outcome["type"] == "COMPLETED", outcome["message"]
         status = server.run("kernelsweep", "fleet", "status", env={"COLUMNS": "250"})
+        report = poll(lambda: _report_after(server, fleet_run), timeout=RUN_TIMEOUT, what="the triggered report")
+        assert server.wait_final(report["id"], RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
     finally:
         for worker in workers:
             worker.stop()
@@ -115,9 +122,11 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
     first_capture = min(r["start_time"] for r in captures)
     last_compile = max(r["end_time"] for r in compiles)
     assert first_capture < last_compile, "capture shards start while the farm still compiles (streaming)"
-    summary = server.api("/artifacts/filter", {"artifacts": {"key": {"any_": ["fleet-farm"]}}})
-    assert summary and "6 of 6 shards completed" in summary[0]["data"]
-    hours = dict(
-        re.findall(r"\| (Neuron-host-hours|CPU-host-hours \(compile farm\)) \| ([0-9.]+) \|", summary[0]["data"])
-    )
-    assert float(hours["Neuron-host-hours"]) > 0 and float(hours["CPU-host-hours (compile farm)"]) > 0, hours
+    for key, run_id in (("fleet-farm", fleet_run), ("report-cost", report["id"])):  # the summary, and the report
+        criteria = {"key": {"any_": [key]}, "flow_run_id": {"any_": [run_id]}}
+        [found] = server.api("/artifacts/filter", {"artifacts": criteria})
+        assert key != "fleet-farm" or "6 of 6 shards completed" in found["data"], found
+        hours = dict(
+            re.findall(r"\| (Neuron-host-hours|CPU-host-hours \(compile farm\)) \| ([0-9.]+) \|", found["data"])
+        )
+        assert float(hours["Neuron-host-hours"]) > 0 and float(hours["CPU-host-hours (compile farm)"]) > 0, found

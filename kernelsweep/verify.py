@@ -65,6 +65,7 @@ class LineageReport:
     artifacts: tuple[ArtifactCheck, ...]
     hotspots: list[dict] | None = None  # the row's top source lines (schema 3), for the heat view
     hotspots_note: str | None = None  # why it has none
+    neff_from: str | None = None  # where the NEFF came from (schema 4's `neff_compile_host`)
 
     @property
     def ok(self) -> bool:
@@ -103,6 +104,17 @@ def verify_row(results_uri: str, row_id: str, dest: Path) -> LineageReport:
         artifacts=tuple(checks),
         hotspots=row.get("hotspots"),
         hotspots_note=row.get("hotspots_note"),
+        neff_from=neff_origin(row),
+    )
+
+
+def neff_origin(row: dict) -> str | None:
+    """`NEFF compiled on compile-a (found in the artifact store)`, or on this row's host in its run."""
+    host = row.get("neff_compile_host")
+    if not host:
+        return None
+    return f"NEFF compiled on {host} " + (
+        "(found in the artifact store)" if row.get("compile_cache_hit") else "(in this run)"
     )
 
 
@@ -175,6 +187,7 @@ def render(report: LineageReport) -> str:
         f"row {report.row_id}: {r.kernel} {r.shape} {r.dtype} {r.platform} ({r.status}), "
         f"sweep {r.sweep}, flow run {r.flow_run_id}",
         f"results {report.results_uri}; artifacts fetched to {report.dest}",
+        *([report.neff_from] if report.neff_from else []),
         "",
     ]
     header = ("artifact", "status", "bytes", "sha256", "file", "uri")

@@ -151,3 +151,15 @@ def test_a_pool_without_a_price_is_named_not_counted_as_free() -> None:
 def test_a_bad_price_is_one_line_naming_the_fix(text: str) -> None:
     with pytest.raises(UsageError, match="KERNELSWEEP_PRICES: bad entry .* give POOL=USD per hour"):
         parse_prices(text)
+
+
+def test_lineage_says_where_the_neff_came_from() -> None:
+    from kernelsweep.verify import neff_origin
+
+    stored = {"neff_compile_host": "compile-a", "compile_cache_hit": True}
+    assert neff_origin(stored) == "NEFF compiled on compile-a (found in the artifact store)"
+    assert (
+        neff_origin({"neff_compile_host": "trn2-a", "compile_cache_hit": False})
+        == "NEFF compiled on trn2-a (in this run)"
+    )
+    assert neff_origin({"neff_compile_host": None, "compile_cache_hit": True}) is None  # a row older than schema 4

@@ -22,6 +22,7 @@ from kernelsweep.farm import prepare_compile, sdk_mismatch
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.shard import report_host
 from kernelsweep.flows.stopping import stoppable
+from kernelsweep.platforms import PlatformName
 from kernelsweep.probe import probe_location
 from kernelsweep.spec import Point, SweepSpec
 from kernelsweep.tasks import compile_task, trace_task
@@ -34,7 +35,7 @@ def compile_shard(
     spec: SweepSpec,
     points: list[Point],
     shard: int,
-    target: str,
+    target: PlatformName,
     fleet_run_id: str | None = None,
     expect: dict[str, str | None] | None = None,
 ) -> str:

@@ -10,7 +10,7 @@ for the row ids asked for, and only from the files that hold them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import overload
 
@@ -38,6 +38,7 @@ _VARIANT = ["platform", "lnc", "tunables", "toolchain_name"]  # what a row's var
 _TEXT = ["kernel", "shape", "dtype", "platform", "status", "flow_run_id", *LINEAGE, "tunables", "toolchain_name"]
 NARROW = ["row_id", *_TEXT, "lnc", "latency_median_us", "total_time_us", "started_at", "run_date"]
 _FRAGMENT = "__fragment"
+_FILES_PER_SCAN = 64
 _ORDER = [("run_date", "ascending", "at_start"), ("started_at", "ascending", "at_start")]  # no time: oldest
 
 
@@ -59,18 +60,25 @@ class Indexed:
         """The narrow columns of every selected row, each batch tagged with the file it came from."""
         batches = []
         index = {fragment.path: i for i, fragment in enumerate(self._fragments)}
-        scanner = self._data.scanner(columns=NARROW, filter=self._where, batch_size=1 << 16)
-        try:
-            for tagged in scanner.scan_batches():
-                batch = tagged.record_batch
-                arrays = [pc.dictionary_encode(batch[n]) if n in _TEXT else batch[n] for n in NARROW]
-                where = pa.array(np.full(batch.num_rows, index[tagged.fragment.path], dtype=np.int32))
-                batches.append(pa.RecordBatch.from_arrays([*arrays, where], names=[*NARROW, _FRAGMENT]))
-        except OSError as exc:
-            raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
+        for first in range(0, len(self._fragments), _FILES_PER_SCAN):
+            chunk = range(first, min(first + _FILES_PER_SCAN, len(self._fragments)))
+            scanner = self._files(chunk).scanner(columns=NARROW, filter=self._where, batch_size=1 << 16)
+            try:
+                batches += [_tagged(t.record_batch, index[t.fragment.path]) for t in scanner.scan_batches()]
+            except OSError as exc:
+                raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
         if not batches:
             return pa.table({n: pa.array([], pa.string()) for n in NARROW})
         return pa.Table.from_batches(batches).unify_dictionaries().combine_chunks()
+
+    def _files(self, which: Iterable[int]) -> ds.FileSystemDataset:
+        """Some of the files as a dataset of their own: a scanned fragment keeps its file's footer
+        (hundreds of KB), so each scan gets fresh fragments that go when it is done."""
+        made = [
+            self._data.format.make_fragment(f.path, f.filesystem, partition_expression=f.partition_expression)
+            for f in (self._fragments[i] for i in which)
+        ]
+        return ds.FileSystemDataset(made, self._data.schema, self._data.format, self._data.filesystem)
 
     def _column(self, name: str) -> np.ndarray:
         """A text column as dictionary indices (-1 for null), a number column as floats (NaN for null)."""
@@ -128,8 +136,7 @@ class Indexed:
         """Whole rows, read only from the files that hold them; per row id the latest attempt."""
         mask = pc.is_in(self._table.column("row_id"), value_set=pa.array(row_ids))
         files = np.unique(self._column(_FRAGMENT)[mask.to_numpy(zero_copy_only=False)])
-        fragments = [self._fragments[i] for i in files.tolist()]
-        subset = ds.FileSystemDataset(fragments, self._data.schema, self._data.format, self._data.filesystem)
+        subset = self._files(files.tolist())
         where = ds.field("row_id").isin(row_ids)
         where = where & self._where if self._where is not None else where
         try:
@@ -197,6 +204,13 @@ class _Ids(Sequence[str]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self[:])
+
+
+def _tagged(batch: pa.RecordBatch, fragment: int) -> pa.RecordBatch:
+    """The batch's text columns dictionary-encoded, and the index of the file it came from."""
+    arrays = [pc.dictionary_encode(batch[n]) if n in _TEXT else batch[n] for n in NARROW]
+    where = pa.array(np.full(batch.num_rows, fragment, dtype=np.int32))
+    return pa.RecordBatch.from_arrays([*arrays, where], names=[*NARROW, _FRAGMENT])
 
 
 def _key(*names: str | None) -> SeriesKey:

@@ -26,20 +26,16 @@ from kernelsweep.report.load import (
     ReportRow,
     Selection,
     SeriesKey,
-    natural_order,
     typed,
-    variant_parts,
 )
+from kernelsweep.report.narrow import ORDER, SERIES, by_series, distinct, latest_of, with_variant, without_copies
 from kernelsweep.report.results import SeriesRuns
 from kernelsweep.results import reader
 
-SERIES = ["kernel", "shape", "dtype", "platform", "variant"]
-_VARIANT = ["platform", "lnc", "tunables", "toolchain_name"]  # what a row's variant is made of
 _TEXT = ["kernel", "shape", "dtype", "platform", "status", "flow_run_id", *LINEAGE, "tunables", "toolchain_name"]
 NARROW = ["row_id", *_TEXT, "lnc", "latency_median_us", "total_time_us", "started_at", "run_date"]
 _FRAGMENT = "__fragment"
 _FILES_PER_SCAN = 64
-_ORDER = [("run_date", "ascending", "at_start"), ("started_at", "ascending", "at_start")]  # no time: oldest
 
 
 class Indexed:
@@ -50,10 +46,10 @@ class Indexed:
         self._where = self.selection.expression()
         self._data = reader.dataset(uri, filters=self._where)
         self._fragments = list(self._data.get_fragments())
-        table = _with_variant(_latest_attempts(self._scan()))
+        table = self._scan()
         if table.num_rows == 0:
             raise UsageError(f"no results under {uri} ({self.selection.describe()}); check --results and the filters")
-        self._table = _by_series(table)
+        self._table = by_series(with_variant(without_copies(table)))
         self._cache: dict[str, ReportRow] = {}
 
     def _scan(self) -> pa.Table:
@@ -116,7 +112,7 @@ class Indexed:
         statuses = self._dictionary("status")
         ok_code = statuses.index("ok") if "ok" in statuses else -2
         ok = (self._column("status") == ok_code) & ~np.isnan(value) & (np.nan_to_num(value) > 0)
-        lineage = np.unique(np.stack([self._column(n) for n in LINEAGE], axis=1), axis=0, return_inverse=True)[1]
+        lineage = distinct(self._table, list(LINEAGE))[1]
         levels = np.log(np.where(ok, value, 1.0))
         has_median = ~np.isnan(median) & (median != 0)
         ids = self._table.column("row_id")
@@ -143,7 +139,7 @@ class Indexed:
             found = subset.to_table(filter=where, columns=COLUMNS)
         except OSError as exc:
             raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
-        for record in _latest_attempts(found).to_pylist():
+        for record in found.take(latest_of(found)).to_pylist():
             self._cache[record["row_id"]] = ReportRow(**typed(record))
 
     def kernels(self) -> list[str]:
@@ -155,7 +151,7 @@ class Indexed:
         return sorted(v for i in present.tolist() if i >= 0 and (v := names[i]))
 
     def runs_newest_first(self) -> list[str]:
-        order = pc.sort_indices(self._table, sort_keys=_ORDER).to_numpy()
+        order = pc.sort_indices(self._table, sort_keys=ORDER).to_numpy()
         runs = self._column("flow_run_id")[order]
         codes, first = np.unique(runs, return_index=True)
         names = self._dictionary("flow_run_id")
@@ -176,7 +172,7 @@ class Indexed:
     @cached_property
     def _time_rank(self) -> np.ndarray:
         """Each row's place among all rows by when it was measured (ties: series order)."""
-        order = pc.sort_indices(self._table, sort_keys=_ORDER).to_numpy()
+        order = pc.sort_indices(self._table, sort_keys=ORDER).to_numpy()
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
         return rank
@@ -216,49 +212,3 @@ def _tagged(batch: pa.RecordBatch, fragment: int) -> pa.RecordBatch:
 def _key(*names: str | None) -> SeriesKey:
     kernel, shape, dtype, platform, variant = (name or "" for name in names)
     return (kernel, shape, dtype, platform, variant)
-
-
-def _with_variant(table: pa.Table) -> pa.Table:
-    """A dictionary-encoded `variant` column, worked out once per distinct (platform, LNC, tunables,
-    toolchain) and joined back: a search's configurations or two SDKs are never one series."""
-    kinds = pa.schema(
-        [("platform", pa.string()), ("lnc", pa.int64()), ("tunables", pa.string()), ("toolchain_name", pa.string())]
-    )
-    plain = table.select(_VARIANT).cast(kinds)
-    plain = pa.table({n: plain.column(n).fill_null(-1 if n == "lnc" else "") for n in _VARIANT})  # joins skip nulls
-    combos = plain.group_by(_VARIANT).aggregate([]).to_pylist()
-    names = [
-        " ".join(variant_parts(c["platform"], None if c["lnc"] < 0 else c["lnc"], c["tunables"], c["toolchain_name"]))
-        for c in combos
-    ]
-    lookup = pa.table({n: [c[n] for c in combos] for n in _VARIANT} | {"variant": names})
-    lookup = lookup.cast(plain.schema.append(pa.field("variant", pa.string())))
-    joined = plain.append_column("__i", pa.array(np.arange(table.num_rows))).join(lookup, _VARIANT)
-    variant = np.empty(table.num_rows, dtype=object)
-    variant[joined.column("__i").to_numpy()] = joined.column("variant").to_numpy(zero_copy_only=False)
-    return table.append_column("variant", pc.dictionary_encode(pa.array(variant, pa.string())))
-
-
-def _latest_attempts(table: pa.Table) -> pa.Table:
-    """Per row id, the row of the latest attempt (re-executed flow runs keep their row ids)."""
-    if table.num_rows == 0 or pc.count_distinct(table.column("row_id")).as_py() == table.num_rows:
-        return table
-    order = pc.sort_indices(table, sort_keys=[("row_id", "ascending", "at_start"), *_ORDER])
-    ordered = table.take(order)
-    ids = ordered.column("row_id").to_numpy(zero_copy_only=False)
-    last = np.r_[ids[1:] != ids[:-1], True]
-    return ordered.filter(pa.array(last))
-
-
-def _by_series(table: pa.Table) -> pa.Table:
-    """Sorted by series (shapes in numeric order), then by when each row was measured."""
-    keys = table.select(SERIES).group_by(SERIES).aggregate([]).to_pylist()
-    ranked = sorted((tuple(k[n] for n in SERIES) for k in keys), key=natural_order)
-    ranks = pa.table({n: [k[i] for k in ranked] for i, n in enumerate(SERIES)} | {"__rank": list(range(len(ranked)))})
-    plain = table.select(SERIES).cast(pa.schema([(n, pa.string()) for n in SERIES]))
-    joined = plain.append_column("__i", pa.array(np.arange(table.num_rows))).join(ranks, SERIES)
-    position = np.empty(table.num_rows, dtype=np.int64)
-    position[joined.column("__i").to_numpy()] = joined.column("__rank").to_numpy()
-    keyed = table.append_column("__rank", pa.array(position))
-    order = pc.sort_indices(keyed, sort_keys=[("__rank", "ascending", "at_start"), *_ORDER])
-    return keyed.take(order).drop_columns(["__rank"])

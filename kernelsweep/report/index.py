@@ -53,19 +53,24 @@ class Indexed:
         self._cache: dict[str, ReportRow] = {}
 
     def _scan(self) -> pa.Table:
-        """The narrow columns of every selected row, each batch tagged with the file it came from."""
-        batches = []
+        """The narrow columns of every selected row, each row tagged with the file it came from.
+
+        A few files at a time, each lot made one table at once: a million rows kept as the files'
+        small batches cost about twice their size in allocator overhead."""
+        lots = []
         index = {fragment.path: i for i, fragment in enumerate(self._fragments)}
         for first in range(0, len(self._fragments), _FILES_PER_SCAN):
-            chunk = range(first, min(first + _FILES_PER_SCAN, len(self._fragments)))
-            scanner = self._files(chunk).scanner(columns=NARROW, filter=self._where, batch_size=1 << 16)
+            lot = range(first, min(first + _FILES_PER_SCAN, len(self._fragments)))
+            scanner = self._files(lot).scanner(columns=NARROW, filter=self._where, batch_size=1 << 16)
             try:
-                batches += [_tagged(t.record_batch, index[t.fragment.path]) for t in scanner.scan_batches()]
+                batches = [_tagged(t.record_batch, index[t.fragment.path]) for t in scanner.scan_batches()]
             except OSError as exc:
                 raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
-        if not batches:
+            if batches:
+                lots.append(pa.Table.from_batches(batches).unify_dictionaries().combine_chunks())
+        if not lots:
             return pa.table({n: pa.array([], pa.string()) for n in NARROW})
-        return pa.Table.from_batches(batches).unify_dictionaries().combine_chunks()
+        return pa.concat_tables(lots).unify_dictionaries()
 
     def _files(self, which: Iterable[int]) -> ds.FileSystemDataset:
         """Some of the files as a dataset of their own: a scanned fragment keeps its file's footer
@@ -139,8 +144,9 @@ class Indexed:
             found = subset.to_table(filter=where, columns=COLUMNS)
         except OSError as exc:
             raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
-        for record in found.take(latest_of(found)).to_pylist():
-            self._cache[record["row_id"]] = ReportRow(**typed(record))
+        for batch in found.take(latest_of(found)).to_batches(max_chunksize=4096):  # not every dict at once
+            for record in batch.to_pylist():
+                self._cache[record["row_id"]] = ReportRow(**typed(record))
 
     def kernels(self) -> list[str]:
         return sorted({key[0] for key, _, _ in self._groups})

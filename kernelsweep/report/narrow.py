@@ -40,7 +40,7 @@ def without_copies(table: pa.Table) -> pa.Table:
     runs = codes(table, "flow_run_id")
     order = np.argsort(runs, kind="stable")
     groups = np.split(order, np.flatnonzero(np.diff(runs[order])) + 1)
-    ids = table.column("row_id")
+    ids = table.column("row_id").combine_chunks()
     copied = [g for g in groups if len(g) > 1 and pc.count_distinct(ids.take(g)).as_py() < len(g)]
     if not copied:
         return table

@@ -3,7 +3,9 @@
 `Indexed` scans only the columns every row must show (the series, status, median, time, run and
 lineage; `NARROW`), with the selection's filters pushed into the scan (partition pruning on
 platform and run date, row-group statistics on the rest), text columns dictionary-encoded as they
-arrive, and keeps, per row id, the row of the latest attempt. Everything a statistic needs over a
+arrive, and keeps, per row id, the row of the latest attempt (kernelsweep.report.narrow). Files are
+scanned a lot at a time through fresh fragments: a scanned fragment keeps its file's whole footer,
+which over a year of nights (2,000 files of 140 columns) was 800 MB on its own. Everything a statistic needs over a
 whole series is computed from those columns; whole rows (raw repeats, errors, rates) are read only
 for the row ids asked for, and only from the files that hold them.
 """
@@ -35,7 +37,7 @@ from kernelsweep.results import reader
 _TEXT = ["kernel", "shape", "dtype", "platform", "status", "flow_run_id", *LINEAGE, "tunables", "toolchain_name"]
 NARROW = ["row_id", *_TEXT, "lnc", "latency_median_us", "total_time_us", "started_at", "run_date"]
 _FRAGMENT = "__fragment"
-_FILES_PER_SCAN = 64
+_FILES_PER_SCAN = 64  # a lot's footers and batches are let go before the next: memory stays flat in files
 
 
 class Indexed:

@@ -3,11 +3,11 @@
 `Indexed` scans only the columns every row must show (the series, status, median, time, run and
 lineage; `NARROW`), with the selection's filters pushed into the scan (partition pruning on
 platform and run date, row-group statistics on the rest), text columns dictionary-encoded as they
-arrive, and keeps, per row id, the row of the latest attempt (kernelsweep.report.narrow). Files are
-scanned a lot at a time through fresh fragments: a scanned fragment keeps its file's whole footer,
-which over a year of nights (2,000 files of 140 columns) was 800 MB on its own. Everything a statistic needs over a
-whole series is computed from those columns; whole rows (raw repeats, errors, rates) are read only
-for the row ids asked for, and only from the files that hold them.
+arrive, and keeps, per row id, the row of the latest attempt (kernelsweep.report.narrow). Files
+are scanned a lot at a time through fresh fragments: a scanned fragment keeps its file's whole
+footer, which over a year of nights (2,000 files of 140 columns) was 800 MB on its own. Everything
+a statistic needs over a whole series is computed from those columns; whole rows (raw repeats,
+errors, rates) are read only for the row ids asked for, and only from the files that hold them.
 """
 
 from __future__ import annotations

@@ -151,4 +151,6 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
     finally:
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGKILL)
+        for pid in _processes_in(home):  # the server and workers live in sessions of their own
+            os.kill(int(pid), signal.SIGKILL)
         log.close()

@@ -4,6 +4,7 @@ run form in chromium completes on those hosts, its report link opens over http; 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -152,5 +153,6 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGKILL)
         for pid in _processes_in(home):  # the server and workers live in sessions of their own
-            os.kill(int(pid), signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
         log.close()

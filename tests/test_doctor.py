@@ -453,3 +453,27 @@ def test_the_neuron_extra_cannot_install_a_pypi_placeholder():
     assert set(wanted) == set(packages.SDK_PACKAGES)  # nki is a wheel of its own, not part of neuronx-cc
     for name, placeholders in packages.PLACEHOLDER_VERSIONS.items():
         assert not any(wanted[name].contains(v) for v in placeholders), (name, wanted[name])
+
+
+def test_a_smoke_on_a_host_nothing_names_says_its_runtime_refused_the_platform(tmp_path, monkeypatch):
+    """A trn1 whose neuron-ls names no instance type: the smoke assumes trn2, and the runtime's refusal
+    of its NEFF is one line naming the mismatch and --platform, not a run of failed steps ending in
+    "please report this wording"; no report file is written."""
+    from click.testing import CliRunner
+
+    from kernelsweep.flows.cli.app import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
+    monkeypatch.setenv("KERNELSWEEP_SIM_PLATFORM", "trn1")
+    monkeypatch.setenv("KERNELSWEEP_SIM_UNNAMED", "1")
+    result = CliRunner().invoke(cli, ["doctor", "--smoke", "--toolchain", "sim"])
+    assert result.exit_code == 2, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(
+        "error: doctor --smoke: this host's runtime will not load a NEFF built for trn2 (no instance type names "
+        "this host's family, so the smoke assumed trn2): neuron-explorer capture failed: Failed to load NN: the NEFF"
+    )
+    assert line.endswith("run the smoke with --platform set to this host's family (trn1, inf2, trn3)")
+    assert "report this wording" not in result.output
+    assert not list(tmp_path.glob("kernelsweep-smoke-*"))

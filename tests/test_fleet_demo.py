@@ -4,6 +4,7 @@ run form in chromium completes on those hosts, its report link opens over http; 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -66,6 +67,7 @@ def _online(port: int, pool: str) -> list[str]:
 
 def _submit_from_the_ui(port: int, deployment_id: str, shot: Path) -> dict:
     """Submit fleet/fleet's run form as it comes (the nightly spec) in chromium; the run it created."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     of_fleet = {"flow_runs": {"deployment_id": {"any_": [deployment_id]}}}
@@ -77,8 +79,15 @@ def _submit_from_the_ui(port: int, deployment_id: str, shot: Path) -> dict:
         page.goto(f"http://127.0.0.1:{port}/deployments/deployment/{deployment_id}/run")
         submit = page.get_by_role("button", name="Submit")
         submit.wait_for(timeout=90_000)
+        page.wait_for_load_state("networkidle", timeout=90_000)  # the form holds its defaults, not a spinner
         submit.click()
         try:
+            toast = page.get_by_text("scheduled to start").first
+            try:
+                toast.wait_for(timeout=120_000)
+            except PlaywrightTimeout as timeout:
+                shown = page.inner_text("body")[:800]
+                raise AssertionError(f"the UI did not confirm the run; it shows: {shown}") from timeout
             [run] = poll(
                 lambda: [r for r in _api(port, "/flow_runs/filter", of_fleet) if not r["auto_scheduled"]] or None,
                 timeout=120,
@@ -143,4 +152,7 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
     finally:
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGKILL)
+        for pid in _processes_in(home):  # the server and workers live in sessions of their own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
         log.close()

@@ -45,6 +45,7 @@ def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
     from kernelsweep.doctor.host_checks import host_family, platform_mismatch
     from kernelsweep.doctor.risks import summary as risk_summary
     from kernelsweep.doctor.smoke import STEPS, run_smoke, smoke_point
+    from kernelsweep.doctor.smoke_platform import refused_platform
     from kernelsweep.doctor.smoke_render import exit_code, header, render_step, summary, write_report
     from kernelsweep.errors import UsageError
     from kernelsweep.flows.settings import locations_from_env
@@ -64,10 +65,12 @@ def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
         _check_writable(path)
     if notice:
         click.echo(notice, err=True)
-    head = header(toolchain, point)
-    click.echo(head + "\n")
     steps = []
     with tempfile.TemporaryDirectory(prefix="kernelsweep-smoke-") as workdir:
+        if family is None and (refused := refused_platform(toolchain, point, Path(workdir), bool(platform))):
+            raise UsageError(refused)  # nothing names this host's family, and its runtime says it is not this one
+        head = header(toolchain, point)
+        click.echo(head + "\n")
         for index, step in enumerate(run_smoke(toolchain, point, Path(workdir)), 1):
             steps.append(step)
             click.echo(render_step(index, len(STEPS), step) + "\n")

@@ -3,14 +3,16 @@
 `Indexed` scans only the columns every row must show (the series, status, median, time, run and
 lineage; `NARROW`), with the selection's filters pushed into the scan (partition pruning on
 platform and run date, row-group statistics on the rest), text columns dictionary-encoded as they
-arrive, and keeps, per row id, the row of the latest attempt. Everything a statistic needs over a
-whole series is computed from those columns; whole rows (raw repeats, errors, rates) are read only
-for the row ids asked for, and only from the files that hold them.
+arrive, and keeps, per row id, the row of the latest attempt (kernelsweep.report.narrow). Files
+are scanned a lot at a time through fresh fragments: a scanned fragment keeps its file's whole
+footer, which over a year of nights (2,000 files of 140 columns) was 800 MB on its own. Everything
+a statistic needs over a whole series is computed from those columns; whole rows (raw repeats,
+errors, rates) are read only for the row ids asked for, and only from the files that hold them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import overload
 
@@ -26,19 +28,16 @@ from kernelsweep.report.load import (
     ReportRow,
     Selection,
     SeriesKey,
-    natural_order,
     typed,
-    variant_parts,
 )
+from kernelsweep.report.narrow import ORDER, SERIES, by_series, distinct, latest_of, with_variant, without_copies
 from kernelsweep.report.results import SeriesRuns
 from kernelsweep.results import reader
 
-SERIES = ["kernel", "shape", "dtype", "platform", "variant"]
-_VARIANT = ["platform", "lnc", "tunables", "toolchain_name"]  # what a row's variant is made of
 _TEXT = ["kernel", "shape", "dtype", "platform", "status", "flow_run_id", *LINEAGE, "tunables", "toolchain_name"]
 NARROW = ["row_id", *_TEXT, "lnc", "latency_median_us", "total_time_us", "started_at", "run_date"]
 _FRAGMENT = "__fragment"
-_ORDER = [("run_date", "ascending", "at_start"), ("started_at", "ascending", "at_start")]  # no time: oldest
+_FILES_PER_SCAN = 64  # a lot's footers and batches are let go before the next: memory stays flat in files
 
 
 class Indexed:
@@ -49,28 +48,40 @@ class Indexed:
         self._where = self.selection.expression()
         self._data = reader.dataset(uri, filters=self._where)
         self._fragments = list(self._data.get_fragments())
-        table = _with_variant(_latest_attempts(self._scan()))
+        table = self._scan()
         if table.num_rows == 0:
             raise UsageError(f"no results under {uri} ({self.selection.describe()}); check --results and the filters")
-        self._table = _by_series(table)
+        self._table = by_series(with_variant(without_copies(table)))
         self._cache: dict[str, ReportRow] = {}
 
     def _scan(self) -> pa.Table:
-        """The narrow columns of every selected row, each batch tagged with the file it came from."""
-        batches = []
+        """The narrow columns of every selected row, each row tagged with the file it came from.
+
+        A few files at a time, each lot made one table at once: a million rows kept as the files'
+        small batches cost about twice their size in allocator overhead."""
+        lots = []
         index = {fragment.path: i for i, fragment in enumerate(self._fragments)}
-        scanner = self._data.scanner(columns=NARROW, filter=self._where, batch_size=1 << 16)
-        try:
-            for tagged in scanner.scan_batches():
-                batch = tagged.record_batch
-                arrays = [pc.dictionary_encode(batch[n]) if n in _TEXT else batch[n] for n in NARROW]
-                where = pa.array(np.full(batch.num_rows, index[tagged.fragment.path], dtype=np.int32))
-                batches.append(pa.RecordBatch.from_arrays([*arrays, where], names=[*NARROW, _FRAGMENT]))
-        except OSError as exc:
-            raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
-        if not batches:
+        for first in range(0, len(self._fragments), _FILES_PER_SCAN):
+            lot = range(first, min(first + _FILES_PER_SCAN, len(self._fragments)))
+            scanner = self._files(lot).scanner(columns=NARROW, filter=self._where, batch_size=1 << 16)
+            try:
+                batches = [_tagged(t.record_batch, index[t.fragment.path]) for t in scanner.scan_batches()]
+            except OSError as exc:
+                raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
+            if batches:
+                lots.append(pa.Table.from_batches(batches).unify_dictionaries().combine_chunks())
+        if not lots:
             return pa.table({n: pa.array([], pa.string()) for n in NARROW})
-        return pa.Table.from_batches(batches).unify_dictionaries().combine_chunks()
+        return pa.concat_tables(lots).unify_dictionaries()
+
+    def _files(self, which: Iterable[int]) -> ds.FileSystemDataset:
+        """Some of the files as a dataset of their own: a scanned fragment keeps its file's footer
+        (hundreds of KB), so each scan gets fresh fragments that go when it is done."""
+        made = [
+            self._data.format.make_fragment(f.path, f.filesystem, partition_expression=f.partition_expression)
+            for f in (self._fragments[i] for i in which)
+        ]
+        return ds.FileSystemDataset(made, self._data.schema, self._data.format, self._data.filesystem)
 
     def _column(self, name: str) -> np.ndarray:
         """A text column as dictionary indices (-1 for null), a number column as floats (NaN for null)."""
@@ -108,7 +119,7 @@ class Indexed:
         statuses = self._dictionary("status")
         ok_code = statuses.index("ok") if "ok" in statuses else -2
         ok = (self._column("status") == ok_code) & ~np.isnan(value) & (np.nan_to_num(value) > 0)
-        lineage = np.unique(np.stack([self._column(n) for n in LINEAGE], axis=1), axis=0, return_inverse=True)[1]
+        lineage = distinct(self._table, list(LINEAGE))[1]
         levels = np.log(np.where(ok, value, 1.0))
         has_median = ~np.isnan(median) & (median != 0)
         ids = self._table.column("row_id")
@@ -128,16 +139,16 @@ class Indexed:
         """Whole rows, read only from the files that hold them; per row id the latest attempt."""
         mask = pc.is_in(self._table.column("row_id"), value_set=pa.array(row_ids))
         files = np.unique(self._column(_FRAGMENT)[mask.to_numpy(zero_copy_only=False)])
-        fragments = [self._fragments[i] for i in files.tolist()]
-        subset = ds.FileSystemDataset(fragments, self._data.schema, self._data.format, self._data.filesystem)
+        subset = self._files(files.tolist())
         where = ds.field("row_id").isin(row_ids)
         where = where & self._where if self._where is not None else where
         try:
             found = subset.to_table(filter=where, columns=COLUMNS)
         except OSError as exc:
             raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
-        for record in _latest_attempts(found).to_pylist():
-            self._cache[record["row_id"]] = ReportRow(**typed(record))
+        for batch in found.take(latest_of(found)).to_batches(max_chunksize=4096):  # not every dict at once
+            for record in batch.to_pylist():
+                self._cache[record["row_id"]] = ReportRow(**typed(record))
 
     def kernels(self) -> list[str]:
         return sorted({key[0] for key, _, _ in self._groups})
@@ -148,7 +159,7 @@ class Indexed:
         return sorted(v for i in present.tolist() if i >= 0 and (v := names[i]))
 
     def runs_newest_first(self) -> list[str]:
-        order = pc.sort_indices(self._table, sort_keys=_ORDER).to_numpy()
+        order = pc.sort_indices(self._table, sort_keys=ORDER).to_numpy()
         runs = self._column("flow_run_id")[order]
         codes, first = np.unique(runs, return_index=True)
         names = self._dictionary("flow_run_id")
@@ -169,7 +180,7 @@ class Indexed:
     @cached_property
     def _time_rank(self) -> np.ndarray:
         """Each row's place among all rows by when it was measured (ties: series order)."""
-        order = pc.sort_indices(self._table, sort_keys=_ORDER).to_numpy()
+        order = pc.sort_indices(self._table, sort_keys=ORDER).to_numpy()
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
         return rank
@@ -199,52 +210,13 @@ class _Ids(Sequence[str]):
         return iter(self[:])
 
 
+def _tagged(batch: pa.RecordBatch, fragment: int) -> pa.RecordBatch:
+    """The batch's text columns dictionary-encoded, and the index of the file it came from."""
+    arrays = [pc.dictionary_encode(batch[n]) if n in _TEXT else batch[n] for n in NARROW]
+    where = pa.array(np.full(batch.num_rows, fragment, dtype=np.int32))
+    return pa.RecordBatch.from_arrays([*arrays, where], names=[*NARROW, _FRAGMENT])
+
+
 def _key(*names: str | None) -> SeriesKey:
     kernel, shape, dtype, platform, variant = (name or "" for name in names)
     return (kernel, shape, dtype, platform, variant)
-
-
-def _with_variant(table: pa.Table) -> pa.Table:
-    """A dictionary-encoded `variant` column, worked out once per distinct (platform, LNC, tunables,
-    toolchain) and joined back: a search's configurations or two SDKs are never one series."""
-    kinds = pa.schema(
-        [("platform", pa.string()), ("lnc", pa.int64()), ("tunables", pa.string()), ("toolchain_name", pa.string())]
-    )
-    plain = table.select(_VARIANT).cast(kinds)
-    plain = pa.table({n: plain.column(n).fill_null(-1 if n == "lnc" else "") for n in _VARIANT})  # joins skip nulls
-    combos = plain.group_by(_VARIANT).aggregate([]).to_pylist()
-    names = [
-        " ".join(variant_parts(c["platform"], None if c["lnc"] < 0 else c["lnc"], c["tunables"], c["toolchain_name"]))
-        for c in combos
-    ]
-    lookup = pa.table({n: [c[n] for c in combos] for n in _VARIANT} | {"variant": names})
-    lookup = lookup.cast(plain.schema.append(pa.field("variant", pa.string())))
-    joined = plain.append_column("__i", pa.array(np.arange(table.num_rows))).join(lookup, _VARIANT)
-    variant = np.empty(table.num_rows, dtype=object)
-    variant[joined.column("__i").to_numpy()] = joined.column("variant").to_numpy(zero_copy_only=False)
-    return table.append_column("variant", pc.dictionary_encode(pa.array(variant, pa.string())))
-
-
-def _latest_attempts(table: pa.Table) -> pa.Table:
-    """Per row id, the row of the latest attempt (re-executed flow runs keep their row ids)."""
-    if table.num_rows == 0 or pc.count_distinct(table.column("row_id")).as_py() == table.num_rows:
-        return table
-    order = pc.sort_indices(table, sort_keys=[("row_id", "ascending", "at_start"), *_ORDER])
-    ordered = table.take(order)
-    ids = ordered.column("row_id").to_numpy(zero_copy_only=False)
-    last = np.r_[ids[1:] != ids[:-1], True]
-    return ordered.filter(pa.array(last))
-
-
-def _by_series(table: pa.Table) -> pa.Table:
-    """Sorted by series (shapes in numeric order), then by when each row was measured."""
-    keys = table.select(SERIES).group_by(SERIES).aggregate([]).to_pylist()
-    ranked = sorted((tuple(k[n] for n in SERIES) for k in keys), key=natural_order)
-    ranks = pa.table({n: [k[i] for k in ranked] for i, n in enumerate(SERIES)} | {"__rank": list(range(len(ranked)))})
-    plain = table.select(SERIES).cast(pa.schema([(n, pa.string()) for n in SERIES]))
-    joined = plain.append_column("__i", pa.array(np.arange(table.num_rows))).join(ranks, SERIES)
-    position = np.empty(table.num_rows, dtype=np.int64)
-    position[joined.column("__i").to_numpy()] = joined.column("__rank").to_numpy()
-    keyed = table.append_column("__rank", pa.array(position))
-    order = pc.sort_indices(keyed, sort_keys=[("__rank", "ascending", "at_start"), *_ORDER])
-    return keyed.take(order).drop_columns(["__rank"])

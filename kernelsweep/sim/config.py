@@ -3,6 +3,9 @@
 KERNELSWEEP_SIM_STATE       folder for simulated device state (core locks, fault counters)
 KERNELSWEEP_SIM_PLATFORM    the one platform family the simulated host is (trn1, trn2, inf2); unset: every
                             family, so one machine can run a whole mixed-platform sweep
+KERNELSWEEP_SIM_UNNAMED     1: neuron-ls names no instance type (releases before 2.34 mostly do not, and a
+                            host off EC2 has no DMI name): the host still is KERNELSWEEP_SIM_PLATFORM to
+                            the runtime, but kernelsweep cannot tell which family it is
 KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated device shows at its own LNC (default 2); 0: the
                             host has no Neuron device (a compile farm's host: it traces and compiles only)
 KERNELSWEEP_SIM_LNC         the device's logical core config (default 2, as a trn2's): it has CORES x LNC
@@ -118,6 +121,7 @@ class SimConfig:
     host: str = DEFAULT_HOST
     session: str = ""
     compile_memory_bytes: int = 0
+    unnamed: bool = False  # neuron-ls names no instance type
 
     def slowdown(self, kernel: str, params: dict[str, int]) -> float:
         return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
@@ -158,6 +162,7 @@ class SimConfig:
             host=env.get("KERNELSWEEP_SIM_HOST") or DEFAULT_HOST,
             session=env.get(SESSION_ENV, ""),
             compile_memory_bytes=_size(COMPILE_MEMORY_ENV),
+            unnamed=env.get("KERNELSWEEP_SIM_UNNAMED", "") in ("1", "true"),
         )
 
 

@@ -4,6 +4,8 @@ Like the real tool on trn2 it reports cores at the NEURON_LOGICAL_NC_CONFIG of i
 (else the device's own config), so the same device shows 4 cores at LNC=2 and 8 at LNC=1; a device
 of a trn1 or inf2 host has no logical core config and reports no `logical_neuroncore_config`.
 
+A host told to be unnamed (KERNELSWEEP_SIM_UNNAMED) names no instance type in any form.
+
 `-j` is the JSON of every release before 2.34; 2.34 removes it for `--output-format json`, which
 "adds top-level fields ... such as instance and UltraServer details" (announced, layout unpublished:
 this stand-in's `instance` / `ultraserver` / `neuron_devices` keys are a guess at it, see sim.tools).
@@ -27,7 +29,7 @@ def inventory(config: SimConfig, requested_lnc: str | None = None) -> list[dict]
         return []  # a host without a Neuron device: a compile farm's (KERNELSWEEP_SIM_CORES=0)
     lnc = config.lnc_for(requested_lnc)
     cores = config.physical_cores // lnc
-    instance = {"instance_type": f"{config.platform}.sim"} if config.platform else {}
+    instance = {"instance_type": f"{config.platform}.sim"} if config.platform and not config.unnamed else {}
     lnc_field = {"logical_neuroncore_config": lnc} if config.platform in (None, "trn2") else {}
     return [
         {
@@ -50,7 +52,8 @@ def inventory(config: SimConfig, requested_lnc: str | None = None) -> list[dict]
 def new_format(config: SimConfig, devices: list[dict]) -> dict:
     """2.34's `--output-format json` as this stand-in guesses it: shared facts at the top level."""
     per_device = [{k: v for k, v in d.items() if k != "instance_type"} for d in devices]
-    return {"instance": {"instance_type": f"{config.platform}.sim"} if config.platform else {},
+    named = config.platform and not config.unnamed
+    return {"instance": {"instance_type": f"{config.platform}.sim"} if named else {},
             "ultraserver": None, "neuron_devices": per_device}  # fmt: skip
 
 

@@ -107,8 +107,8 @@ def set_nightly_active(client: SyncPrefectClient, active: bool) -> list[str]:
         return []
     changed = []
     for schedule in client.read_deployment_schedules(fleet.id):
-        if schedule.active != active:
-            client.update_deployment_schedule(fleet.id, schedule.id, active=active)
+        if schedule.active != active:  # its parameters sent back: Prefect's server sets omitted ones to {}
+            client.update_deployment_schedule(fleet.id, schedule.id, active=active, parameters=schedule.parameters)
             changed.append(f"{'resumed' if active else 'paused'} {FLEET_DEPLOYMENT} {_describe(schedule.schedule)}")
     return changed
 

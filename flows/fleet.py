@@ -44,13 +44,14 @@ from kernelsweep.spec import SweepSpec
 
 
 @flow(name="fleet", flow_run_name="fleet-{spec.name}")
-def fleet(spec: SweepSpec, spec_variable: str | None = None) -> State:
+def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
     """Run a sweep across the fleet: each platform's points in shards on that platform's work pool.
 
     Args:
         spec: The sweep: kernels, parameter grid, dtypes, platforms, capture settings, locations.
         spec_variable: Read the spec from this Prefect variable as the run starts, instead of `spec`
-            (the nightly schedule names kernelsweep_nightly_spec: an edit of it applies the next night).
+            (the nightly schedule names kernelsweep_nightly_spec: an edit of it applies the next night);
+            empty: run `spec`.
     """
     spec = live_spec(spec, spec_variable)
     log = get_run_logger()

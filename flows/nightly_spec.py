@@ -21,7 +21,7 @@ from kernelsweep.errors import UsageError
 from kernelsweep.spec import SweepSpec, parse_spec
 
 
-def live_spec(given: SweepSpec, variable: str | None) -> SweepSpec:
+def live_spec(given: SweepSpec, variable: str) -> SweepSpec:
     """`given`, unless `variable` names the Prefect variable to read the spec from now."""
     if not variable:
         return given

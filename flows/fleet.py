@@ -42,17 +42,22 @@ from kernelsweep.flows.automations import retries_installed
 from kernelsweep.flows.farm import farm_online, stream
 from kernelsweep.flows.fleet_summary import ShardOutcome, fleet_cost, publish
 from kernelsweep.flows.fleet_wait import ShardWait
+from kernelsweep.flows.nightly_spec import live_spec
 from kernelsweep.results.compact import compact
 from kernelsweep.spec import SweepSpec
 
 
 @flow(name="fleet", flow_run_name="fleet-{spec.name}")
-def fleet(spec: SweepSpec) -> State:
+def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
     """Run a sweep across the fleet: each platform's points in shards on that platform's work pool.
 
     Args:
         spec: The sweep: kernels, parameter grid, dtypes, platforms, capture settings, locations.
+        spec_variable: Read the spec from this Prefect variable as the run starts, instead of `spec`
+            (the nightly schedule names kernelsweep_nightly_spec: an edit of it applies the next night);
+            empty: run `spec`.
     """
+    spec = live_spec(spec, spec_variable)
     log = get_run_logger()
     refuse_searches(spec, f"fleet {spec.name}")
     shards = plan_shards(expand(spec), spec.execution.max_points_per_flow_run)

@@ -9,7 +9,8 @@ one nightly schedule, and the checks that refuse a spec nothing in the fleet can
   UI) ahead of `nightly` (priority 2: the scheduled fleet run's shards); a worker serves its whole
   pool, `urgent` first.
 - **One nightly schedule**, on `fleet/fleet`, found by its slug: its cron and time zone are set from
-  the spec's `[fleet]` table or the command line, its active state is left as it is (a schedule
+  the spec's `[fleet]` table or the command line, its runs read the spec from the variable as they
+  start (`spec_variable`), its active state is left as it is (a schedule
   paused with `kernelsweep fleet pause` stays paused), and every other schedule on the fleet's
   deployments is removed (Prefect itself keeps a schedule that `prefect.yaml` no longer declares).
 """
@@ -25,10 +26,12 @@ from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.workers.process import ProcessWorker
 
-from kernelsweep.fleet import FLEET_DEPLOYMENT, POOL_PREFIX, QUEUES, FleetSettings
+from kernelsweep.fleet import FLEET_DEPLOYMENT, NIGHTLY_VARIABLE, POOL_PREFIX, QUEUES, FleetSettings
 from kernelsweep.fleet_hosts import HostReport
 
 NIGHTLY_SLUG = "kernelsweep-nightly"
+# The nightly run reads its spec from the variable as it starts (kernelsweep.flows.nightly_spec).
+NIGHTLY_PARAMETERS = {"spec_variable": NIGHTLY_VARIABLE}
 CONTROL_POOL = f"{POOL_PREFIX}control"
 RECENT_SHARDS = 200  # shard runs read for what the fleet's hosts last reported
 
@@ -79,14 +82,18 @@ def reconcile_schedules(client: SyncPrefectClient, settings: FleetSettings) -> l
         for schedule in client.read_deployment_schedules(deployment.id):
             if name == FLEET_DEPLOYMENT and schedule.slug == NIGHTLY_SLUG and not kept:
                 kept = True
-                if schedule.schedule != wanted:
-                    client.update_deployment_schedule(deployment.id, schedule.id, schedule=wanted)
+                if schedule.schedule != wanted or schedule.parameters != NIGHTLY_PARAMETERS:
+                    client.update_deployment_schedule(
+                        deployment.id, schedule.id, schedule=wanted, parameters=NIGHTLY_PARAMETERS
+                    )
                     lines.append(f"nightly schedule of {name} is now {settings.cron} ({settings.timezone})")
                 continue
             client.delete_deployment_schedule(deployment.id, schedule.id)
             lines.append(f"removed schedule {_describe(schedule.schedule)} from {name}")
         if name == FLEET_DEPLOYMENT and not kept:
-            nightly = DeploymentScheduleCreate(schedule=wanted, active=True, slug=NIGHTLY_SLUG)
+            nightly = DeploymentScheduleCreate(
+                schedule=wanted, active=True, slug=NIGHTLY_SLUG, parameters=NIGHTLY_PARAMETERS
+            )
             client.create_deployment_schedules(deployment.id, [nightly])
             lines.append(f"nightly schedule of {name}: {settings.cron} ({settings.timezone})")
             kept = True
@@ -100,8 +107,8 @@ def set_nightly_active(client: SyncPrefectClient, active: bool) -> list[str]:
         return []
     changed = []
     for schedule in client.read_deployment_schedules(fleet.id):
-        if schedule.active != active:
-            client.update_deployment_schedule(fleet.id, schedule.id, active=active)
+        if schedule.active != active:  # its parameters sent back: Prefect's server sets omitted ones to {}
+            client.update_deployment_schedule(fleet.id, schedule.id, active=active, parameters=schedule.parameters)
             changed.append(f"{'resumed' if active else 'paused'} {FLEET_DEPLOYMENT} {_describe(schedule.schedule)}")
     return changed
 

@@ -26,6 +26,8 @@ from kernelsweep.spec import FLEET_TABLE, Point, SweepSpec
 
 POOL_PREFIX = "kernelsweep-"  # every pool the fleet uses; deployments/prefect.yaml names them so
 FLEET_DEPLOYMENT = "fleet/fleet"  # the one deployment the nightly schedule is on
+# The Prefect variable `fleet up` stores the nightly spec in; the nightly run reads it as it starts.
+NIGHTLY_VARIABLE = "kernelsweep_nightly_spec"
 NIGHTLY_CRON, NIGHTLY_TIMEZONE = "0 2 * * *", "UTC"
 QUEUES = {"urgent": 1, "nightly": 2}  # each pool's work queues and their priority (1 is served first)
 

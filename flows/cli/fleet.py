@@ -1,4 +1,4 @@
-"""`kernelsweep fleet up|pause|resume|status|demo`: the fleet's pools, deployments, schedule and
+"""`kernelsweep fleet up|pause|resume|status|demo|worker`: the fleet's pools, deployments, schedule and
 reflexes on the Prefect server named by PREFECT_API_URL.
 
 `up` is idempotent. It checks the nightly spec exactly as `kernelsweep validate` does, probes its
@@ -24,9 +24,10 @@ import click
 import yaml
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.fleet import FleetSettings, fleet_settings, refuse_searches
+from kernelsweep.fleet import NIGHTLY_VARIABLE, FleetSettings, fleet_settings, refuse_searches
 from kernelsweep.flows.cli.fleet_demo import demo
 from kernelsweep.flows.cli.fleet_status import status
+from kernelsweep.flows.cli.fleet_worker import worker
 from kernelsweep.flows.cli.output import console
 from kernelsweep.flows.cli.prefect_client import server_client as _client
 from kernelsweep.flows.cli.run import QUIET_PREFECT, load
@@ -37,7 +38,6 @@ if TYPE_CHECKING:  # Prefect is imported only by the commands that talk to a ser
 
     from prefect.client.orchestration import SyncPrefectClient
 
-NIGHTLY_VARIABLE = "kernelsweep_nightly_spec"  # prefect.yaml: "{{ prefect.variables.kernelsweep_nightly_spec }}"
 VARIABLE_LIMIT = 5000  # characters of JSON a Prefect variable holds
 DEPLOY_TIMEOUT_SECONDS = 600
 SHARD_ENTRYPOINT = "kernelsweep.flows.sweep:sweep_shard"
@@ -50,6 +50,7 @@ def fleet() -> None:
 
 fleet.add_command(status)
 fleet.add_command(demo)
+fleet.add_command(worker)
 
 
 @fleet.command()

@@ -3,7 +3,7 @@
 It starts a Prefect server (through kernelsweep.flows.server, like every server here) with its own
 Prefect home, sets the fleet up on it exactly as `kernelsweep fleet up` does (with a small simulated
 nightly spec written for the demo), and starts a control worker and simulated hosts of every family
-(two trn2, one trn1, one inf2), each a `prefect worker start` with its own private state: its
+(two trn2, one trn1, one inf2), each a `kernelsweep fleet worker` with its own private state: its
 NeuronCore leases and simulated device (mode 700, as a real host's are). A small web server serves
 the results' `reports/` folder, so the report link in the UI opens in a browser. It prints the UI's
 address and waits; Ctrl-C (or `kernelsweep fleet demo --stop` from another shell) stops every
@@ -170,8 +170,8 @@ def _fleet_up(env: dict[str, str], home: Path, prefect_yaml: Path) -> None:
 
 
 def _worker(home: Path, name: str, pool: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--name", name]
-    argv += ["--limit", "4" if name == "control" else "1"]
+    argv = [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", "worker", "--pool", pool, "--name", name]
+    argv += ["--limit", "4" if name == "control" else "1"]  # as the shipped unit runs it: SIGTERM stops it
     with (home / "logs" / f"worker-{name}.log").open("ab") as log:
         return subprocess.Popen(
             argv, env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True

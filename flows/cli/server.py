@@ -8,6 +8,9 @@ logs to a file in the Prefect home and is recorded there (pid, port), so `stop` 
 from any shell. It keeps a bounded database: finished flow runs older than a week are vacuumed (events
 are after a week by default) unless the environment says otherwise (docs/fleet.md, "Database retention
 and server sizing"), and records task runs and events in batches (`BATCHED_RECORDING_SETTINGS`).
+Its database is SQLite in the Prefect home unless `--database` (or PREFECT_API_DATABASE_CONNECTION_URL)
+names a PostgreSQL (kernelsweep.flows.cli.database_url), which a server several workers write to
+needs (docs/fleet.md, "When SQLite stops being enough").
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import click
 
 from kernelsweep.errors import UsageError
 from kernelsweep.flows import server as launcher
+from kernelsweep.flows.cli.database_url import checked_database_url, shown
 from kernelsweep.flows.cli.output import console, out
 
 STATE_FILE, LOG_FILE = "kernelsweep-server.json", "kernelsweep-server.log"
+DATABASE_ENV = "PREFECT_API_DATABASE_CONNECTION_URL"
 DEFAULT_PORT = 4200
 WEEK_SECONDS = str(7 * 24 * 3600)
 # What a local server runs with unless the environment already says: quiet, no telemetry, and a
@@ -46,6 +51,7 @@ class LocalServer:
     host: str
     port: int
     log: str
+    database: str = "SQLite in the Prefect home"  # as it may be shown: no password
 
     @property
     def api_url(self) -> str:
@@ -87,7 +93,9 @@ def _recorded(home: Path) -> LocalServer | None:
 
 def _tell(server: LocalServer) -> None:
     console.print(
-        f"Prefect server at {server.ui_url} (pid {server.pid}, log {server.log})", highlight=False, soft_wrap=True
+        f"Prefect server at {server.ui_url} (pid {server.pid}, log {server.log}, database {server.database})",
+        highlight=False,
+        soft_wrap=True,
     )
     console.print("Point runs at it (in this shell, or your shell's profile):", highlight=False)
     out.print(f"export PREFECT_API_URL={server.api_url}", highlight=False, soft_wrap=True)
@@ -101,8 +109,15 @@ def server() -> None:
 @server.command()
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True, help="Port to serve the API and UI on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-def start(port: int, host: str) -> None:
+@click.option(
+    "--database",
+    metavar="URL",
+    help="Keep the server's runs in this database, e.g. postgresql+asyncpg://USER:PASSWORD@HOST:5432/DB "
+    f"[{DATABASE_ENV}, else SQLite in the Prefect home].",
+)
+def start(port: int, host: str, database: str | None) -> None:
     """Start the server (or say where the running one is) and print the PREFECT_API_URL to export."""
+    database = _database(database)
     home = prefect_home()
     running = _recorded(home)
     if running is not None and running.healthy():
@@ -114,12 +129,25 @@ def start(port: int, host: str) -> None:
     if not launcher.port_free(host, port):
         raise UsageError(f"port {port} on {host} is in use; choose another with --port")
     log = home / LOG_FILE
-    process = launcher.launch(host, port, server_env(host, port), log)
-    started = LocalServer(pid=process.pid, host=host, port=port, log=str(log))
+    env = server_env(host, port, {**os.environ, **({DATABASE_ENV: database} if database else {})})
+    process = launcher.launch(host, port, env, log)
+    started = LocalServer(pid=process.pid, host=host, port=port, log=str(log), **_database_field(database))
     with console.status("starting the Prefect server (a fresh database takes a little longer)"):
         launcher.wait_healthy(process, started.api_url, log=log)
     (home / STATE_FILE).write_text(json.dumps(asdict(started)))
     _tell(started)
+
+
+def _database(option: str | None) -> str | None:
+    """The database the option names, else the environment's, checked (SQLite in the home: None)."""
+    if option:
+        return checked_database_url(option, "--database")
+    from_env = os.environ.get(DATABASE_ENV)
+    return checked_database_url(from_env, DATABASE_ENV) if from_env else None
+
+
+def _database_field(database: str | None) -> dict[str, str]:
+    return {"database": shown(database)} if database else {}
 
 
 @server.command()

@@ -1,0 +1,44 @@
+"""`kernelsweep fleet worker`: this host's Prefect worker, `prefect worker start`, that SIGTERM stops.
+
+Prefect's worker answers SIGTERM by sending itself SIGINT and stopping on that (Prefect 3.9). A
+process started with SIGINT ignored, as a shell starts a background job (`cmd &` in a script, `nohup`)
+and as some supervisors start their services, inherits the ignore across exec: the worker's SIGINT
+then does nothing, and an idle worker logs "Received SIGTERM. Sending SIGINT ..." and runs on until a
+second signal kills it (docs/reliability.md; systemd's stop waited its TimeoutStopSec, 120 s, on every
+stop). This command puts SIGINT and SIGTERM back to their defaults and then becomes `prefect worker
+start` (exec: the same process id, which is what a supervisor signals), so SIGTERM stops it at once
+when it is idle, and stops it (and with it, under the shipped unit, its flow runs) when it is not.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import click
+
+PREFECT_WORKER = ("-P", "-m", "prefect", "worker", "start")  # -P: the working folder off the import path
+
+
+def worker_argv(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...] = ()) -> list[str]:
+    """`prefect worker start` for one pool, as this interpreter runs it."""
+    argv = [sys.executable, *PREFECT_WORKER, "--pool", pool]
+    argv += ["--name", name] if name else []
+    argv += ["--limit", str(limit)] if limit is not None else []
+    return [*argv, *extra]
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.option("--pool", required=True, help="This host's work pool, e.g. kernelsweep-trn2.")
+@click.option("--name", help="The worker's name [Prefect's: a generated one]; a fleet uses the host name.")
+@click.option("--limit", type=click.IntRange(min=1), help="Flow runs at once on this host [no limit].")
+@click.argument("extra", nargs=-1, type=click.UNPROCESSED)
+def worker(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...]) -> None:
+    """Run this host's Prefect worker (`prefect worker start`; further options go to it) so that SIGTERM stops it."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    argv = worker_argv(pool, name, limit, extra)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)

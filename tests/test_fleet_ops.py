@@ -1,0 +1,285 @@
+"""Running the fleet day to day, end to end on the session's fleet server (tests/test_fleet.py's):
+a worker started as the shipped systemd unit runs it stops on SIGTERM; the nightly schedule fires and
+runs the spec the variable holds at that moment; a second fleet run waits for the first (fleet/fleet's
+concurrency limit of 1); and a night slower than the ones before reaches a local webhook, from the
+rows the hosts measured through the report's event and the automation `fleet up --notify` installs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from prefect_server import CRASH_AFTER_SECONDS, PYTHON_BIN, PrefectServer, Worker, poll
+from specs import sim_spec
+from test_fleet import RUN_TIMEOUT, _dataset_rows, _hosts, _online, _run_fleet, _shards
+
+from kernelsweep.fleet import NIGHTLY_VARIABLE
+from kernelsweep.spec import SweepSpec
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]
+
+REPO = Path(__file__).resolve().parents[1]
+UNIT = REPO / "deployments" / "kernelsweep-worker.service"
+STOP_BOUND_SECONDS = 30  # an idle worker exits in about a second; systemd gives up after TimeoutStopSec=120
+HOOK_BLOCK = "kernelsweep-ops-hook"
+# A newer simulated compiler whose NEFF for vector_add at n=8192 runs 1.5x slower (the compile cache is
+# keyed by the compiler's version, so the new version compiles afresh): tests/report_data.py's upgrade.
+SLOWER_NIGHT = {
+    "KERNELSWEEP_SIM_COMPILER_VERSION": "2.22.41000.0",
+    "KERNELSWEEP_SIM_COMPILER_SLOWDOWN": "vector_add/n=8192:1.5",
+}
+
+
+def _spec(root: Path, name: str, sizes: list[int]) -> SweepSpec:
+    kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": sizes}}
+    return sim_spec(root, [kernel], name=name, platforms=("trn2",))
+
+
+@pytest.fixture(scope="module")
+def control(fleet_server) -> Worker:
+    worker = fleet_server.start_worker("control-ops", "kernelsweep-control", limit=4)
+    try:
+        _online(fleet_server, [worker])
+        yield worker
+    finally:
+        worker.stop()
+
+
+def _unit_argv(pool: str, name: str, limit: int) -> list[str]:
+    """The shipped unit's ExecStart, its variables filled in and its program from this environment."""
+    [line] = [line for line in UNIT.read_text().splitlines() if line.startswith("ExecStart=")]
+    values = {"${KERNELSWEEP_POOL}": pool, "%H": name, "${KERNELSWEEP_WORKER_LIMIT}": str(limit)}
+    argv = [values.get(arg, arg) for arg in shlex.split(line.removeprefix("ExecStart="))]
+    return [str(PYTHON_BIN / Path(argv[0]).name), *argv[1:]]
+
+
+def test_an_idle_worker_run_as_the_unit_runs_it_stops_at_once_on_sigterm(fleet_server, tmp_path):
+    """Started with SIGINT ignored, as a script's background job (`cmd &`) or `nohup` starts it: a plain
+    `prefect worker start` then logs that it sends itself SIGINT and runs on until killed."""
+    server, pool = fleet_server, "kernelsweep-sigterm"
+    created = server.run("prefect", "work-pool", "create", pool, "--type", "process")
+    assert created.returncode == 0, created.stderr
+    log = tmp_path / "worker.log"
+    ignoring_sigint = ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "sh"]
+    with log.open("w") as handle:
+        process = subprocess.Popen(
+            [*ignoring_sigint, *_unit_argv(pool, "idle-host", 1)],
+            env=server.env, stdout=handle, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True,
+        )  # fmt: skip
+    server.processes.append(process)
+    poll(lambda: "idle-host" in server.workers_online(pool), timeout=120, what="the worker online")
+    process.terminate()
+    poll(
+        lambda: process.poll() is not None,
+        timeout=STOP_BOUND_SECONDS,
+        what=f"the idle worker to exit after SIGTERM (its log: {log.read_text()[-500:]!r})",
+        every=0.2,
+    )
+    assert "Worker 'idle-host' stopped" in log.read_text()
+
+
+def _nightly(server: PrefectServer) -> tuple[dict, dict]:
+    """fleet/fleet and its nightly schedule."""
+    [fleet] = server.api("/deployments/filter", {"deployments": {"name": {"any_": ["fleet"]}}})
+    [schedule] = fleet["schedules"]
+    return fleet, schedule
+
+
+def _patch(server: PrefectServer, path: str, body: dict) -> None:
+    """PATCH, tried again while the server answers 503 (its SQLite busy), as Prefect's own client does."""
+
+    def attempt() -> bool:
+        request = urllib.request.Request(
+            f"{server.api_url}{path}", data=json.dumps(body).encode(), method="PATCH",
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=60):
+                return True
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503:
+                raise
+            return False
+
+    poll(attempt, timeout=120, what=f"the server to accept PATCH {path}")
+
+
+def _set_cron(server: PrefectServer, fleet: dict, schedule: dict, cron: str) -> None:
+    """The nightly schedule's cron; then the deployment touched, as `fleet up`'s deploy touches it, so
+    the server's scheduler plans it within seconds rather than at its next full pass (a minute)."""
+    moved = {"schedule": {"cron": cron, "timezone": "UTC"}, "parameters": schedule["parameters"]}  # omitted: {}
+    _patch(server, f"/deployments/{fleet['id']}/schedules/{schedule['id']}", moved)
+    _patch(server, f"/deployments/{fleet['id']}", {"description": fleet["description"]})
+
+
+def _runs_of(server: PrefectServer, deployment: dict) -> list[dict]:
+    return server.flow_runs(deployment_id={"any_": [deployment["id"]]})
+
+
+def _set_variable(server: PrefectServer, value: dict) -> None:
+    done = server.run("prefect", "variable", "set", NIGHTLY_VARIABLE, json.dumps(value), "--overwrite")
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_nightly_schedule_fires_and_runs_the_spec_the_variable_holds_then(fleet_server, control, tmp_path):
+    """The schedule `fleet up` made, moved to the next minute; the variable edited afterwards (as in
+    the UI's Variables page), with no `fleet up` in between: the run the scheduler makes runs the edit."""
+    server = fleet_server
+    for command in ("pause", "resume"):  # Prefect's server empties the parameters of a schedule changed without them
+        done = server.run("kernelsweep", "fleet", command)
+        assert done.returncode == 0, done.stderr
+    fleet, schedule = _nightly(server)
+    assert schedule["active"] and schedule["parameters"] == {"spec_variable": NIGHTLY_VARIABLE}
+    stored = server.api(f"/variables/name/{NIGHTLY_VARIABLE}")["value"]
+    edited = _spec(tmp_path, "edited-nightly", [4096])
+    [host] = _hosts(server, tmp_path, {"trn2-nightly": "trn2"})
+    fire = (datetime.now(UTC) + timedelta(seconds=50)).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    try:
+        _set_cron(server, fleet, schedule, f"{fire.minute} {fire.hour} * * *")
+        _set_variable(server, edited.model_dump(mode="json"))
+        expected = fire.strftime("%Y-%m-%dT%H:%M:00Z")
+        [planned] = poll(
+            lambda: [r for r in _runs_of(server, fleet) if r["expected_start_time"] == expected],
+            timeout=120,
+            what=f"the scheduler planning the fleet run at {expected}",
+        )
+        assert planned["auto_scheduled"] and planned["parameters"]["spec_variable"] == NIGHTLY_VARIABLE
+        final = server.wait_final(planned["id"], RUN_TIMEOUT + 120)
+    finally:
+        _set_cron(server, fleet, schedule, "0 2 * * *")
+        _set_variable(server, stored)
+        host.stop()
+    assert final["state"]["type"] == "COMPLETED", final["state"]["message"]
+    assert final["name"] == "fleet-edited-nightly"  # renamed after the spec it ran
+    [shard] = _shards(server, planned["id"]).values()
+    assert shard["parameters"]["spec"]["name"] == "edited-nightly" and shard["work_queue_name"] == "nightly"
+    [row] = _dataset_rows(edited)
+    assert "4096" in str(row["shape"]) and row["flow_run_id"] == shard["id"]
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).received.append(json.loads(body or b"{}"))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def webhook(fleet_server) -> list[dict]:
+    """A local webhook server, a custom-webhook block posting to it, and `fleet up --notify` naming it."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/hook"
+    create = (
+        "from prefect.blocks.notifications import CustomWebhookNotificationBlock as B; "
+        f"B(name='kernelsweep', url='{url}', json_data={{'subject': '{{{{subject}}}}', 'body': '{{{{body}}}}'}})"
+        f".save('{HOOK_BLOCK}', overwrite=True)"
+    )
+    done = fleet_server.run(str(Path(sys.executable)), "-c", create)
+    assert done.returncode == 0, done.stderr
+    argv = ("--file", str(REPO / "deployments/prefect.yaml"), "--spec", str(fleet_server.home / "nightly.toml"))
+    up = fleet_server.run("kernelsweep", "fleet", "up", *argv, "--crash-after", str(CRASH_AFTER_SECONDS),
+                          "--notify", f"custom-webhook/{HOOK_BLOCK}")  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    try:
+        yield _Hook.received
+    finally:
+        httpd.shutdown()
+
+
+def _state(server: PrefectServer, run_id: str) -> dict:
+    return server.api(f"/flow_runs/{run_id}")["state"]  # type: ignore[index]
+
+
+def _waiting_for_slot(server: PrefectServer, run_id: str) -> bool:
+    return _state(server, run_id)["name"] == "AwaitingConcurrencySlot"
+
+
+def test_a_second_fleet_run_waits_for_the_first_and_a_slower_night_reaches_the_webhook(
+    fleet_server, control, webhook, tmp_path
+):
+    """Three nights of the same point, the first two submitted together: the second waits for its slot
+    while the first runs. Then a host with a newer (simulated) compiler that makes the point 1.5x
+    slower runs a fourth night; the report that night's completion triggers finds the step and its
+    event reaches the webhook through the block. Three nights before it, because the step is judged
+    against the series' run-to-run noise: with two, some noise draws leave it unflagged (in-process,
+    18 of 18 noise seeds flagged it with three before; with two, 9 of 12 at 1.5x and 2x)."""
+    server = fleet_server
+    spec = _spec(tmp_path, "nights", [8192])
+    hosts = _hosts(server, tmp_path / "usual", {"trn2-usual": "trn2"})
+    try:
+        first, second = _run_fleet(server, spec), _run_fleet(server, spec)
+        poll(
+            lambda: _state(server, first)["type"] == "RUNNING" and _waiting_for_slot(server, second),
+            timeout=RUN_TIMEOUT,
+            what="the second fleet run waiting for its slot while the first runs",
+            every=0.5,
+        )
+        ran = [server.wait_final(run, RUN_TIMEOUT) for run in (first, second)]
+        third = server.wait_final(_run_fleet(server, spec), RUN_TIMEOUT)
+    finally:
+        for host in hosts:
+            host.stop()
+    assert [r["state"]["type"] for r in [*ran, third]] == ["COMPLETED"] * 3, [r["state"] for r in [*ran, third]]
+    assert ran[1]["start_time"] >= ran[0]["end_time"]  # never both at once
+
+    hosts = _hosts(server, tmp_path / "newer", {"trn2-newer": "trn2"}, **SLOWER_NIGHT)
+    try:
+        slower = _run_fleet(server, spec)
+        assert server.wait_final(slower, RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
+    finally:
+        for host in hosts:
+            host.stop()
+    announced = "kernelsweep regression: vector_add"
+    regression = poll(
+        lambda: next((m for m in webhook if m.get("subject", "").startswith(announced)), None),
+        timeout=RUN_TIMEOUT,
+        what="the regression at the webhook",
+    )
+    assert "8192" in regression["subject"] and "trn2" in regression["subject"], regression
+    assert "slower" in regression["subject"] and "Report: " in regression["body"]
+    assert len({r["flow_run_id"] for r in _dataset_rows(spec)}) == 4  # four nights, one row each
+
+
+def test_a_shard_whose_worker_alone_is_killed_finishes_and_stores_its_rows(fleet_server, control, tmp_path):
+    """The OOM killer or `kill -9` takes the worker process only: its flow run (in a session of its own)
+    runs on. The pools `fleet up` makes do not stream a flow run's output through the worker, so the
+    run neither dies at its next log line nor measures everything and then loses it."""
+    server = fleet_server
+    spec = _spec(tmp_path, "orphaned", [2048, 4096])
+    [host] = _hosts(server, tmp_path, {"trn2-orphaning": "trn2"}, KERNELSWEEP_SIM_TIME_SCALE="3")
+    try:
+        fleet_run = _run_fleet(server, spec)
+        shard = poll(
+            lambda: next((i for i, r in _shards(server, fleet_run).items() if r["state"]["type"] == "RUNNING"), None),
+            timeout=RUN_TIMEOUT,
+            what="the shard running",
+            every=0.5,
+        )
+        os.kill(host.process.pid, signal.SIGKILL)  # the worker alone, not its flow run
+        outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
+    finally:
+        host.die()
+    assert outcome["type"] == "COMPLETED", outcome["message"]
+    [run] = _shards(server, fleet_run).values()
+    assert run["id"] == shard and run["run_count"] == 1  # finished where it ran, not retried
+    rows = _dataset_rows(spec)
+    assert len(rows) == 2 and {r["flow_run_id"] for r in rows} == {shard} and {r["status"] for r in rows} == {"ok"}

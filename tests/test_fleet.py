@@ -16,15 +16,15 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from prefect_server import CRASH_AFTER_SECONDS, PrefectServer, Worker, poll, sim_host_env
 from specs import sim_spec
+from webhook import webhook_block
 
 from kernelsweep.expansion import expand
 from kernelsweep.results import reader
@@ -113,37 +113,12 @@ def control(fleet_server) -> Worker:
         worker.stop()
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: list[dict] = []
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        type(self).received.append(json.loads(body or b"{}"))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
-def webhook(fleet_server) -> list[dict]:
-    """A local webhook server, and the custom-webhook notification block on the fleet's server that
-    posts to it (`fleet up --notify custom-webhook/NOTIFY_BLOCK`); the list fills with what arrives."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/hook"
-    create = (
-        "from prefect.blocks.notifications import CustomWebhookNotificationBlock as B; "
-        f"B(name='kernelsweep', url='{url}', json_data={{'subject': '{{{{subject}}}}', 'body': '{{{{body}}}}'}})"
-        f".save('{NOTIFY_BLOCK}', overwrite=True)"
-    )
-    done = fleet_server.run(str(Path(sys.executable)), "-c", create)
-    assert done.returncode == 0, done.stderr
-    try:
-        yield _Hook.received
-    finally:
-        httpd.shutdown()
+def webhook(fleet_server) -> Iterator[list[dict]]:
+    """A local webhook behind the custom-webhook notification block that `fleet up --notify
+    custom-webhook/NOTIFY_BLOCK` names; the list fills with what arrives."""
+    with webhook_block(fleet_server, NOTIFY_BLOCK) as received:
+        yield received
 
 
 @dataclass

@@ -12,18 +12,17 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
-import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from prefect_server import CRASH_AFTER_SECONDS, PYTHON_BIN, PrefectServer, Worker, poll
 from specs import sim_spec
 from test_fleet import RUN_TIMEOUT, _dataset_rows, _hosts, _online, _run_fleet, _shards
+from webhook import webhook_block
 
 from kernelsweep.fleet import NIGHTLY_VARIABLE
 from kernelsweep.spec import SweepSpec
@@ -169,40 +168,15 @@ def test_the_nightly_schedule_fires_and_runs_the_spec_the_variable_holds_then(fl
     assert "4096" in str(row["shape"]) and row["flow_run_id"] == shard["id"]
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: list[dict] = []
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        type(self).received.append(json.loads(body or b"{}"))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
-def webhook(fleet_server) -> list[dict]:
-    """A local webhook server, a custom-webhook block posting to it, and `fleet up --notify` naming it."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/hook"
-    create = (
-        "from prefect.blocks.notifications import CustomWebhookNotificationBlock as B; "
-        f"B(name='kernelsweep', url='{url}', json_data={{'subject': '{{{{subject}}}}', 'body': '{{{{body}}}}'}})"
-        f".save('{HOOK_BLOCK}', overwrite=True)"
-    )
-    done = fleet_server.run(str(Path(sys.executable)), "-c", create)
-    assert done.returncode == 0, done.stderr
-    argv = ("--file", str(REPO / "deployments/prefect.yaml"), "--spec", str(fleet_server.home / "nightly.toml"))
-    up = fleet_server.run("kernelsweep", "fleet", "up", *argv, "--crash-after", str(CRASH_AFTER_SECONDS),
-                          "--notify", f"custom-webhook/{HOOK_BLOCK}")  # fmt: skip
-    assert up.returncode == 0, up.stderr
-    try:
-        yield _Hook.received
-    finally:
-        httpd.shutdown()
+def webhook(fleet_server) -> Iterator[list[dict]]:
+    """A local webhook behind a custom-webhook block, and `fleet up --notify` naming it."""
+    with webhook_block(fleet_server, HOOK_BLOCK) as received:
+        argv = ("--file", str(REPO / "deployments/prefect.yaml"), "--spec", str(fleet_server.home / "nightly.toml"))
+        up = fleet_server.run("kernelsweep", "fleet", "up", *argv, "--crash-after", str(CRASH_AFTER_SECONDS),
+                              "--notify", f"custom-webhook/{HOOK_BLOCK}")  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        yield received
 
 
 def _state(server: PrefectServer, run_id: str) -> dict:

@@ -80,6 +80,18 @@ def test_markdown_renders_as_a_table(upgraded):
     assert "<strong>slower</strong>" in html and "Benjamini-Hochberg" in html
 
 
+def test_each_compared_point_says_in_one_line_what_bounds_bs_row(upgraded):
+    """Issue 25: compare shows B's bounding engine per point (markdown and JSON); rows before schema 3
+    have none, and the cell stays empty rather than guessing."""
+    why = "compute-bound on the Vector Engine (96.5% active)"
+    rows = [replace(r, bound_why=why) if r.flow_run_id == "run-010" and r.shape != SHAPES[0] else r for r in upgraded]
+    comparison = compare_runs(rows, "run-009", "run-010")
+    assert [p.bound for p in comparison.points] == [None] + [why] * (len(SHAPES) - 1)
+    assert [p["bound"] for p in formats.comparison_json(comparison)["points"]] == [None] + [why] * (len(SHAPES) - 1)
+    markdown = formats.comparison_markdown(comparison)
+    assert "bound (B)" in markdown and markdown.count(why) == len(SHAPES) - 1
+
+
 def test_the_shapes_are_in_numeric_order_on_chart_axes_tables_and_comparisons(upgraded):
     chart = plots.latency_by_shape(latest(upgraded))["vector_add"]
     assert chart.x_labels == ("1", "2", "100", "200", "8192")  # as strings it would be 1, 100, 2, 200, 8192

@@ -254,3 +254,35 @@ def test_cli_lineage_exit_codes(tmp_path, local_sweep):
     proc = run(row["row_id"], "--results", results, "--dest", "a-file/lineage")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--dest" in proc.stderr, proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.slow  # a whole sweep through Prefect
+def test_cli_lineage_shows_the_kernel_source_with_each_hot_lines_share(tmp_path):
+    """Issue 25: `lineage` prints the row's NKI source (its fetched, verified nki_source artifact) with
+    each hot line's share of instruction time, as the row's hotspots hold it."""
+    from kernelsweep.flows.sweep import sweep
+
+    results = str(tmp_path / "results")
+    capture = {"num_exec": 2, "profile_format": "parquet"}  # hotspots = "auto": on with Parquet
+    spec = {"name": "heat", "platforms": ["trn2"], "toolchain": "sim", "results": results,
+            "artifacts": str(tmp_path / "artifacts"), "capture": capture, "kernels": [MLP]}  # fmt: skip
+    assert all(r.ok for r in sweep(parse_spec(spec)).rows)
+    [row] = _rows(results)
+    assert row["hotspots"], row["hotspots_note"]
+    shares: dict[int, float] = {}
+    for spot in row["hotspots"]:
+        shares[spot["line"]] = shares.get(spot["line"], 0.0) + spot["share_percent"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelsweep.flows.cli", "lineage", row["row_id"], "--results", results,
+         "--dest", "out"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    source = (tmp_path / "out" / "nki_kernel.py").read_text().splitlines()
+    heat = proc.stdout.split("hotspots in ", 1)[1].splitlines()[1:]
+    assert len(heat) == len(source)  # every line of the kernel, in order
+    for number, (line, text) in enumerate(zip(heat, source, strict=True), 1):
+        assert line.endswith(f"{number:4d}  {text}"), line
+        assert line[:7] == (f"{shares[number]:5.1f}% " if number in shares else " " * 7), line
+    assert sum(line[:7] != " " * 7 for line in heat) == len(shares) > 0

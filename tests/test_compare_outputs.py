@@ -179,3 +179,24 @@ def test_the_compare_page_holds_its_chart_and_table(upgraded):
         and "B / A [CI]" in page
         and "slower" in page
     )
+
+
+def test_the_roofline_draws_each_platforms_vector_engine_roof_once_per_lnc():
+    """Issue 25: a Vector-Engine-bound kernel (seed 002) tops out under this roof, not the TensorE's; one
+    dotted line per platform and LNC however many dtypes share it, at 128 lanes x the engine's clock."""
+    from matplotlib.figure import Figure
+
+    from kernelsweep.platforms import PLATFORMS
+
+    axes, drawn = Figure().add_subplot(), set()
+    xs = [0.01, 0.1, 10.0, 1000.0]
+    for lnc in (1, 1, 2):  # a second dtype at LNC 1 draws nothing more
+        plots._vector_ceiling(axes, PLATFORMS["trn2"], lnc, 2.9, xs, drawn)
+    plots._vector_ceiling(axes, PLATFORMS["trn1"], 1, 0.8, xs, drawn)
+    roofs = {line.get_label(): list(line.get_ydata()) for line in axes.lines}
+    assert all(line.get_linestyle() == ":" for line in axes.lines) and len(axes.lines) == len(roofs) == 3
+    trn2 = next(y for label, y in roofs.items() if label.startswith("trn2 LNC1 vector engine roof"))
+    assert trn2[-1] == pytest.approx(128 * 0.96e9 / 1e12) and trn2[0] == pytest.approx(2.9 * 0.01)  # HBM, then flat
+    lnc2 = next(y for label, y in roofs.items() if label.startswith("trn2 LNC2 vector engine roof"))
+    assert lnc2[-1] == pytest.approx(2 * 128 * 0.96e9 / 1e12)
+    assert PLATFORMS["trn3"].vector_peak_flops(1) is None  # no published clock: no roof drawn for it

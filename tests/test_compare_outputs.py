@@ -92,6 +92,21 @@ def test_each_compared_point_says_in_one_line_what_bounds_bs_row(upgraded):
     assert "bound (B)" in markdown and markdown.count(why) == len(SHAPES) - 1
 
 
+def test_a_per_kernel_threshold_replaces_the_default_for_that_kernel_only(upgraded):
+    """`--threshold vector_add=10%`: the 5% step is no longer a change that matters; the 20% one still is."""
+    from kernelsweep.flows.cli.report import rule_from
+
+    default = {p.key[1]: p.outcome for p in compare_versions(upgraded, "compiler", "2.21", "2.22").points}
+    wider = compare_versions(upgraded, "compiler", "2.21", "2.22", rule_from(0.05, ("vector_add=10%",), "bh"))
+    assert default["free_size=100"] == "slower" and default["free_size=8192"] == "slower"
+    outcomes = {p.key[1]: p.outcome for p in wider.points}
+    assert outcomes["free_size=100"] != "slower" and outcomes["free_size=8192"] == "slower"
+    assert all(p.effect and p.effect.threshold == 0.10 for p in wider.points)
+    other = rule_from(0.05, ("mlp=10%",), "bh")  # another kernel's threshold leaves vector_add at the default
+    unchanged = compare_versions(upgraded, "compiler", "2.21", "2.22", other)
+    assert {p.key[1]: p.outcome for p in unchanged.points} == default
+
+
 def test_the_shapes_are_in_numeric_order_on_chart_axes_tables_and_comparisons(upgraded):
     chart = plots.latency_by_shape(latest(upgraded))["vector_add"]
     assert chart.x_labels == ("1", "2", "100", "200", "8192")  # as strings it would be 1, 100, 2, 200, 8192

@@ -110,6 +110,17 @@ def test_the_matrix_shows_a_compiler_failing_only_at_lnc2():
     assert matrix_rows(latest(at_1)) == []  # one toolchain and one LNC: nothing to lay out
 
 
+def test_the_matrix_is_per_platform_and_a_plain_multi_platform_sweep_has_none():
+    """trn2 at its default LNC 2 beside trn1 at its only LNC 1 is two platforms, not an LNC comparison."""
+    trn2 = [_config(f"tile_m={t}", 100.0 + t) for t in (32, 64)]
+    trn1 = [replace(r, platform="trn1", lnc=1, row_id=r.row_id + "/trn1") for r in trn2]
+    assert matrix_rows(latest(trn2 + trn1)) == []
+    trn2_lnc1 = [replace(r, lnc=1, row_id=r.row_id + "/lnc1") for r in trn2]
+    cells = {(c["platform"], c["lnc"]): c for c in matrix_rows(latest(trn2 + trn2_lnc1 + trn1))}
+    assert set(cells) == {("trn2", 1), ("trn2", 2), ("trn1", 1)}
+    assert cells["trn2", 1]["points"] == cells["trn1", 1]["points"] == 2  # trn1's rows are not in trn2's LNC 1 cell
+
+
 def test_two_named_toolchains_of_one_run_compare_by_compiler_version():
     old = [_config(f"tile_m={t}", 100.0, toolchain_name="2.21", compiler_version="2.21.1.0") for t in (64, 128)]
     new = [

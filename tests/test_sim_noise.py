@@ -47,3 +47,18 @@ def test_the_zeros_fault_names_kernels():
     assert parse_faults("zeros=vector_add,zeros=mlp").zero_outputs == {"vector_add", "mlp"}
     with pytest.raises(ValueError, match="KERNELSWEEP_SIM_FAULTS"):
         parse_faults("zeros")
+
+
+def test_the_same_point_compiles_to_the_same_neff_bytes_in_another_folder(tmp_path):
+    """The seeded per-repeat noise is drawn from the NEFF's bytes: a NEFF that named the trace worker's
+    temporary folder made every build of a seeded dataset (and every fresh clone) draw other noise."""
+    from stage_context import point, sim_context
+
+    from kernelsweep.stages import compile_stage, trace_stage
+
+    p = point("vector_add")
+    neffs = []
+    for name in ("first", "second"):
+        ctx = sim_context(tmp_path / name, env={"KERNELSWEEP_SIM_NOISE_SEED": "7"})
+        neffs.append(compile_stage(ctx, p, trace_stage(ctx, p)).neff.sha256)
+    assert neffs[0] == neffs[1]

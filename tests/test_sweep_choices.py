@@ -4,6 +4,7 @@ search that resumes. All without Prefect: expansion and the search's study are c
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import optuna
 import pytest
@@ -147,3 +148,39 @@ def test_a_killed_search_resumes_its_study_and_measures_what_it_left_running(tmp
         for t in resumed.study.trials
         if t.state == optuna.trial.TrialState.COMPLETE and "kernelsweep_reason" not in t.user_attrs
     )
+
+
+FILTERED = """name = "matmul-pairwise"
+platforms = ["trn2", "trn1"]
+toolchain = "sim"
+
+[[kernels]]
+kernel = "matmul"
+dtypes = ["bfloat16"]
+lnc = [1, 2]
+coverage = "pairwise"
+grid = { M = [128, 256, 512, 1024, 2048], K = [128, 256, 512, 1024, 2048], N = [256, 512, 1024, 2048, 4096] }
+tunables = { tile_n = [64, 128, 256, 512] }
+where = ["M * N <= 4 * 2**20", "tile_n <= N"]
+exclude = [{ platform = "trn1", K = 2048 }]
+"""
+
+
+def test_validate_prints_the_dropped_points_by_reason_as_the_docs_show_them(tmp_path, monkeypatch, capsys):
+    """docs/sweeps.md's and the README's `validate` excerpt of this spec is what the command prints."""
+    from kernelsweep.flows.cli import app
+
+    (tmp_path / "filtered.toml").write_text(FILTERED)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        app.main(["validate", "filtered.toml"])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 0, err
+    assert "filtered.toml: 37 point(s) dropped" in err
+    summary = out[out.index("kernels[0] matmul: pairwise") :].rstrip("\n").splitlines()
+    assert summary[1:3] == ["  83 point(s), 37 dropped", "dropped 37 point(s), by reason:"]
+    assert [line.split()[0] for line in summary[3::2]] == ["30", "7"]  # the count of each reason, most first
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "sweeps.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for line in summary:
+        assert line in docs and line in readme, line

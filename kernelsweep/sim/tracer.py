@@ -106,7 +106,9 @@ def payload(request: TraceRequest, generation: Generation, tracer: str, kernel_l
         "tracer_version": COMPILER_VERSION,
         "inputs": _tensors(request.inputs),
         "outputs": _tensors(request.outputs),
-        "source_file": str(traced.source),
+        # the name only: the worker imports the source from a fresh temporary folder, and the NEFF (whose
+        # bytes seed the seeded per-repeat noise) must be the same bytes in every clone and every build
+        "source_file": traced.source.name,
         "lines": [list(entry) for entry in traced.lines],  # the compiled program by source line and engine
     }
 

@@ -16,28 +16,18 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from verdicts import runs, sample  # the simulator's draw and the Sample, as the verdict tables make them
 
-from kernelsweep.report.stats import Rule, Sample, decide, effect, spread_of
+from kernelsweep.report.stats import Rule, decide, effect, spread_of
 
 POINTS, NIGHTS, UPGRADE_NIGHTS, REPEATS = 3, 21, 2, 7  # tests/report_data.py
-JITTER, RUN_NOISE = 0.01, 0.01  # kernelsweep.sim: per repeat, per point per run (the defaults)
-
-
-def sample(values: np.ndarray) -> Sample:
-    return Sample(
-        n=len(values),
-        median=float(np.median(values)),
-        min=float(values.min()),
-        max=float(values.max()),
-        values=tuple(values.tolist()),
-    )
+RUN_NOISE = 0.01  # kernelsweep.sim's default run-level shift, per point per run
 
 
 def false_calls(rng: np.random.Generator) -> list[str]:
     """One dataset: every `slower` or `faster` among its 20 x 3 night-against-the-night-before verdicts."""
     nights = NIGHTS + UPGRADE_NIGHTS
-    shift = 1 + RUN_NOISE * rng.standard_normal((POINTS, nights, 1))
-    latencies = 100 * shift * (1 + JITTER * rng.standard_normal((POINTS, nights, REPEATS)))
+    latencies = runs(rng, POINTS, nights, REPEATS, RUN_NOISE, change=0.0)
     levels = np.log(np.median(latencies, axis=2))
     calls = []
     for night in range(1, NIGHTS):

@@ -22,6 +22,7 @@ from kernelsweep.sim.toolchain import cpu_toolchain, sim_toolchain
 from kernelsweep.spec import CaptureSettings, SweepSpec
 from kernelsweep.toolchain.devices import list_devices
 from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
+from kernelsweep.toolchain.process import Slots
 from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools, missing_for_neuron, neuron_available
 from kernelsweep.toolchain.tracing import TracerChoice
 from kernelsweep.toolchain.tracing.interpreter import NeuronPython, choose_neuron_python
@@ -58,7 +59,7 @@ class StageContext:
     versions: ToolVersions
     host: HostPlatform = HostPlatform(None, "not set")
     stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)  # set: wind down
-    compile_gate: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+    compile_gate: Slots = field(init=False, repr=False, compare=False)
     # which tracer the run's points start with; one that proves unusable is skipped from then on
     tracer_choice: TracerChoice = field(init=False, repr=False, compare=False)
     compile_memory_limit_bytes: int | None = None  # each compile's RLIMIT_AS (kernelsweep.compile_cost)
@@ -66,7 +67,7 @@ class StageContext:
     host_name: str | None = None  # recorded with every NEFF this host compiles (the cache entry's `host`)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "compile_gate", threading.BoundedSemaphore(self.compile_slots))
+        object.__setattr__(self, "compile_gate", Slots(self.compile_slots))
         object.__setattr__(self, "tracer_choice", TracerChoice(self.versions.tracer))
 
     @property

@@ -56,10 +56,12 @@ def _scratch(stage: str) -> Iterator[Path]:
 
 
 def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
-    """Trace (and on current NKI, compile) in a worker process, holding a compile slot while it runs:
-    the tracing call is as heavy as a compile. `seconds` is the worker's wall time minus the compile
-    inside it, not the wait for the slot. The run's tracer choice picks the tracer and learns which
-    proved unusable here; under `--toolchain cpu` the model the simulator captures is made too."""
+    """Trace (and on current NKI, compile) in a worker process, holding a compile slot while it
+    traces: the tracing call is as heavy as a compile. The worker starts (Python, the SDK's imports)
+    while the thread waits for the slot. `seconds` is the worker's wall time from its go minus the
+    compile inside it: neither the wait for the slot nor the start-up that overlapped it. The run's
+    tracer choice picks the tracer and learns which proved unusable here; under `--toolchain cpu`
+    the model the simulator captures is made too."""
     definition = load_kernel(point.kernel_ref)
     source = ctx.store.put_file(Path(inspect.getsourcefile(type(definition)) or ""))
     nki_source = _nki_source(ctx, definition)
@@ -74,19 +76,18 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
         raise TraceError(f"{definition.name} {point.shape}: {exc.message}", error_class="InvalidShape") from None
     cpu = ctx.toolchain.kind == "cpu"
     with _scratch("trace") as workdir:
-        with ctx.compile_gate:
-            started = time.perf_counter()
-            out = tracing.trace(
-                ctx.toolchain,
-                request,
-                workdir,
-                choice=choice,
-                timeout_seconds=COMPILE_TIMEOUT_SECONDS,
-                simulate=cpu,
-                debug_info=hotspots.wanted(ctx.capture),
-                memory_limit_bytes=ctx.compile_memory_limit_bytes,
-            )
-            seconds = time.perf_counter() - started - (out.compile_seconds or 0.0)
+        out = tracing.trace(
+            ctx.toolchain,
+            request,
+            workdir,
+            choice=choice,
+            timeout_seconds=COMPILE_TIMEOUT_SECONDS,
+            simulate=cpu,
+            debug_info=hotspots.wanted(ctx.capture),
+            memory_limit_bytes=ctx.compile_memory_limit_bytes,
+            slots=ctx.compile_gate,
+        )
+        seconds = out.worker_seconds - (out.compile_seconds or 0.0)
         refs = {"ir": ctx.store.put_file(out.ir_path)}
         refs |= {"neff": ctx.store.put_file(out.neff_path)} if out.neff_path else {}
         if cpu:

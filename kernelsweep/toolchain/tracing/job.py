@@ -8,7 +8,8 @@ AWS's own harness, tracing and compiling never run in the sweep's process: each 
 a spawned worker process (kernelsweep.toolchain.tracing.worker) with a timeout, so one compiler crash
 or hang costs one point, process-global tracer state is never shared between points, and importing
 the SDK never touches the runtime the sweep's captures use. The caller bounds the workers with the
-compile slots.
+compile slots; a worker started early imports its tracers while it waits for one (`Slots`), so a slot
+is spent tracing and compiling, not starting Python and the SDK.
 
 The worker runs under the Neuron SDK's own interpreter (kernelsweep.toolchain.tracing.interpreter),
 with the point's target and LNC in NEURON_PLATFORM_TARGET_OVERRIDE and NEURON_LOGICAL_NC_CONFIG: NKI
@@ -37,6 +38,7 @@ from kernelsweep.toolchain.tracing.interpreter import own_python, worker_argv, w
 from kernelsweep.toolchain.tracing.request import Fallback, TraceOutput, TraceRequest, TracerProbe, TracerStatus
 
 if TYPE_CHECKING:
+    from kernelsweep.toolchain.process import Slots
     from kernelsweep.toolchain.resolve import Toolchain
 
 logger = logging.getLogger(__name__)
@@ -111,7 +113,7 @@ def probe(
     import tempfile  # deferred: the trace worker imports this module and never probes
 
     with tempfile.TemporaryDirectory(prefix="kernelsweep-probe-") as tmp:
-        argv, result = _run_worker(toolchain, Path(tmp), job, timeout_seconds, "probing tracers")
+        argv, result, _ = _run_worker(toolchain, Path(tmp), job, timeout_seconds, "probing tracers")
     _raise_error(result, argv)
     statuses = tuple(TracerStatus(**s) for s in result["statuses"])
     return TracerProbe(
@@ -134,12 +136,15 @@ def trace(
     simulate: bool = False,
     debug_info: bool = False,
     memory_limit_bytes: int | None = None,
+    slots: Slots | None = None,
 ) -> TraceOutput:
     """Trace (and, where the API does, compile) one point in a worker. `tracer` pins the probed
     choice; a `choice` (the run's) supplies it instead and learns the tracers found unusable. With
     `simulate`, the worker also runs the installed NKI's nki.simulate on the inputs; with
     `debug_info`, the compile writes the NEFF's kernel_debug_info.json (DEBUG_INFO_ENV); the worker
-    caps its own address space at `memory_limit_bytes` (kernelsweep.compile_cost)."""
+    caps its own address space at `memory_limit_bytes` (kernelsweep.compile_cost). With `slots` (the
+    host's compile slots), the worker starts and imports its tracers while it waits for one, and
+    traces once it holds it."""
     if choice is not None:
         tracer = choice.first
     job = {
@@ -153,7 +158,7 @@ def trace(
     env = {"NEURON_PLATFORM_TARGET_OVERRIDE": request.target, "NEURON_LOGICAL_NC_CONFIG": str(request.lnc)}
     env |= DEBUG_INFO_ENV if debug_info else {}
     what = f"tracing {request.nki_kernel}"
-    argv, result = _run_worker(toolchain, workdir, job, timeout_seconds, what, env, memory_limit_bytes)
+    argv, result, seconds = _run_worker(toolchain, workdir, job, timeout_seconds, what, env, memory_limit_bytes, slots)
     fallbacks = tuple(Fallback(**f) for f in result.get("fallbacks", ()))
     if choice is not None:
         choice.learn(fallbacks, result.get("tracer"))
@@ -171,6 +176,7 @@ def trace(
         simulated_outputs={name: workdir / file for name, file in (result.get("simulated_outputs") or {}).items()},
         simulate_note=result.get("simulate_note"),
         compile_cost=result.get("compile_cost"),
+        worker_seconds=seconds,
     )
 
 
@@ -182,12 +188,14 @@ def _run_worker(
     what: str,
     env: Mapping[str, str] | None = None,
     memory_limit_bytes: int | None = None,
-) -> tuple[list[str], dict[str, Any]]:
+    slots: Slots | None = None,
+) -> tuple[list[str], dict[str, Any], float]:
+    """The worker's argv, its answer, and its wall time (from its go, when started early)."""
     from kernelsweep.toolchain.process import run_tool  # deferred: the worker imports this module, never runs tools
 
     python = toolchain.neuron_python or own_python()
     workdir.mkdir(parents=True, exist_ok=True)
-    job = {**job, "tracers": [t.ref for t in toolchain.tracers], "sys_path": worker_path(python)}
+    job = {**job, "tracers": [t.ref for t in toolchain.tracers], "sys_path": worker_path(python), "wait": bool(slots)}
     (workdir / JOB_FILE).write_text(json.dumps(job))
     argv = worker_argv(python, workdir, workdir / JOB_FILE)
     result = run_tool(
@@ -196,6 +204,7 @@ def _run_worker(
         env={**toolchain.env, **worker_env(python), **(env or {})},
         unset=WORKER_UNSET + (FOREIGN_UNSET if python.foreign else ()),
         timeout_seconds=timeout_seconds,
+        slots=slots,
     )
     if result.timed_out:  # deterministic: the same kernel will not compile faster on a retry
         raise TraceError(
@@ -220,7 +229,7 @@ def _run_worker(
             returncode=result.returncode,
             stderr_tail=result.output,
         )
-    return argv, json.loads(answer.read_text())
+    return argv, json.loads(answer.read_text()), result.seconds
 
 
 _ERROR_TYPES: dict[str, type[KernelsweepError]] = {"TraceError": TraceError, "CompileError": CompileError}

@@ -172,6 +172,9 @@ class TraceOutput:
     # the tracing-and-compiling call's cost as the worker measured it (kernelsweep.compile_cost):
     # {"peak_rss_bytes", "cpu_seconds", "memory_limit_bytes"}
     compile_cost: Mapping[str, Any] | None = None
+    # the worker's wall time from its go (kernelsweep.toolchain.process.Slots) to its exit: not its
+    # start-up, which overlapped the wait for a compile slot
+    worker_seconds: float = 0.0
 
 
 def pack(folder: Path, archive: Path) -> Path:

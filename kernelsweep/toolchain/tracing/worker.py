@@ -31,6 +31,7 @@ from typing import Any
 from kernelsweep import compile_cost, names
 from kernelsweep.errors import CompileError, KernelsweepError, TraceError
 from kernelsweep.importpath import append_last_resort
+from kernelsweep.toolchain.process import GO
 from kernelsweep.toolchain.tracing.calls import FRONTEND_ENV
 from kernelsweep.toolchain.tracing.job import RESULT_FILE
 from kernelsweep.toolchain.tracing.request import Fallback, Tracer, TraceRequest, TracerStatus, pack
@@ -221,6 +222,16 @@ def _error(exc: KernelsweepError) -> dict[str, Any]:
     }
 
 
+def _ready(tracers: list[Tracer], wanted: str | None) -> bool:
+    """Load the tracer this point will most likely use (its SDK's imports), then wait for the go
+    on stdin (kernelsweep.toolchain.process.Slots); False when stdin closes without one."""
+    name = (wanted or "").split("/")[0]
+    first = next((t for t in tracers if t.name == name), tracers[0] if tracers else None)
+    if first is not None:
+        status(first)  # imported modules stay imported: the trace's own load finds them
+    return sys.stdin.readline() == GO
+
+
 def main(argv: list[str]) -> int:
     job_file = Path(argv[0])
     job = json.loads(job_file.read_text())
@@ -229,6 +240,8 @@ def main(argv: list[str]) -> int:
     fallbacks: list[Fallback] = []
     try:
         tracers = [load_tracer(ref) for ref in job["tracers"]]
+        if job.get("wait") and not _ready(tracers, job.get("tracer")):
+            return 0  # no go: the sweep ended while this worker waited for a compile slot
         if job["mode"] == "probe":
             result = _probe(tracers, job.get("neuron_ls"), job.get("neuron_ls_env", {}))
         else:

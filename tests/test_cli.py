@@ -287,3 +287,24 @@ def test_an_internal_error_is_one_line_exit_4_and_a_traceback_only_when_asked(mo
     with pytest.raises(SystemExit):
         app.main(["validate", "spec.toml"])
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("points", "reused", "searches", "expected"),
+    [
+        (16, 5, 0, "reusing 5 finished point(s), running the other 11"),
+        (0, 0, 1, "1 search(es) go on from their stored trials"),
+        (4, 4, 2, "reusing 4 finished point(s), running the other 0; 2 search(es) go on from their stored trials"),
+    ],
+)
+def test_the_resume_line_names_searches_apart_from_grid_points(capsys, points, reused, searches, expected):
+    """A search's trials are not known before it runs: its resume is not a count of points."""
+    from datetime import date
+
+    from kernelsweep.flows.cli.run import _announce_resume
+    from kernelsweep.results.journal_check import RunHeader
+
+    header = RunHeader(run_key="k", run_id="r-1", run_date=date(2026, 11, 27), sweep="s", started_at="")
+    _announce_resume(header, reused, points, remeasure=False, searches=searches)
+    line = " ".join(capsys.readouterr().err.split())
+    assert line == f"resuming run r-1 of 2026-11-27 (interrupted): {expected}"

@@ -166,7 +166,7 @@ def run(
     notice = _preflight(spec)
     plan = plan_resume(spec.results_location, run_key(spec), points, find=True, remeasure=remeasure)
     if plan.resumed is not None:
-        _announce_resume(plan.resumed, len(plan.reused), len(points), remeasure)
+        _announce_resume(plan.resumed, len(plan.reused), len(points), remeasure, len(expansion.targets))
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from kernelsweep.flows import embedded  # imports Prefect: after its environment is set
@@ -211,11 +211,14 @@ def _preflight(spec: SweepSpec) -> str | None:
     return notice
 
 
-def _announce_resume(resumed: RunHeader, reused: int, total: int, remeasure: bool) -> None:
+def _announce_resume(resumed: RunHeader, reused: int, total: int, remeasure: bool, searches: int = 0) -> None:
+    """A search's trials are not known up front: it is named apart from the grid's points."""
     what = "measuring every point again (--remeasure)" if remeasure else f"reusing {reused} finished point(s)"
+    parts = [f"{what}, running the other {total - reused}"] if total else []
+    if searches:
+        parts.append(f"{searches} search(es) go on from their stored trials")
     console.print(
-        f"resuming run {resumed.run_id} of {resumed.run_date} (interrupted): {what}, "
-        f"running the other {total - reused}",
+        f"resuming run {resumed.run_id} of {resumed.run_date} (interrupted): {'; '.join(parts)}",
         highlight=False,
         soft_wrap=True,
     )

@@ -68,9 +68,10 @@ def compile_shard(
 
 
 def compile_points(ctx: StageContext, points: list[Point]) -> list[str]:
-    """Each point traced and compiled, as many at once as the host has compile slots."""
+    """Each point traced and compiled, as many at once as the host has compile slots, and as many
+    more starting their trace workers while they wait for one (toolchain.process.Slots)."""
     with ThreadPoolExecutor(
-        max_workers=max(1, min(len(points), ctx.compile_slots)), thread_name_prefix="compile"
+        max_workers=max(1, min(len(points), 2 * ctx.compile_slots)), thread_name_prefix="compile"
     ) as pool:
         return list(pool.map(lambda p: contextvars.copy_context().run(_compile_one, ctx, p), points))
 

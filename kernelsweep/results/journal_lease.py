@@ -30,6 +30,7 @@ import os
 import socket
 import stat
 import threading
+import time
 import uuid
 from contextlib import suppress
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from kernelsweep.results.journal_files import JOURNAL_FOLDER
 
 LEASE_EXPIRY_SECONDS = 120.0
 HEARTBEAT_SECONDS = 30.0
+NOTE_WAIT_SECONDS = 2.0  # at most, for a holder's note between its lock and its write
 log = logging.getLogger(__name__)
 
 
@@ -96,9 +98,9 @@ class _FolderLease:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                note = os.pread(fd, 4096, 0)
+                holder = _note(fd)
                 os.close(fd)
-                return Holder.from_json(note)
+                return holder
             if self._still_there(fd):  # not unlinked by a holder releasing it meanwhile
                 break
             os.close(fd)
@@ -133,6 +135,17 @@ class _FolderLease:
             os.close(fd)
             with suppress(OSError):  # the spec's folder, when nothing else is in it
                 self.path.parent.rmdir()
+
+
+def _note(fd: int) -> Holder:
+    """The holder writes its note just after taking the lock: a refused run that reads in between
+    waits a moment for it, so the message names the holder rather than "an unknown host"."""
+    deadline = time.monotonic() + NOTE_WAIT_SECONDS
+    while True:
+        holder = Holder.from_json(os.pread(fd, 4096, 0))
+        if holder.pid or time.monotonic() > deadline:
+            return holder
+        time.sleep(0.01)
 
 
 class _S3Lease:

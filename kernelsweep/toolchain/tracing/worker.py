@@ -88,7 +88,7 @@ def _probe(tracers: list[Tracer], neuron_ls: list[str] | None, env: dict[str, st
 def _candidates(tracers: list[Tracer], wanted: str | None, unusable: list[str]) -> Iterator[tuple[Tracer, Any]]:
     """The pinned tracer (exactly its probed variant), then every later one this host has, minus the
     run's unusable ones; raises TracerUnavailable when none is left."""
-    start = next((i for i, t in enumerate(tracers) if wanted and t.name == wanted.split("/")[0]), 0)
+    start = _pinned(tracers, wanted)
     found = []
     for tracer in tracers[start:]:
         if tracer.name in unusable:
@@ -99,6 +99,11 @@ def _candidates(tracers: list[Tracer], wanted: str | None, unusable: list[str]) 
         else:
             found.append(state)
     raise _unavailable(found, wanted)
+
+
+def _pinned(tracers: list[Tracer], wanted: str | None) -> int:
+    """Where the tracers a point tries start: the probed one (`wanted`, "name/variant"), else the first."""
+    return next((i for i, t in enumerate(tracers) if wanted and t.name == wanted.split("/")[0]), 0)
 
 
 def _unavailable(found: list[TracerStatus], wanted: str | None) -> TraceError:
@@ -225,10 +230,8 @@ def _error(exc: KernelsweepError) -> dict[str, Any]:
 def _ready(tracers: list[Tracer], wanted: str | None) -> bool:
     """Load the tracer this point will most likely use (its SDK's imports), then wait for the go
     on stdin (kernelsweep.toolchain.process.Slots); False when stdin closes without one."""
-    name = (wanted or "").split("/")[0]
-    first = next((t for t in tracers if t.name == name), tracers[0] if tracers else None)
-    if first is not None:
-        status(first)  # imported modules stay imported: the trace's own load finds them
+    if tracers:
+        status(tracers[_pinned(tracers, wanted)])  # imported modules stay imported: the trace's load finds them
     return sys.stdin.readline() == GO
 
 

@@ -2,7 +2,7 @@
 
 `PrefectServer` runs `prefect server start` on 127.0.0.1 with its own PREFECT_HOME and a free port,
 started as kernelsweep starts every server (`kernelsweep.flows.server`); `start_worker` runs
-`prefect worker start` for one pool with its own environment (a simulated host: its platform,
+`kernelsweep fleet worker` for one pool with its own environment (a simulated host: its platform,
 cores, lock and state folders). Every process writes its log to a file next to its
 state, so a failing test can be read afterwards while the test output stays clean. Waits poll with
 deadlines; nothing sleeps and hopes.
@@ -98,11 +98,14 @@ class PrefectServer:
         )
 
     def start_worker(self, name: str, pool: str, *, limit: int = 1, env: dict[str, str] | None = None) -> Worker:
-        """A worker in its own session (so its whole process tree can be killed like a host dying)."""
+        """A worker as every fleet host's unit starts one (`kernelsweep fleet worker`, which SIGTERM stops
+        even when this suite was started with SIGINT ignored, as `nohup` and `cmd &` start it: a plain
+        `prefect worker start` then ran on until its stop's 30 s grace ended), in its own session (so
+        its whole process tree can be killed like a host dying)."""
         log = self.home / f"worker-{name}.log"
         handle = log.open("w")
         process = subprocess.Popen(
-            [str(PYTHON_BIN / "prefect"), "worker", "start", "--pool", pool, "--name", name, "--limit", str(limit)],
+            [str(PYTHON_BIN / "kernelsweep"), "fleet", "worker", "--pool", pool, "--name", name, "--limit", str(limit)],
             env={**self.env, **(env or {})},
             stdout=handle,
             stderr=subprocess.STDOUT,

@@ -24,7 +24,7 @@ from kernelsweep.expansion import expand
 from kernelsweep.results import reader
 from kernelsweep.sim.latency import COMPILE, read_latencies
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet-ops")]  # beside test_fleet.py, on another server
 
 RUN_TIMEOUT = 900
 FAMILIES = ("trn1", "trn2", "inf2")

@@ -20,7 +20,7 @@ from prefect_server import poll
 
 from kernelsweep.flows import server as launcher
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]  # one server start at a time on 2 cores
+pytestmark = pytest.mark.slow  # its own server and workers (`kernelsweep fleet demo`), beside the other tests
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"

@@ -1,4 +1,4 @@
-"""Running the fleet day to day, end to end on the session's fleet server (tests/test_fleet.py's):
+"""Running the fleet day to day, end to end on the session's fleet server (tests/prefect_server.py's):
 a worker started as the shipped systemd unit runs it stops on SIGTERM; the nightly schedule fires and
 runs the spec the variable holds at that moment; a second fleet run waits for the first (fleet/fleet's
 concurrency limit of 1); and a night slower than the ones before reaches a local webhook, from the
@@ -27,7 +27,7 @@ from webhook import webhook_block
 from kernelsweep.fleet import NIGHTLY_VARIABLE
 from kernelsweep.spec import SweepSpec
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet-ops")]  # beside test_fleet.py, on another server
 
 REPO = Path(__file__).resolve().parents[1]
 UNIT = REPO / "deployments" / "kernelsweep-worker.service"

@@ -14,8 +14,7 @@ from prefect import Flow
 from specs import sim_spec
 
 from kernelsweep.expansion import expand
-from kernelsweep.fleet import plan_shards, shard_deployment
-from kernelsweep.flows.cli.fleet import NIGHTLY_VARIABLE
+from kernelsweep.fleet import NIGHTLY_VARIABLE, plan_shards, shard_deployment
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("trn1", "trn2", "inf2")
@@ -82,3 +81,33 @@ def test_fleet_commands_fail_in_one_line(tmp_path, argv, env, code, says):
     assert done.returncode == code and done.stdout == ""
     [line] = done.stderr.splitlines()
     assert says in line
+
+
+def _modules_after(code: str) -> set[str]:
+    """The heavy modules a fresh interpreter holds after `code`."""
+    heavy = ("pyarrow", "prefect", "scipy", "ruptures", "kernelsweep.fleet", "kernelsweep.flows.cli.run")
+    probe = f"import sys\n{code}\nprint(' '.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(done.stderr.split())
+
+
+def test_a_hosts_worker_command_imports_none_of_the_other_fleet_commands():
+    """Every host's unit runs `kernelsweep fleet worker` (and every fleet test's worker starts so): its
+    start must not pay for `fleet up`'s imports, 1.4 s of CPU on this machine."""
+    worker = (
+        "from kernelsweep.flows.cli import main\ntry:\n"
+        "    main(['fleet', 'worker', '--help'])\nexcept SystemExit:\n    pass"
+    )
+    assert _modules_after(worker) == set()
+    listed = subprocess.run(
+        [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", "--help"], capture_output=True, text=True, timeout=120
+    )
+    commands = listed.stdout.split("Commands:")[1].split()
+    assert {"demo", "pause", "resume", "status", "up", "worker"} <= set(commands), listed.stdout + listed.stderr
+
+
+def test_the_fleet_flow_loads_the_notice_names_without_the_report_and_its_scipy():
+    """Each fleet flow run imports the automations (their event names); the report's modules load scipy
+    and ruptures, about a second of every flow run's start."""
+    assert not _modules_after("import kernelsweep.flows.automations") & {"scipy", "ruptures"}

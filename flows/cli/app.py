@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
@@ -12,6 +11,7 @@ from typing import Any
 import click
 
 from kernelsweep.errors import KernelsweepError, UsageError
+from kernelsweep.flows.cli.lazy import LazyGroup
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_RUN_FAILED, EXIT_SIGNAL_BASE, EXIT_USAGE, fail
 from kernelsweep.importpath import append_last_resort
 
@@ -36,16 +36,8 @@ COMMANDS = {
 }
 
 
-class _Boundary(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = COMMANDS.get(cmd_name)
-        if module is None:
-            return None
-        command = getattr(importlib.import_module(f"kernelsweep.flows.cli.{module}"), cmd_name)
-        return command if isinstance(command, click.Command) else None
+class _Boundary(LazyGroup):
+    modules = COMMANDS
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kernelsweep.names import slug
-from kernelsweep.report.summary import Report
+
+if TYPE_CHECKING:  # the fleet flow imports the event names alone; the report's modules load scipy
+    from kernelsweep.report.summary import Report
 
 REGRESSION_EVENT = "kernelsweep.regression"
 SUMMARY_EVENT = "kernelsweep.report.summary"

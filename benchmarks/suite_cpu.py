@@ -1,0 +1,113 @@
+"""Where a command's CPU goes, by kind of process: for finding what makes the slow test stage slow.
+
+    python benchmarks/suite_cpu.py -- .venv/bin/python -m pytest -q -m slow
+
+Runs the command, samples /proc once a second while it runs, and prints the CPU seconds of every
+process on the machine by kind (Prefect servers, flow-run processes, workers, simulated tools, ...)
+beside the machine's busy time from /proc/stat. A process that starts and ends between two samples
+is not seen, so the kinds add up to less than the busy time; the difference is printed as such.
+Linux only; everything else running on the machine is counted too, so run it on a quiet one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def program(argv: list[str]) -> tuple[str, list[str]]:
+    """What a process runs (a Python module or script's name, `-c`, or the executable's name) and
+    the arguments after it."""
+    name, rest = Path(argv[0]).name, argv[1:]
+    if name.startswith("python"):
+        for i, arg in enumerate(rest):
+            if arg in ("-m", "-c") and i + 1 < len(rest):
+                return (rest[i + 1] if arg == "-m" else "-c " + rest[i + 1]), rest[i + 2 :]
+            if not arg.startswith("-"):
+                return Path(arg).name, rest[i + 1 :]
+    return name, rest
+
+
+def kind_of(argv: list[str]) -> str:
+    what, args = program(argv)
+    first = " ".join(args[:2])
+    if what in ("prefect.engine", "prefect.runner._workspace_supervisor"):
+        return "flow-run processes (Prefect's workspace supervisor and engine)"
+    if (what == "prefect" and first.startswith("worker start")) or first == "fleet worker":
+        return "Prefect workers"
+    if what == "prefect" and first.startswith("server start"):
+        return "Prefect servers"
+    if what == "prefect":
+        return "other Prefect commands (deployments, database upgrades)"
+    if what.startswith("kernelsweep.sim") or "tracing.worker" in what:
+        return "simulated tools and trace workers"
+    if what in ("kernelsweep", "kernelsweep.flows.cli"):
+        return "kernelsweep commands (their flow runs included)"
+    if what == "pytest":
+        return "pytest (the controller)"
+    if what.startswith("-c import sys;exec"):
+        return "pytest-xdist workers (tests run in-process)"
+    if what.startswith(("postgres", "chrom")):
+        return what.split()[0]
+    return "other"
+
+
+def busy_seconds() -> float:
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / TICKS  # all but idle and iowait
+
+
+def _processes() -> dict[tuple[str, str], tuple[float, list[str]]]:
+    """(pid, start time) -> (CPU seconds so far, argv), for every process readable now."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+        except OSError:
+            continue
+        if command:
+            found[(entry.name, stat[19])] = ((int(stat[11]) + int(stat[12])) / TICKS, command)
+    return found
+
+
+def measure(argv: list[str]) -> tuple[int, float, float, Counter[str]]:
+    """Run `argv`; its exit code, wall seconds, the machine's busy seconds and CPU seconds by kind."""
+    seen = {key: cpu for key, (cpu, _) in _processes().items()}  # what ran before counts from now on
+    by_kind: Counter[str] = Counter()
+    busy, started = busy_seconds(), time.monotonic()
+    child = subprocess.Popen(argv)
+    while True:
+        for key, (cpu, command) in _processes().items():
+            by_kind[kind_of(command)] += cpu - seen.get(key, 0.0)
+            seen[key] = cpu
+        if child.poll() is not None:
+            break
+        time.sleep(1)
+    return child.returncode, time.monotonic() - started, busy_seconds() - busy, by_kind
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] != "--" or len(argv) < 2:
+        print("usage: python benchmarks/suite_cpu.py -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    code, wall, busy, by_kind = measure(argv[1:])
+    cores = os.cpu_count() or 1
+    print(f"\nwall {wall:.0f} s; machine busy {busy:.0f} CPU-s = {busy / wall:.2f} of {cores} cores on average")
+    for kind, seconds in by_kind.most_common():
+        if seconds >= 0.5:
+            print(f"  {seconds:8.1f} s  {kind}")
+    print(f"  {busy - sum(by_kind.values()):8.1f} s  not seen (processes shorter than a sample, the kernel)")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -142,7 +142,7 @@ def test_an_s3_lease_of_a_dead_process_of_this_host_is_taken_over(bucket, moto_e
     journal_lease.release(uri)
 
 
-def test_a_run_refused_between_the_holders_lock_and_its_note_waits_for_the_note(tmp_path):
+def test_a_run_refused_between_the_holders_lock_and_its_note_waits_for_the_note(tmp_path, monkeypatch):
     """The holder takes the flock, then writes who it is: a second run reading in between (CI once
     printed "pid 0 on an unknown host") waits a moment and names the holder."""
     import fcntl
@@ -152,10 +152,18 @@ def test_a_run_refused_between_the_holders_lock_and_its_note_waits_for_the_note(
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)  # locked, no note yet
     me = journal_lease.Holder("other-host", 4242, "2026-11-27T05:00:00", "a run of this spec")
+    read_once, pread = threading.Event(), os.pread
+
+    def reading(*args: int) -> bytes:
+        note = pread(*args)
+        read_once.set()
+        return note
+
+    monkeypatch.setattr(journal_lease.os, "pread", reading)
     found: list[journal_lease.Holder | None] = []
     refused = threading.Thread(target=lambda: found.append(journal_lease._FolderLease(path).try_acquire(me)))
     refused.start()
-    refused.join(0.2)  # the refused run has read the empty note by now (on the old code: returned with it)
+    assert read_once.wait(30)  # the refused run has read the empty note (the old code returned with it)
     os.pwrite(fd, me.to_json(), 0)
     refused.join(30)
     os.close(fd)

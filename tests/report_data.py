@@ -129,7 +129,7 @@ def cached(config: pytest.Config, name: str, build: Callable[[Path], Nights], fa
     """`build(folder)`'s dataset, built once per content of its sources into pytest's cache (`.pytest_cache`)
     and read back from there afterwards; built in `fallback` when the cache is off (-p no:cacheprovider).
     The dataset is built in place: its rows name their artifacts by absolute path."""
-    if config.cache is None:
+    if getattr(config, "cache", None) is None:  # -p no:cacheprovider removes the attribute
         return build(fallback)
     root = config.cache.mkdir(f"{name}-{sources_digest()[:16]}")
     complete = root / COMPLETE

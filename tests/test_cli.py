@@ -308,3 +308,24 @@ def test_the_resume_line_names_searches_apart_from_grid_points(capsys, points, r
     _announce_resume(header, reused, points, remeasure=False, searches=searches)
     line = " ".join(capsys.readouterr().err.split())
     assert line == f"resuming run r-1 of 2026-11-27 (interrupted): {expected}"
+
+
+def test_the_run_summary_lists_shapes_in_their_numbers_order_not_as_text():
+    """`n=16384` sorts before `n=2048` as text; a sweep's table reads from the smallest shape up."""
+    from rich.console import Console
+
+    from kernelsweep.flows.cli.run import summary_table
+    from kernelsweep.results.outcome import RowSummary
+
+    def row(shape: str) -> RowSummary:
+        return RowSummary(
+            *(f"r-{shape}", "s", "vector_add", shape, "float32", "trn2", "ok", None, None, None),
+            *(1.0, 1.0, 1.0, 1.0, True, True, "f"),
+        )
+
+    console = Console(record=True, width=200)
+    console.print(summary_table([row(s) for s in ("n=16384", "n=2048", "n=4096", "n=512")]))
+    text = console.export_text()
+    assert [text.index(s) for s in ("n=512 ", "n=2048 ", "n=4096 ", "n=16384 ")] == sorted(
+        text.index(s) for s in ("n=512 ", "n=2048 ", "n=4096 ", "n=16384 ")
+    )

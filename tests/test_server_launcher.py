@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,41 @@ def test_a_port_in_use_is_not_free_and_a_picked_one_is():
         sock.bind(("127.0.0.1", port))
         sock.listen()
         assert not server.port_free("127.0.0.1", port)
+
+
+@pytest.mark.parametrize(("busy", "answered"), [(2, True), (5, False)])
+def test_the_test_harness_tries_a_locked_servers_503_again_and_gives_up_after_five(busy, answered, monkeypatch):
+    """The slow tests read a shared SQLite server whose own services lock it now and then (it answers
+    503, as Prefect's client expects); the harness retries as that client does, and no more."""
+    import http.server
+    import threading
+
+    import prefect_server
+
+    monkeypatch.setattr(prefect_server.time, "sleep", lambda seconds: None)
+    calls: list[str] = []
+
+    class Locked(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            calls.append(self.path)
+            code, body = (503, b"") if len(calls) <= busy else (200, b'{"state": {"type": "COMPLETED"}}')
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http.server.HTTPServer(("127.0.0.1", 0), Locked) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            harness = prefect_server.PrefectServer(Path("."), httpd.server_address[1], {})
+            if answered:
+                assert harness.state_of("f-1") == "COMPLETED"
+            else:
+                with pytest.raises(urllib.error.HTTPError, match="503"):
+                    harness.state_of("f-1")
+        finally:
+            httpd.shutdown()
+    assert calls == ["/api/flow_runs/f-1"] * min(busy + 1, prefect_server.API_ATTEMPTS)

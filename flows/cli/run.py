@@ -18,6 +18,7 @@ from rich.table import Table
 from kernelsweep.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
+from kernelsweep.shapes import shape_order
 from kernelsweep.spec import Point, SweepSpec, load_spec, parse_spec
 
 if TYPE_CHECKING:
@@ -306,7 +307,7 @@ def summary_table(rows: list[RowSummary]) -> Table:
     table = Table(title="kernelsweep results" + (" (simulated)" if rows and rows[0].is_simulation else ""))
     for column in ("kernel", "shape", "dtype", "platform", "status", "us", "TFLOPS", "MFU %", "% roofline", "correct"):
         table.add_column(column, justify="right" if column in ("us", "TFLOPS", "MFU %", "% roofline") else "left")
-    for r in sorted(rows, key=lambda r: (r.kernel, r.platform, r.shape)):
+    for r in sorted(rows, key=lambda r: (r.kernel, r.platform, shape_order(r.shape), r.dtype)):
         status = r.status if r.ok else f"[red]{r.status}: {r.error_class}[/red]"
         correct = {True: "yes", False: "[red]NO[/red]", None: "-"}[r.correct]
         table.add_row(

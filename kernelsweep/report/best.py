@@ -21,9 +21,10 @@ import tomli_w
 
 from kernelsweep.errors import UsageError
 from kernelsweep.report import history
-from kernelsweep.report.load import ReportRow, latest, natural_order
+from kernelsweep.report.load import ReportRow, latest
 from kernelsweep.report.results import Results, as_results
 from kernelsweep.report.stats import Effect, Rule, decide, effect, interval
+from kernelsweep.shapes import natural_order
 
 ShapeKey = tuple[str, str, str, str, str]  # kernel, shape, dtype, platform, variant without tunables
 EXPORT_FORMAT = 1

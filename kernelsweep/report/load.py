@@ -20,6 +20,7 @@ from kernelsweep.platforms import PLATFORMS
 from kernelsweep.report.stats import Sample
 from kernelsweep.results import reader
 from kernelsweep.results.schema import INCORRECT
+from kernelsweep.shapes import natural_order, shape_order
 
 SeriesKey = tuple[str, str, str, str, str]  # kernel, shape, dtype, platform, variant
 LINEAGE = {  # the row's lineage a step can be blamed on, with the name a person reads
@@ -239,23 +240,6 @@ def latest(results: list[ReportRow]) -> list[ReportRow]:
         if result.series not in newest or result.order >= newest[result.series].order:
             newest[result.series] = result
     return [newest[key] for key in sorted(newest, key=natural_order)]
-
-
-def shape_order(shape: str) -> tuple[tuple[str, float], ...]:
-    """A shape's sort key by its axes' numbers (`M=2` before `M=128`), not its string."""
-    parts = []
-    for term in shape.split(","):
-        axis, _, value = term.partition("=")
-        try:
-            parts.append((axis, float(value)))
-        except ValueError:
-            parts.append((f"{axis}={value}", 0.0))
-    return tuple(parts)
-
-
-def natural_order(key: tuple[str, ...]) -> tuple[tuple[tuple[str, float], ...], ...]:
-    """A series key (or any tuple of names and shapes) with its shapes in numeric order."""
-    return tuple(shape_order(part) if "=" in part else ((part, 0.0),) for part in key)
 
 
 def typed(record: dict[str, Any]) -> dict[str, Any]:

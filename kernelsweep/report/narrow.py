@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kernelsweep.report.load import natural_order, variant_parts
+from kernelsweep.report.load import variant_parts
+from kernelsweep.shapes import natural_order
 
 SERIES = ["kernel", "shape", "dtype", "platform", "variant"]
 VARIANT = ["platform", "lnc", "tunables", "toolchain_name"]  # what a row's variant is made of

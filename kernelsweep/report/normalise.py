@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelsweep.platforms import PLATFORMS
-from kernelsweep.report.load import ReportRow, natural_order
+from kernelsweep.report.load import ReportRow
+from kernelsweep.shapes import natural_order
 
 
 @dataclass(frozen=True)

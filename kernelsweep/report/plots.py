@@ -17,9 +17,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from kernelsweep.platforms import PLATFORMS, Platform
-from kernelsweep.report.load import ReportRow, shape_order
+from kernelsweep.report.load import ReportRow
 from kernelsweep.report.normalise import normalise
 from kernelsweep.report.ranks import median_interval
+from kernelsweep.shapes import shape_order
 
 PLATFORM_COLOURS = {"trn1": "#1f77b4", "trn2": "#d62728", "inf2": "#2ca02c"}
 # trn1 and inf2 share a NeuronCore generation and often land on the same spot: inf2 is drawn as a

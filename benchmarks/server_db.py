@@ -21,7 +21,6 @@ machine's CPUs, so the drain time is theirs as much as the server's.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from guard import load
 from servers import Server, postgres, prefect_server
 from workloads import Host, worker_env
 
-from kernelsweep.flows.server import terminate_tree
+from kernelsweep.flows.server import api_call, terminate_tree
 from kernelsweep.spec import parse_spec
 
 HOST = Host(cores=2, compile_slots=1, time_scale=0.0)
@@ -75,10 +74,6 @@ class Figure:
         )
 
 
-RETRIED = {429, 502, 503}  # what Prefect's own client retries (PREFECT_CLIENT_MAX_RETRIES: 5)
-RETRIES = 5
-
-
 class Api:
     """The server's REST API, retried on what Prefect's client retries, the answers it refused counted."""
 
@@ -86,21 +81,11 @@ class Api:
         self.server, self.refused, self._lock = server, 0, threading.Lock()
 
     def __call__(self, path: str, body: object = None) -> object:
-        data = None if body is None else json.dumps(body).encode()
-        for attempt in range(RETRIES + 1):
-            request = urllib.request.Request(
-                f"{self.server.api_url}{path}", data=data, headers={"Content-Type": "application/json"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=60) as answer:
-                    return json.loads(answer.read() or b"null")
-            except urllib.error.HTTPError as exc:
-                if exc.code not in RETRIED or attempt == RETRIES:
-                    raise
-                with self._lock:
-                    self.refused += 1
-                time.sleep(2**attempt)
-        raise AssertionError("unreachable")
+        return api_call(self.server.api_url, path, body, timeout_seconds=60, refused=self._refused)
+
+    def _refused(self, status: int) -> None:
+        with self._lock:
+            self.refused += 1
 
 
 def _deployment(api: Api, pool: str) -> str:

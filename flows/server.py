@@ -25,11 +25,15 @@ Every server here starts the same way, and each choice has a reason:
   (alembic's `prepend_sys_path = .`), -P or not. A relative PREFECT_HOME is made absolute first.
 - Output to a log file, stdin from /dev/null: nothing it prints reaches the caller's terminal.
 
+`api_call` is one REST call to a started server, retried on what Prefect's client retries: the
+tests' harness and the server benchmark read their servers through it.
+
 Nothing here imports Prefect, so a caller can start a server before importing it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -37,8 +41,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
@@ -125,6 +130,36 @@ def api_healthy(url: str, timeout_seconds: float = 5.0) -> bool:
             return bool(answer.status == 200)
     except OSError:
         return False
+
+
+RETRIED_STATUSES = frozenset({429, 502, 503})  # what Prefect's own client retries (a locked SQLite is a 503)
+API_RETRIES = 5  # PREFECT_CLIENT_MAX_RETRIES' default
+
+
+def api_call(
+    url: str,
+    path: str,
+    body: object = None,
+    *,
+    timeout_seconds: float = 30.0,
+    refused: Callable[[int], None] | None = None,
+) -> object:
+    """One REST call to a started server (POST `body`, GET without one), its decoded JSON answer. A status
+    Prefect's client retries is tried again as that client does, up to API_RETRIES times with a doubling
+    pause; `refused(status)` hears each of those answers (a benchmark counts them)."""
+    data = None if body is None else json.dumps(body).encode()
+    for attempt in range(API_RETRIES + 1):
+        request = urllib.request.Request(f"{url}{path}", data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_seconds) as answer:
+                return json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as error:
+            if error.code not in RETRIED_STATUSES or attempt == API_RETRIES:
+                raise
+            if refused is not None:
+                refused(error.code)
+        time.sleep(2**attempt)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def server_argv(host: str, port: int, *, ui: bool = True, workers: int = 1) -> list[str]:

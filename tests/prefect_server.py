@@ -10,23 +10,19 @@ deadlines; nothing sleeps and hopes.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from kernelsweep.flows.server import api_healthy, api_url, free_port, serving, terminate_tree
+from kernelsweep.flows.server import api_call, api_healthy, api_url, free_port, serving, terminate_tree
 
 PYTHON_BIN = Path(sys.executable).parent
-API_ATTEMPTS = 5
 T = TypeVar("T")
 
 
@@ -61,22 +57,9 @@ class PrefectServer:
         return api_healthy(self.api_url)
 
     def api(self, path: str, body: dict | None = None) -> object:
-        """The server's REST API: POST `body` (GET without one); the decoded JSON answer. A 503 (the
-        server's answer when SQLite is locked by its own services) is tried again, as Prefect's own
-        client does, up to 5 times with a growing pause."""
-        data = None if body is None else json.dumps(body).encode()
-        for attempt in range(API_ATTEMPTS):
-            request = urllib.request.Request(
-                f"{self.api_url}{path}", data=data, headers={"Content-Type": "application/json"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=30) as answer:
-                    return json.loads(answer.read() or b"null")
-            except urllib.error.HTTPError as error:
-                if error.code != 503 or attempt == API_ATTEMPTS - 1:
-                    raise
-            time.sleep(0.5 * 2**attempt)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        """The server's REST API: POST `body` (GET without one); the decoded JSON answer, a SQLite-locked
+        server's 503 tried again as Prefect's client does (`api_call`)."""
+        return api_call(self.api_url, path, body)
 
     def flow_runs(self, **criteria: object) -> list[dict]:
         """`/flow_runs/filter` with flow run criteria, e.g. `id={"any_": [...]}`."""

@@ -179,22 +179,26 @@ def test_a_port_in_use_is_not_free_and_a_picked_one_is():
         assert not server.port_free("127.0.0.1", port)
 
 
-@pytest.mark.parametrize(("busy", "answered"), [(2, True), (5, False)])
-def test_the_test_harness_tries_a_locked_servers_503_again_and_gives_up_after_five(busy, answered, monkeypatch):
-    """The slow tests read a shared SQLite server whose own services lock it now and then (it answers
-    503, as Prefect's client expects); the harness retries as that client does, and no more."""
+@pytest.mark.parametrize(
+    ("status", "busy", "calls_made"),
+    [(503, 2, 3), (429, 5, 6), (503, 6, 6), (500, 1, 1)],
+    ids=["locked-then-answers", "busy-five-times-then-answers", "gives-up-after-five-retries", "500-not-retried"],
+)
+def test_an_api_call_retries_what_prefects_client_retries_and_no_more(status, busy, calls_made, monkeypatch):
+    """The slow tests and the server benchmark talk to servers whose own services lock SQLite now and
+    then (they answer 503); `api_call` retries the statuses Prefect's client retries, with its pauses
+    doubling, up to 5 times, and passes any other error straight through."""
     import http.server
     import threading
 
-    import prefect_server
-
-    monkeypatch.setattr(prefect_server.time, "sleep", lambda seconds: None)
+    pauses: list[float] = []
+    monkeypatch.setattr(server.time, "sleep", pauses.append)
     calls: list[str] = []
 
-    class Locked(http.server.BaseHTTPRequestHandler):
+    class Busy(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             calls.append(self.path)
-            code, body = (503, b"") if len(calls) <= busy else (200, b'{"state": {"type": "COMPLETED"}}')
+            code, body = (status, b"") if len(calls) <= busy else (200, b'{"state": {"type": "COMPLETED"}}')
             self.send_response(code)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -203,15 +207,20 @@ def test_the_test_harness_tries_a_locked_servers_503_again_and_gives_up_after_fi
         def log_message(self, *args: object) -> None:
             pass
 
-    with http.server.HTTPServer(("127.0.0.1", 0), Locked) as httpd:
+    refused: list[int] = []
+    with http.server.HTTPServer(("127.0.0.1", 0), Busy) as httpd:
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/api"
         try:
-            harness = prefect_server.PrefectServer(Path("."), httpd.server_address[1], {})
-            if answered:
-                assert harness.state_of("f-1") == "COMPLETED"
+            if calls_made > busy:
+                assert server.api_call(url, "/flow_runs/f-1", refused=refused.append) == {
+                    "state": {"type": "COMPLETED"}
+                }
             else:
-                with pytest.raises(urllib.error.HTTPError, match="503"):
-                    harness.state_of("f-1")
+                with pytest.raises(urllib.error.HTTPError, match=str(status)):
+                    server.api_call(url, "/flow_runs/f-1", refused=refused.append)
         finally:
             httpd.shutdown()
-    assert calls == ["/api/flow_runs/f-1"] * min(busy + 1, prefect_server.API_ATTEMPTS)
+    assert calls == ["/api/flow_runs/f-1"] * calls_made
+    retried = calls_made - 1 if status in server.RETRIED_STATUSES else 0
+    assert refused == [status] * retried and pauses == [2**n for n in range(retried)]

@@ -3,9 +3,10 @@
 Each "night" runs the five stages in-process on the simulated toolchain (tests/stage_context's
 recipe, with the simulator's settings passed through), builds the rows with `build_row` and stores
 them with the results writer as one flow run dated that night: the same rows the sweep flow writes,
-without Prefect's per-run start-up. Noise is seeded (KERNELSWEEP_SIM_NOISE_SEED), so a dataset is
-the same every time it is built: `cached` keeps a built one in pytest's cache, keyed by everything
-that could change it.
+without Prefect's per-run start-up. The stand-in tools run in this process too
+(tests/inprocess_tools.py): the same rows as through their processes, at a tenth of the CPU. Noise
+is seeded (KERNELSWEEP_SIM_NOISE_SEED), so a dataset is the same every time it is built: `cached`
+keeps a built one in pytest's cache, keyed by everything that could change it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from inprocess_tools import standins_in_process
 from stage_context import point, sim_context
 
 from kernelsweep.context import StageContext
@@ -45,7 +47,10 @@ ELSEWHERE = (point("mlp", platform="trn1"), point("mlp", platform="inf2"), point
 TESTS = Path(__file__).resolve().parent
 # What a dataset is made of: the core (the stages, the simulator and its tools, the row writer), this recipe,
 # the stage context and the test kernels, on these libraries. flows/ and tasks/ are not involved.
-SOURCES = (TESTS.parent / "kernelsweep", TESTS / "report_data.py", TESTS / "stage_context.py", TESTS / "kernels")
+SOURCES = (
+    TESTS.parent / "kernelsweep",
+    *(TESTS / name for name in ("report_data.py", "inprocess_tools.py", "stage_context.py", "kernels")),
+)
 LIBRARIES = ("numpy", "ml-dtypes", "pyarrow")
 COMPLETE = "runs.json"  # written last: a folder without it is a build that did not finish
 
@@ -54,8 +59,10 @@ class Nights:
     """Runs one simulated sweep per night into `root/results`, sharing one artifact store and one
     simulated host, as a nightly deployment would."""
 
-    def __init__(self, root: Path, *, repeats: int = REPEATS, seed: str = "report-tests") -> None:
-        self.root, self.repeats, self.seed = root, repeats, seed
+    def __init__(
+        self, root: Path, *, repeats: int = REPEATS, seed: str = "report-tests", in_process: bool = True
+    ) -> None:
+        self.root, self.repeats, self.seed, self.in_process = root, repeats, seed, in_process
         self.results = str(root / "results")
         self.runs: list[str] = []
 
@@ -80,8 +87,12 @@ class Nights:
         ctx = self.context(env or {})
         night = FIRST_NIGHT + timedelta(days=len(self.runs))
         run_id = str(uuid.uuid4())
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            records = list(pool.map(lambda p: chain(ctx, p), points))
+        if self.in_process:  # one stand-in at a time owns the process: the points one by one
+            with standins_in_process():
+                records = [chain(ctx, p) for p in points]
+        else:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                records = list(pool.map(lambda p: chain(ctx, p), points))
         rows = [
             build_row(r, flow_run_id=run_id, toolchain="sim", is_simulation=True, versions=ctx.versions)
             for r in records

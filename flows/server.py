@@ -141,15 +141,18 @@ def api_call(
     path: str,
     body: object = None,
     *,
+    method: str | None = None,
     timeout_seconds: float = 30.0,
     refused: Callable[[int], None] | None = None,
 ) -> object:
-    """One REST call to a started server (POST `body`, GET without one), its decoded JSON answer. A status
-    Prefect's client retries is tried again as that client does, up to API_RETRIES times with a doubling
-    pause; `refused(status)` hears each of those answers (a benchmark counts them)."""
+    """One REST call to a started server (POST `body`, GET without one, or `method`), its decoded JSON
+    answer. A status Prefect's client retries is tried again as that client does, up to API_RETRIES times
+    with a doubling pause; `refused(status)` hears each of those answers (a benchmark counts them)."""
     data = None if body is None else json.dumps(body).encode()
     for attempt in range(API_RETRIES + 1):
-        request = urllib.request.Request(f"{url}{path}", data=data, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{url}{path}", data=data, headers={"Content-Type": "application/json"}, method=method
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout_seconds) as answer:
                 return json.loads(answer.read() or b"null")

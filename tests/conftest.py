@@ -3,7 +3,9 @@ state lives in a per-session temp folder so tests never share locks with a user'
 pytest-xdist each worker process is a session of its own: its own harness, folders and leases).
 
 Real servers and workers for the slow stage are made here too, from tests/prefect_server.py: one
-fleet server per session, and a Prefect database migrated once that fresh PREFECT_HOMEs start from.
+server per session (`fleet_server`) on PostgreSQL with the fleet set up once, which every slow test of
+that process uses unless the server's own life is what it checks; and a Prefect database migrated once
+that the fresh PREFECT_HOMEs of those own servers start from.
 """
 
 from __future__ import annotations
@@ -57,8 +59,20 @@ def bucket(moto_endpoint, monkeypatch) -> str:
     return create_bucket(moto_endpoint)
 
 
+def slow_stage(config: pytest.Config) -> bool:
+    """`pytest -m slow`: its session has a real server (`fleet_server`) that the in-process flows share."""
+    return config.getoption("markexpr") == "slow"
+
+
 @pytest.fixture(scope="session")
-def prefect_harness():
+def prefect_harness(request):
+    """Prefect for flows run in this process: the slow stage's server, else Prefect's test harness."""
+    if slow_stage(request.config):
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: request.getfixturevalue("fleet_server").api_url}):
+            yield
+        return
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):
@@ -103,13 +117,24 @@ def prefect_home(tmp_path, migrated_prefect_db) -> Path:
 
 
 @pytest.fixture(scope="session")
-def fleet_server(tmp_path_factory, migrated_prefect_db):
-    """A real `prefect server start` with the fleet's pools and deployments (`kernelsweep fleet up`)."""
-    from prefect_server import fleet_server
+def fleet_server(tmp_path_factory):
+    """This process's real `prefect server start`, with the fleet's pools and deployments (`kernelsweep
+    fleet up`), on PostgreSQL: on SQLite a fleet's workers and flow runs met "database is locked" 503s.
+    The report trigger starts off (`PrefectServer.reports`). Besides the fleet tests, the in-process
+    flows (`prefect_harness`) and the CLI's runs (`server_client_env`) use it: one server start, one
+    migration and one `fleet up` for the stage's process instead of one for each of them."""
+    from prefect_server import bench_servers, fleet_server
 
-    home = seed_prefect_home(tmp_path_factory.mktemp("fleet"), migrated_prefect_db)
-    with fleet_server(home, REPO) as server:
-        yield server
+    with bench_servers().postgres() as database:
+        with fleet_server(tmp_path_factory.mktemp("fleet"), REPO, database_url=database.url) as server:
+            server.reports(enabled=False)
+            yield server
+
+
+@pytest.fixture
+def server_client_env(fleet_server, tmp_path) -> dict[str, str]:
+    """What a CLI subprocess needs to run its flows on the session's server instead of starting its own."""
+    return {"PREFECT_API_URL": fleet_server.api_url, "PREFECT_HOME": str(tmp_path / "prefect-home")}
 
 
 def write_spec(path: Path, body: str) -> Path:

@@ -10,6 +10,7 @@ deadlines; nothing sleeps and hopes.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -23,7 +24,19 @@ from typing import TypeVar
 from kernelsweep.flows.server import api_call, api_healthy, api_url, free_port, serving, terminate_tree
 
 PYTHON_BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
+REPORT_TRIGGER = "nightly__automation_1"  # what Prefect names the report deployment's trigger (prefect.yaml)
+
+
+def bench_servers():
+    """benchmarks/servers.py: the throwaway PostgreSQL the benchmarks measure on (one launcher for both)."""
+    if "bench_servers" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_servers", REPO / "benchmarks" / "servers.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules["bench_servers"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+        spec.loader.exec_module(sys.modules["bench_servers"])
+    return sys.modules["bench_servers"]
 
 
 def poll(check: Callable[[], T | None], *, timeout: float, what: str, every: float = 1.0) -> T:
@@ -56,10 +69,16 @@ class PrefectServer:
     def healthy(self) -> bool:
         return api_healthy(self.api_url)
 
-    def api(self, path: str, body: dict | None = None) -> object:
-        """The server's REST API: POST `body` (GET without one); the decoded JSON answer, a SQLite-locked
-        server's 503 tried again as Prefect's client does (`api_call`)."""
-        return api_call(self.api_url, path, body)
+    def api(self, path: str, body: dict | None = None, method: str | None = None) -> object:
+        """The server's REST API: POST `body` (GET without one, or `method`); the decoded JSON answer, a
+        busy server's 503 tried again as Prefect's client does (`api_call`)."""
+        return api_call(self.api_url, path, body, method=method)
+
+    def reports(self, *, enabled: bool) -> None:
+        """The report deployment's trigger (a report after every completed sweep or fleet run) on or off:
+        off where no assertion reads the report, so no test's run starts one that nothing checks."""
+        [trigger] = [a for a in self.api("/automations/filter", {}) if a["name"] == REPORT_TRIGGER]  # type: ignore[union-attr, index]
+        self.api(f"/automations/{trigger['id']}", {"enabled": enabled}, method="PATCH")
 
     def flow_runs(self, **criteria: object) -> list[dict]:
         """`/flow_runs/filter` with flow run criteria, e.g. `id={"any_": [...]}`."""
@@ -74,6 +93,15 @@ class PrefectServer:
             lambda: (run := self.api(f"/flow_runs/{flow_run_id}"))["state"]["type"] in final and run,  # type: ignore[index]
             timeout=timeout,
             what=f"flow run {flow_run_id} to finish",
+        )
+
+    def triggered_report(self, flow_run_id: str, timeout: float) -> dict:
+        """The report flow run the completion of `flow_run_id` started (the report deployment's trigger)."""
+        after = f"prefect.flow-run.{flow_run_id}"
+        return poll(
+            lambda: next((r for r in self.flow_runs() if r["parameters"].get("after_flow_run") == after), None),
+            timeout=timeout,
+            what=f"the report {flow_run_id}'s completion triggers",
         )
 
     def workers_online(self, pool: str) -> list[str]:
@@ -155,12 +183,16 @@ def quiet_env(home: Path, port: int) -> dict[str, str]:
 
 
 @contextmanager
-def prefect_server(home: Path, *, startup_timeout: float = 180) -> Iterator[PrefectServer]:
-    """`prefect server start` on 127.0.0.1 and a free port; stops it and every worker it started."""
+def prefect_server(
+    home: Path, *, startup_timeout: float = 180, database_url: str | None = None
+) -> Iterator[PrefectServer]:
+    """`prefect server start` on 127.0.0.1 and a free port (on `database_url`, else SQLite in `home`);
+    stops it and every worker it started."""
     home.mkdir(parents=True, exist_ok=True)
     port = free_port()
     server = PrefectServer(home, port, quiet_env(home, port))
-    with serving(port, server.env, home / "server.log", cwd=home, start_timeout_seconds=startup_timeout):
+    database = {"PREFECT_API_DATABASE_CONNECTION_URL": database_url} if database_url else {}
+    with serving(port, server.env | database, home / "server.log", cwd=home, start_timeout_seconds=startup_timeout):
         try:
             yield server
         finally:
@@ -200,10 +232,10 @@ grid = {{ n = [2048] }}
 
 
 @contextmanager
-def fleet_server(home: Path, repo: Path) -> Iterator[PrefectServer]:
+def fleet_server(home: Path, repo: Path, *, database_url: str | None = None) -> Iterator[PrefectServer]:
     """A server with the fleet set up by `kernelsweep fleet up` from the repository's prefect.yaml,
     the nightly spec being a small simulated one with its folders under `home`."""
-    with prefect_server(home) as server:
+    with prefect_server(home, database_url=database_url) as server:
         spec = home / "nightly.toml"
         spec.write_text(NIGHTLY.format(root=home / "nightly"))
         done = server.run(

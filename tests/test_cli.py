@@ -86,14 +86,16 @@ grid = { n = [4096], free_size = [1, 32] }
 
 
 @pytest.mark.slow
-def test_run_prints_a_clean_summary_writes_every_row_and_exits_1_for_a_failed_point(tmp_path, cli_env, prefect_home):
+def test_run_prints_a_clean_summary_writes_every_row_and_exits_1_for_a_failed_point(
+    tmp_path, cli_env, server_client_env
+):
     """One sweep as a user runs it, in a Prefect project whose own `tasks.py` and `flows/` change nothing."""
     failing = '[[kernels]]\nkernel = "kernels.faulty:crashes_on_device"\ndtypes = ["float32"]\ngrid = { n = [1024] }\n'
     (tmp_path / "spec.toml").write_text(SPEC + failing)
     (tmp_path / "tasks.py").write_text("raise SystemExit('the user tasks.py was imported')\n")
     (tmp_path / "flows").mkdir()
     (tmp_path / "flows" / "__init__.py").write_text("raise SystemExit('the user flows/ was imported')\n")
-    proc = _run(["run", "spec.toml", "--results", "out"], {**cli_env, "PREFECT_HOME": str(prefect_home)}, tmp_path)
+    proc = _run(["run", "spec.toml", "--results", "out"], {**cli_env, **server_client_env}, tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "kernelsweep results (simulated)" in proc.stdout
     assert proc.stdout.count("vector_add") == 2 and "n=4096,partition_size=128,free_size=32" in proc.stdout

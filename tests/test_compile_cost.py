@@ -105,7 +105,7 @@ def test_the_recorded_peak_is_within_ten_percent_of_what_the_compiler_allocated(
 
 
 @pytest.mark.slow
-def test_a_sweep_with_a_runaway_compile_prints_one_line_and_writes_one_row(tmp_path, prefect_home):
+def test_a_sweep_with_a_runaway_compile_prints_one_line_and_writes_one_row(tmp_path, server_client_env):
     """Through `kernelsweep run`: exit 1 (a point failed), the row's one-line reason, nothing else."""
     spec = tmp_path / "spec.toml"
     spec.write_text(
@@ -114,7 +114,7 @@ def test_a_sweep_with_a_runaway_compile_prints_one_line_and_writes_one_row(tmp_p
         'dtypes = ["float32"]\n'
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # Prefect as a user has it
-    env |= {"PREFECT_HOME": str(prefect_home), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}
+    env |= server_client_env  # the session's server: the run starts none of its own
     env |= {"KERNELSWEEP_SIM_COMPILE_MEMORY": "2G", "KERNELSWEEP_STATE_DIR": str(tmp_path / "state")}
     done = subprocess.run(
         [sys.executable, "-m", "kernelsweep.flows.cli", "run", str(spec)],

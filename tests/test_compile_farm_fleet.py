@@ -52,11 +52,6 @@ def _running(server: PrefectServer, fleet_run: str) -> str | None:
     return next((r["id"] for r in _runs(server, fleet_run, "compile-shard") if r["state"]["type"] == "RUNNING"), None)
 
 
-def _report_after(server: PrefectServer, fleet_run: str) -> dict | None:
-    after = f"prefect.flow-run.{fleet_run}"
-    return next((r for r in server.flow_runs() if r["parameters"].get("after_flow_run") == after), None)
-
-
 def _trace_entries(artifacts: Path) -> int:
     return len(list(artifacts.glob("**/cache-v1/trace/**/*.json")))
 
@@ -75,6 +70,7 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
         spec = sim_spec(root, [kernel], name="farm", platforms=FAMILIES, execution=execution)
         points = expand(spec)
         parameter = f"spec={json.dumps(spec.model_dump(mode='json'))}"
+        server.reports(enabled=True)  # the report's cost table is checked below
         done = server.run("prefect", "deployment", "run", "fleet/fleet", "-p", parameter)
         assert done.returncode == 0, done.stderr
         fleet_run = re.search(r"UUID:\s*([0-9a-f-]{36})", done.stdout).group(1)
@@ -91,9 +87,11 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
         outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
         assert outcome["type"] == "COMPLETED", outcome["message"]
         status = server.run("kernelsweep", "fleet", "status", env={"COLUMNS": "250"})
-        report = poll(lambda: _report_after(server, fleet_run), timeout=RUN_TIMEOUT, what="the triggered report")
+        report = server.triggered_report(fleet_run, RUN_TIMEOUT)
+        server.reports(enabled=False)
         assert server.wait_final(report["id"], RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
     finally:
+        server.reports(enabled=False)
         for worker in workers:
             worker.stop()
 

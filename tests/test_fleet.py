@@ -166,10 +166,13 @@ def spread(fleet_server, control, silent_shard, tmp_path_factory) -> SpreadRun:
         spec = _spec(
             root, "spread", ("trn1", "trn2"), [2048, 4096, 8192], per_run=2
         )  # 6 points per family: 3 shards each
+        server.reports(enabled=True)  # the module's last tests read the report this run's completion starts
         fleet_run = _run_fleet(server, spec)
         state = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
+        server.triggered_report(fleet_run, RUN_TIMEOUT)
         status = server.run("kernelsweep", "fleet", "status", env={"COLUMNS": "250"})  # one table row a line
     finally:
+        server.reports(enabled=False)
         for host in hosts:
             host.stop()
     took = {w.name: w.submitted() for w in hosts}
@@ -346,14 +349,7 @@ def test_the_fleet_runs_completion_triggers_the_report_on_what_it_wrote(fleet_se
     """Last in the module: the report the spread run's completion triggers ran on the control worker
     while the tests above did."""
     server = fleet_server
-    report_run = poll(
-        lambda: next(
-            (r for r in server.flow_runs() if r["parameters"].get("after_flow_run") == f"prefect.flow-run.{spread.id}"),
-            None,
-        ),
-        timeout=RUN_TIMEOUT,
-        what="the report the fleet run triggers",
-    )
+    report_run = server.triggered_report(spread.id, RUN_TIMEOUT)
     assert server.wait_final(report_run["id"], RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
     page = Path(spread.spec.results) / "reports" / report_run["id"] / "index.html"
     assert page.is_file() and "vector_add" in page.read_text()

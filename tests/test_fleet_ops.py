@@ -12,8 +12,6 @@ import os
 import shlex
 import signal
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -96,31 +94,12 @@ def _nightly(server: PrefectServer) -> tuple[dict, dict]:
     return fleet, schedule
 
 
-def _patch(server: PrefectServer, path: str, body: dict) -> None:
-    """PATCH, tried again while the server answers 503 (its SQLite busy), as Prefect's own client does."""
-
-    def attempt() -> bool:
-        request = urllib.request.Request(
-            f"{server.api_url}{path}", data=json.dumps(body).encode(), method="PATCH",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        try:
-            with urllib.request.urlopen(request, timeout=60):
-                return True
-        except urllib.error.HTTPError as exc:
-            if exc.code != 503:
-                raise
-            return False
-
-    poll(attempt, timeout=120, what=f"the server to accept PATCH {path}")
-
-
 def _set_cron(server: PrefectServer, fleet: dict, schedule: dict, cron: str) -> None:
     """The nightly schedule's cron; then the deployment touched, as `fleet up`'s deploy touches it, so
     the server's scheduler plans it within seconds rather than at its next full pass (a minute)."""
     moved = {"schedule": {"cron": cron, "timezone": "UTC"}, "parameters": schedule["parameters"]}  # omitted: {}
-    _patch(server, f"/deployments/{fleet['id']}/schedules/{schedule['id']}", moved)
-    _patch(server, f"/deployments/{fleet['id']}", {"description": fleet["description"]})
+    server.api(f"/deployments/{fleet['id']}/schedules/{schedule['id']}", moved, method="PATCH")
+    server.api(f"/deployments/{fleet['id']}", {"description": fleet["description"]}, method="PATCH")
 
 
 def _runs_of(server: PrefectServer, deployment: dict) -> list[dict]:
@@ -217,9 +196,12 @@ def test_a_second_fleet_run_waits_for_the_first_and_a_slower_night_reaches_the_w
 
     hosts = _hosts(server, tmp_path / "newer", {"trn2-newer": "trn2"}, **SLOWER_NIGHT)
     try:
+        server.reports(enabled=True)  # the slower night's report is what finds the step
         slower = _run_fleet(server, spec)
         assert server.wait_final(slower, RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
+        server.triggered_report(slower, RUN_TIMEOUT)
     finally:
+        server.reports(enabled=False)
         for host in hosts:
             host.stop()
     announced = "kernelsweep regression: vector_add"

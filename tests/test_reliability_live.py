@@ -44,11 +44,10 @@ TIMEOUT_S = 300
 
 
 @pytest.fixture
-def cli(tmp_path):
+def cli(tmp_path, server_client_env):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_"))}
     env |= {
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+        **server_client_env,  # the session's server: the runs start none of their own
         "KERNELSWEEP_STATE_DIR": str(tmp_path / "state"),
         "KERNELSWEEP_SIM_TIME_SCALE": "0.2",  # a few seconds of sweep: the runs overlap
     }

@@ -16,8 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prefect_server import free_port
-from test_server_recording import _servers
+from prefect_server import bench_servers, free_port
 
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.database_url import checked_database_url
@@ -66,7 +65,7 @@ def test_server_start_on_postgresql_keeps_the_runs_there_and_a_bad_url_exits_2(t
     assert "postgresql+asyncpg://" in bad.stderr and "secret" not in bad.stderr
     assert not (home / STATE_FILE).exists()  # nothing started, nothing recorded
 
-    with _servers().postgres() as pg:
+    with bench_servers().postgres() as pg:
         port = free_port()
         started = _cli("server", "start", "--port", str(port), "--database", pg.url, env=env, cwd=tmp_path)
         assert started.returncode == 0, started.stderr

@@ -8,7 +8,6 @@ sweep, the other kills the server outright mid-sweep, starts it again, and shows
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from prefect_server import poll
+from prefect_server import bench_servers, poll
 
 from kernelsweep.flows.cli.server import STATE_FILE, server_env
 from kernelsweep.flows.embedded import run_server_env
@@ -75,16 +74,6 @@ def test_the_fleet_docs_give_a_fleet_server_the_same_settings():
     assert not missing, f"docs/fleet.md does not export {missing}"
 
 
-def _servers():
-    """benchmarks/servers.py: the throwaway PostgreSQL the benchmarks measure on."""
-    if "bench_servers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_servers", REPO / "benchmarks" / "servers.py")
-        assert spec is not None and spec.loader is not None
-        sys.modules["bench_servers"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
-        spec.loader.exec_module(sys.modules["bench_servers"])
-    return sys.modules["bench_servers"]
-
-
 def _setup(root: Path) -> tuple[Path, dict[str, str]]:
     """The spec (POINTS points) and the environment of a user on a simulated 2-core trn2 host."""
     spec = root / "spec.toml"
@@ -133,7 +122,7 @@ def _all_recorded(pg, run_id: str, expected: set[str]) -> dict[str, list[str]] |
 @pytest.mark.slow
 def test_a_batched_server_on_postgresql_records_every_task_run_and_state_of_a_sweep(tmp_path):
     spec, env = _setup(tmp_path)
-    with _servers().postgres() as pg:
+    with bench_servers().postgres() as pg:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.url
         port = free_port()
         started = _cli("server", "start", "--port", str(port), env=env, cwd=tmp_path)
@@ -174,7 +163,7 @@ def test_a_server_killed_mid_sweep_loses_no_row_and_at_most_a_batch_of_states(tm
     first time-based checkpoint: events sent before a checkpoint are the ones the client no longer
     keeps to send again, so only they can be lost with the server."""
     spec, env = _setup(tmp_path)
-    with _servers().postgres() as pg:
+    with bench_servers().postgres() as pg:
         port = free_port()
         base = {**env, "PREFECT_API_DATABASE_CONNECTION_URL": pg.url}
         server_environment = server_env(LOOPBACK, port, base)

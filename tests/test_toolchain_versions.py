@@ -39,7 +39,7 @@ def _sdk_venv(root: Path, compiler_version: str) -> Path:
 
 
 @pytest.mark.slow
-def test_two_named_toolchains_in_one_run_give_compare_versions_verdicts(tmp_path, prefect_home):
+def test_two_named_toolchains_in_one_run_give_compare_versions_verdicts(tmp_path, server_client_env):
     old, new = _sdk_venv(tmp_path, OLD), _sdk_venv(tmp_path, NEW)
     (tmp_path / "spec.toml").write_text(
         'name = "two-sdks"\nplatforms = ["trn2"]\ntoolchain = "cpu"\nresults = "results"\nartifacts = "artifacts"\n'
@@ -48,7 +48,7 @@ def test_two_named_toolchains_in_one_run_give_compare_versions_verdicts(tmp_path
         "grid = { n = [4096, 8192], partition_size = [128], free_size = [8] }\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_", "KERNELSWEEP_"))}
-    env |= {"PREFECT_HOME": str(prefect_home), "KERNELSWEEP_STATE_DIR": str(tmp_path / "state")}
+    env |= {**server_client_env, "KERNELSWEEP_STATE_DIR": str(tmp_path / "state")}
     env |= {"STANDIN_CALLS": str(tmp_path / "calls.jsonl")}
 
     def cli(*args: str) -> subprocess.CompletedProcess:

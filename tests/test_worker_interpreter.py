@@ -150,7 +150,9 @@ def _site(venv: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_sweep_point_traces_and_compiles_under_the_sdks_own_python_and_its_neff_comes_back(tmp_path, prefect_home):
+def test_a_sweep_point_traces_and_compiles_under_the_sdks_own_python_and_its_neff_comes_back(
+    tmp_path, server_client_env
+):
     python = _sdk_venv(tmp_path)
     version = subprocess.run([str(python), "-c", "import sys; print(sys.version)"], capture_output=True, text=True)
     assert importlib.util.find_spec("nki") is None and importlib.util.find_spec("neuronxcc") is None  # only there
@@ -160,7 +162,7 @@ def test_a_sweep_point_traces_and_compiles_under_the_sdks_own_python_and_its_nef
         "grid = { n = [4096], partition_size = [128], free_size = [8] }\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_"))}
-    env |= {"PREFECT_HOME": str(prefect_home), "KERNELSWEEP_NEURON_PYTHON": str(python)}
+    env |= {**server_client_env, "KERNELSWEEP_NEURON_PYTHON": str(python)}
     env |= {"STANDIN_CALLS": str(tmp_path / "calls.jsonl"), "KERNELSWEEP_STATE_DIR": str(tmp_path / "state")}
     env.pop("KERNELSWEEP_SIM_STATE", None), env.pop("KERNELSWEEP_LOCK_DIR", None)
     ran = subprocess.run(

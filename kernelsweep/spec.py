@@ -382,6 +382,27 @@ class Point(_Strict):
     search_trial: int | None = None  # the search's trial number, for a point a search proposed
     baseline: str = ""  # the kernel block's baseline (kernelsweep.baselines), on its points and the baseline's
     baseline_of: str = ""  # on a baseline's point: the kernel it is measured against
+    # The keys of params, then of tunables, in the kernel's order. A point's JSON stored where objects
+    # lose their key order (a Prefect server on PostgreSQL keeps a shard's parameters as jsonb, which
+    # sorts keys by length) gets its order back from this list, so its shape string and id are the same
+    # whichever server passed it on. Filled from the dicts' own order when absent.
+    axis_order: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_axis_order(cls, data: object) -> object:
+        if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
+            return data
+        params, tunables = data["params"], data.get("tunables") or {}
+        order = data.get("axis_order")
+        if not isinstance(order, list) or sorted(map(str, order)) != sorted([*params, *tunables]):
+            order = [*params, *tunables]  # absent, or not this point's keys: the dicts' own order
+        rank = {key: i for i, key in enumerate(order)}
+        ordered = {
+            "params": dict(sorted(params.items(), key=lambda kv: rank[kv[0]])),
+            "tunables": dict(sorted(tunables.items(), key=lambda kv: rank[kv[0]])),
+        }
+        return {**data, **ordered, "axis_order": order}
 
     @property
     def shape(self) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from kernelsweep.flows.server import api_call, api_healthy, api_url, free_port, serving, terminate_tree
+from kernelsweep.flows.server import api_call, api_healthy, api_url, descendants, free_port, serving, terminate_tree
 
 PYTHON_BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
@@ -152,6 +152,19 @@ class Worker:
         return {
             line.split(marker, 1)[1].split("'", 1)[0] for line in self.log.read_text().splitlines() if marker in line
         }
+
+    def flow_run_processes(self) -> list[str]:
+        """The Prefect module each Python process below the worker runs (`-m prefect...`): its flow runs'
+        processes (the tools they start run other modules)."""
+        found = []
+        for pid in descendants(self.process.pid):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            except OSError:
+                continue  # ended meanwhile
+            modules = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "-m"]
+            found += [module for module in modules if module.startswith("prefect")]
+        return found
 
     def die(self) -> None:
         """The host is gone at once (power loss, a terminated instance): the worker and every process

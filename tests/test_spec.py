@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 from kernelsweep.errors import UsageError
 from kernelsweep.expansion import count_points, expand, expand_spec
-from kernelsweep.spec import load_spec
+from kernelsweep.spec import Point, load_spec
 
 GOOD = """
 name = "t"
@@ -354,3 +355,19 @@ def test_a_point_too_big_for_this_host_is_refused_when_the_host_is_known(tmp_pat
     assert len(expand(spec)) == 1  # fits a trn2; whether it fits this host depends on the host
     with pytest.raises(UsageError, match="more than this host's 1 GiB of memory"):
         expand(spec, host_memory_bytes=1 << 30)
+
+
+def test_a_point_whose_json_comes_back_with_its_keys_reordered_keeps_its_shape_and_id():
+    """A Prefect server on PostgreSQL keeps a shard's parameters as jsonb, which returns an object's keys
+    sorted by length: the shard's rows must still name the shapes and ids the fleet planned."""
+    point = Point(
+        sweep="s", kernel="matmul", kernel_ref="m:k", params={"n": 2048, "partition_size": 128, "free_size": 16},
+        dtype="float32", platform="trn2", lnc=2, seed=3, tunables={"tile_n": 256, "loop_order": "nm"},
+    )  # fmt: skip
+    stored = json.loads(point.model_dump_json())
+    for field in ("params", "tunables"):
+        stored[field] = dict(sorted(stored[field].items(), key=lambda kv: (len(kv[0]), kv[0])))  # jsonb's order
+    assert list(stored["params"]) != list(point.params)  # the store did reorder them
+    back = Point.model_validate(stored)
+    assert (back.shape, back.tunables_text, back.point_id) == (point.shape, point.tunables_text, point.point_id)
+    assert back == point

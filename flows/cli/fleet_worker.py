@@ -8,6 +8,10 @@ second signal kills it (docs/reliability.md; systemd's stop waited its TimeoutSt
 stop). This command puts SIGINT and SIGTERM back to their defaults and then becomes `prefect worker
 start` (exec: the same process id, which is what a supervisor signals), so SIGTERM stops it at once
 when it is idle, and stops it (and with it, under the shipped unit, its flow runs) when it is not.
+
+The fleet's pools start each flow run as `python -m prefect.engine` (kernelsweep.flows.fleet_setup):
+this interpreter is put first on the worker's PATH as `python`, so that is the one they run, whatever
+else the host's PATH holds.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
 import click
 
@@ -39,6 +45,19 @@ def worker(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     argv = worker_argv(pool, name, limit, extra)
+    path = os.pathsep.join([python_folder(), os.environ.get("PATH", os.defpath)])
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(argv[0], argv)
+    os.execve(argv[0], argv, {**os.environ, "PATH": path})
+
+
+def python_folder() -> str:
+    """A folder whose `python` is this interpreter: its own (a venv's bin, where kernelsweep is installed),
+    else a private one holding a `python` that execs it (a system install may have only `python3`)."""
+    own = Path(sys.executable).parent
+    if (own / "python").is_file() and (own / "python").resolve() == Path(sys.executable).resolve():
+        return str(own)
+    folder = Path(tempfile.mkdtemp(prefix="kernelsweep-worker-python-"))
+    (folder / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (folder / "python").chmod(0o755)
+    return str(folder)

@@ -33,7 +33,8 @@ from kernelsweep.sim.model import CALIBRATION, model_timing, predict
 from kernelsweep.sim.nki.generations import get_generation
 from kernelsweep.sim.tracer import payload
 from kernelsweep.sim.views import workload
-from kernelsweep.spec import Point, SweepSpec, parse_spec
+from kernelsweep.spec import SweepSpec, parse_spec
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.tracing.request import TraceRequest
 
 SHAPES = (

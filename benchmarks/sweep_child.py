@@ -39,7 +39,8 @@ from kernelsweep.expansion import expand
 from kernelsweep.results.journal import begin, plan_resume, run_key
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2
 RUN_ID = "00000000-0000-4000-8000-000000000000"  # stands in for a flow run id

@@ -23,7 +23,8 @@ from kernelsweep.artifacts import LocalArtifactStore
 from kernelsweep.context import StageContext
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import CaptureSettings, Point
+from kernelsweep.spec import CaptureSettings
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import compiler, devices, profiler
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.versions import collect

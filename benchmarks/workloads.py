@@ -21,7 +21,8 @@ from pathlib import Path
 
 from kernelsweep.expansion import expand
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
-from kernelsweep.spec import Point, SweepSpec, parse_spec
+from kernelsweep.spec import SweepSpec, parse_spec
+from kernelsweep.sweepspec.point import Point
 
 HERE = Path(__file__).resolve().parent
 WORKER_UNIT = HERE.parent / "deployments" / "kernelsweep-worker.service"

@@ -19,7 +19,7 @@ from typing import Any
 from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.results.rows import PointRecord
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import capture_task, compile_task, extract_task, inputs_task, trace_task
 
 

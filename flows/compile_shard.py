@@ -24,7 +24,8 @@ from kernelsweep.flows.shard import report_host
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.platforms import PlatformName
 from kernelsweep.probe import probe_location
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import compile_task, trace_task
 
 COMPILED, STORED, FAILED, SKIPPED = "compiled", "in the store already", "failed", "not started (stopping)"

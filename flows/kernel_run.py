@@ -6,7 +6,7 @@ from prefect import flow
 
 from kernelsweep.errors import UsageError
 from kernelsweep.expansion import expand
-from kernelsweep.flows.sweep import run_on_this_host
+from kernelsweep.flows.host_run import run_on_this_host
 from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.spec import SweepSpec
 

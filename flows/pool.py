@@ -18,7 +18,7 @@ from kernelsweep.flows.chain import run_point
 from kernelsweep.flows.progress import publish
 from kernelsweep.results.journal import Journal
 from kernelsweep.results.rows import Row, build_row
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 
 POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 

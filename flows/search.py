@@ -21,7 +21,8 @@ from kernelsweep.results.journal import Journal, run_key
 from kernelsweep.results.rows import Row
 from kernelsweep.search.storage import study_storage
 from kernelsweep.search.study import ShapeSearch
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 
 def run_searches(

@@ -34,22 +34,20 @@ from kernelsweep.context import StageContext
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet import pool_name, shard_journal_key
 from kernelsweep.fleet_hosts import VERSION_NAMES, HostReport, unmet
+from kernelsweep.flows.host_run import probe_locations, run_points, scheduled_date
 from kernelsweep.flows.progress import subscribe
 from kernelsweep.flows.settings import host_name_from_env, locations_from_env
 from kernelsweep.flows.stopping import stoppable
-from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import begin, plan_resume
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchains import prepare_toolchains
 
 
 def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_id: str) -> SweepOutcome:
     """Shard `shard` of fleet run `fleet_run_id` on this host, resuming what earlier attempts finished."""
-    from kernelsweep.flows.sweep import run_points, scheduled_date  # the sweep flow's, shared
-
-    probe_location(spec.results_location, "results", "the spec's `results`")
-    probe_location(spec.artifacts_location, "artifact store", "the spec's `artifacts`")
+    probe_locations(spec)
     with stoppable() as stop:
         contexts, notice = prepare_toolchains(spec, points, locations_from_env(), stop)
         if notice:

@@ -16,8 +16,8 @@ from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.metrics import METRIC_FIELDS
 from kernelsweep.results.rows import PointRecord, Row
-from kernelsweep.spec import Point
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
+from kernelsweep.sweepspec.point import Point
 
 
 def measure(ctx: StageContext, point: Point) -> PointRecord:

@@ -24,7 +24,8 @@ from kernelsweep.errors import InvalidShapeError, UsageError
 from kernelsweep.kernels import KernelDefinition
 from kernelsweep.platforms import get_platform
 from kernelsweep.search.settings import SearchSettings
-from kernelsweep.spec import KernelGrid, Point, SweepSpec
+from kernelsweep.spec import KernelGrid, SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 # A point's inputs are generated in host memory, and the reference (and, simulated, the device) works
 # on float64 copies: a point may take several times its tensors' size. Kept under a quarter of it.

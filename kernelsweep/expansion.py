@@ -19,7 +19,8 @@ from kernelsweep.blocks import BlockPlan, Limits, SearchTarget, block_bound, che
 from kernelsweep.constraints import Drops
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
-from kernelsweep.spec import KernelGrid, Point, SweepSpec
+from kernelsweep.spec import KernelGrid, SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 DEFAULT_MAX_POINTS = 10_000  # above this a sweep must be asked for (`--max-points`)
 # Names that become file names, object keys and column names.

@@ -22,7 +22,8 @@ from kernelsweep.locations import LocalFolder, Location, parse_location
 from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.results import reader
 from kernelsweep.results.journal import run_key
-from kernelsweep.spec import FLEET_TABLE, Point, SweepSpec
+from kernelsweep.spec import FLEET_TABLE, SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 POOL_PREFIX = "kernelsweep-"  # every pool the fleet uses; deployments/prefect.yaml names them so
 FLEET_DEPLOYMENT = "fleet/fleet"  # the one deployment the nightly schedule is on

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kernelsweep.platforms import PLATFORM_NAMES
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 
 _FAMILY_ALIASES = {"trn1n": "trn1"}  # trn1n.32xlarge is a trn1 with more network
 

@@ -14,8 +14,8 @@ from kernelsweep.artifacts import ArtifactRef
 from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError, TraceError
 from kernelsweep.kernels import KernelDefinition
-from kernelsweep.spec import Point
 from kernelsweep.stage_results import ModelRun
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.tracing import TraceOutput
 
 SIMULATED = "simulated:"  # cache refs of nki.simulate's outputs, by output name

@@ -33,7 +33,7 @@ from kernelsweep import cache, names
 from kernelsweep.artifacts import ArtifactRef, ArtifactStore
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.kernels import KernelDefinition
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 
 INPUTS, REFERENCE = "inputs", "reference"
 REFERENCE_DTYPE = "float64"  # the reference contract; also the entries' folder name

@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ModelWrapValidatorHandler,
     ValidationError,
@@ -30,29 +28,22 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from kernelsweep import names
 from kernelsweep.constraints import Exclusion
 from kernelsweep.coverage import CoverageSettings
 from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import BUILTIN
 from kernelsweep.locations import Location, parse_location
-from kernelsweep.platforms import PLATFORM_NAMES, PlatformName, get_platform
+from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
 from kernelsweep.search.settings import SearchSettings
+from kernelsweep.sweepspec.point import StrictModel
 
 ToolchainKind = Literal["auto", "neuron", "cpu", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ONE_LINE_ERROR = "invalid_spec"  # pydantic error type carrying the finished one-line message
 
 
-class _Strict(BaseModel):
-    """Unknown keys refused; and strict types: `num_exec = "10"` or `n = [true]` is a mistake to name,
-    not a value to coerce (a quoted number is often a typo for something else)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class CaptureSettings(_Strict):
+class CaptureSettings(StrictModel):
     num_exec: int = Field(10, ge=1, le=10_000, description="Executions per capture (--num-exec).")
     profile_nth_exec: int | None = Field(
         None,
@@ -96,7 +87,7 @@ class CaptureSettings(_Strict):
         return self
 
 
-class ExecutionSettings(_Strict):
+class ExecutionSettings(StrictModel):
     compile_slots: int | None = Field(
         None, ge=1, le=256, description="Concurrent compiles on a host; empty: from its CPU cores and memory."
     )
@@ -128,7 +119,7 @@ class ExecutionSettings(_Strict):
     )
 
 
-class Requirements(_Strict):
+class Requirements(StrictModel):
     """Versions a run insists on: a host whose own differ refuses the run's points before measuring any,
     so one night's rows are never made with a mix of compilers. Each is a pattern (`2.21.*`); empty: any."""
 
@@ -142,7 +133,7 @@ class Requirements(_Strict):
         return {name: pattern for name, pattern in self.model_dump().items() if pattern}
 
 
-class GridAxis(_Strict):
+class GridAxis(StrictModel):
     """One axis of a kernel's grid; a list of these (not a mapping) so the run form types every value."""
 
     axis: str = Field(
@@ -152,14 +143,14 @@ class GridAxis(_Strict):
     values: list[int] = Field(description="Values to sweep on this axis.")
 
 
-class TunableAxis(_Strict):
+class TunableAxis(StrictModel):
     """Values of one of the kernel's tunables: swept as a grid axis, or the choices a search has."""
 
     axis: str = Field(min_length=1, description="Tunable name: tile_m, tile_n, tile_k, loop_order for matmul.")
     values: list[int | str] = Field(min_length=1, description="Values to sweep, or to search among.")
 
 
-class NamedToolchain(_Strict):
+class NamedToolchain(StrictModel):
     """One Neuron SDK environment a sweep can run points under, by name."""
 
     name: str = Field(pattern=_NAME_PATTERN, description="Name rows carry in toolchain_name, e.g. 2.21.")
@@ -178,7 +169,7 @@ def _table_to_axes(value: object) -> object:
 KernelChoice = Literal["mlp", "matmul", "vector_add", "custom"]
 
 
-class KernelGrid(_Strict):
+class KernelGrid(StrictModel):
     kernel: KernelChoice = Field(
         description="A built-in kernel, or custom to sweep your own (give it in custom_kernel). The spec file may "
         "also give module:attribute here."
@@ -300,7 +291,7 @@ class KernelGrid(_Strict):
         return {entry.axis: entry.values for entry in self.grid}
 
 
-class SweepSpec(_Strict):
+class SweepSpec(StrictModel):
     """A sweep: kernels x parameter grid x dtypes x platforms."""
 
     name: str = Field(pattern=_NAME_PATTERN, description="Sweep name, recorded in every row.")
@@ -364,48 +355,6 @@ class SweepSpec(_Strict):
         if problem:
             raise PydanticCustomError(ONE_LINE_ERROR, "{message}", {"message": problem})
         return self
-
-
-class Point(_Strict):
-    """One kernel x parameters x dtype x platform (x LNC, tunables, toolchain): one result row."""
-
-    sweep: str
-    kernel: str
-    kernel_ref: str
-    params: dict[str, int]
-    dtype: str
-    platform: str
-    lnc: int
-    seed: int
-    tunables: dict[str, int | str] = Field(default_factory=dict)  # the NKI kernel's tunables, when set
-    toolchain_name: str = ""  # one of the spec's [toolchains], "" when it names none
-    search_trial: int | None = None  # the search's trial number, for a point a search proposed
-    baseline: str = ""  # the kernel block's baseline (kernelsweep.baselines), on its points and the baseline's
-    baseline_of: str = ""  # on a baseline's point: the kernel it is measured against
-
-    @property
-    def shape(self) -> str:
-        """Canonical shape string, e.g. `b=1,s=128,h=1024,i=512`, in the kernel's axis order."""
-        return ",".join(f"{k}={v}" for k, v in self.params.items())
-
-    @property
-    def tunables_text(self) -> str:
-        """Canonical tunables string, e.g. `tile_m=128,loop_order=mn`, in the kernel's order; "" for none."""
-        return ",".join(f"{k}={v}" for k, v in self.tunables.items())
-
-    @property
-    def variant(self) -> str:
-        """What sets this point apart from the platform's default run of its shape: an LNC other than the
-        platform's default, tunables, a named toolchain ("" for none, so older ids stay as they were)."""
-        parts = [f"lnc{self.lnc}"] if self.lnc != get_platform(self.platform).default_lnc else []
-        parts += [self.tunables_text] if self.tunables else []
-        parts += [f"tc-{self.toolchain_name}"] if self.toolchain_name else []
-        return "-".join(parts)
-
-    @property
-    def point_id(self) -> str:
-        raw = f"{self.kernel}-{self.shape}-{self.dtype}-{self.platform}"
-        return names.slug(f"{raw}-{self.variant}" if self.variant else raw)
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from kernelsweep.metrics import LatencyStats, read_profile
 from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.neff import NeffFormatError, read_neff
 from kernelsweep.platforms import get_platform
-from kernelsweep.spec import Point
 from kernelsweep.stage_results import (
     CaptureResult,
     CompileResult,
@@ -39,6 +38,7 @@ from kernelsweep.stage_results import (
     InputsResult,
     TraceResult,
 )
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import compiler, explorer, profiler, tracing
 
 COMPILE_TIMEOUT_SECONDS = 1800.0

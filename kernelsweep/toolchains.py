@@ -13,7 +13,8 @@ import threading
 from collections.abc import Iterable
 
 from kernelsweep.context import Locations, StageContext, prepare
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 
 def spec_for(spec: SweepSpec, name: str) -> SweepSpec:

@@ -1,8 +1,8 @@
 from prefect import task
 
 from kernelsweep.context import StageContext
-from kernelsweep.spec import Point
 from kernelsweep.stages import CaptureResult, CompileResult, InputsResult, capture_stage
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS, transient_retries
 
 

@@ -28,7 +28,8 @@ from webhook import webhook_block
 
 from kernelsweep.expansion import expand
 from kernelsweep.results import reader
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]
 

@@ -66,8 +66,9 @@ def _stop_after(rows: int):
 def _interrupted(spec, rows: int = 1):
     """Run `spec` and stop it after `rows` points; returns (journal header, the journaled rows by point id)."""
     from kernelsweep.flows import stopping
+    from kernelsweep.flows.host_run import SweepInterrupted
     from kernelsweep.flows.progress import subscribe
-    from kernelsweep.flows.sweep import SweepInterrupted, sweep
+    from kernelsweep.flows.sweep import sweep
 
     with subscribe(_stop_after(rows)), pytest.raises(SweepInterrupted) as stopped:
         sweep(spec)

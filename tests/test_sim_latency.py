@@ -12,7 +12,7 @@ from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, re
 from kernelsweep.sim.model import compile_seconds, predict
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.sim.views import workload
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
 
 POINT = Point(

@@ -17,7 +17,8 @@ from kernelsweep.results.rows import Row, row_id
 from kernelsweep.search.settings import SearchSettings
 from kernelsweep.search.storage import study_storage
 from kernelsweep.search.study import ShapeSearch
-from kernelsweep.spec import Point, parse_spec
+from kernelsweep.spec import parse_spec
+from kernelsweep.sweepspec.point import Point
 
 
 def _spec(kernels: list[dict], platforms: tuple[str, ...] = ("trn2",), **extra: object):

@@ -23,7 +23,7 @@ from kernelsweep.kernels import load_kernel
 from kernelsweep.neff import read_neff
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.tracer import SIM_FRONTEND
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import tracing
 
 MLP = Point(

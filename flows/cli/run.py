@@ -19,7 +19,8 @@ from kernelsweep.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
 from kernelsweep.shapes import shape_order
-from kernelsweep.spec import Point, SweepSpec, load_spec, parse_spec
+from kernelsweep.spec import SweepSpec, load_spec, parse_spec
+from kernelsweep.sweepspec.point import Point
 
 if TYPE_CHECKING:
     from kernelsweep.results.journal import RunHeader
@@ -173,7 +174,7 @@ def run(
     from kernelsweep.flows import embedded  # imports Prefect: after its environment is set
 
     api = embedded.start_api()  # the run's own server, if it needs one, boots while the flow imports
-    from kernelsweep.flows.sweep import SweepInterrupted
+    from kernelsweep.flows.host_run import SweepInterrupted
 
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)

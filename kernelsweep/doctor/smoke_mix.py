@@ -20,7 +20,7 @@ from kernelsweep.metrics import ProfileMetrics, read_profile
 from kernelsweep.neff import read_neff
 from kernelsweep.platforms import get_platform
 from kernelsweep.profile_schema import REFERENCE_VERSION
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import explorer, profiler, tracing
 from kernelsweep.toolchain.process import run_tool
 

@@ -17,7 +17,7 @@ from kernelsweep.kernels import load_kernel
 from kernelsweep.metrics import ProfileMetrics, read_profile
 from kernelsweep.neff import NeffInfo, read_neff
 from kernelsweep.platforms import get_platform
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import list_devices

@@ -13,8 +13,8 @@ from typing import Any
 
 from kernelsweep.bounding import bounding_engine
 from kernelsweep.compile_cost import CompileCost
-from kernelsweep.spec import Point
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, TraceResult
+from kernelsweep.sweepspec.point import Point
 
 
 @dataclass(frozen=True)

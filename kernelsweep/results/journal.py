@@ -40,7 +40,8 @@ from kernelsweep.results.journal_check import FORMAT_VERSION, BadJournalObject, 
 from kernelsweep.results.journal_files import JournalFiles, open_files
 from kernelsweep.results.journal_scan import HEADER, find_unfinished
 from kernelsweep.results.rows import Row, row_id
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 READ_THREADS = 16
 _POINT_NAMESPACE = uuid.UUID("0c6f3d52-2b8e-4f51-9d4e-5a1f7e0b9c13")

@@ -19,8 +19,8 @@ from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import get_platform
 from kernelsweep.results.insight import Insight
 from kernelsweep.results.schema import FAILED, INCORRECT, OK
-from kernelsweep.spec import Point
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.tracing import tracer_label
 
 

@@ -21,8 +21,8 @@ from kernelsweep.results.insight import Insight
 from kernelsweep.results.outcome import SUMMARY_COLUMNS, RowSummary
 from kernelsweep.results.row_parts import Costed, Lineage, Measured, Status, columns
 from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION
-from kernelsweep.spec import Point
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.versions import ToolVersions
 
 _ROW_NAMESPACE = uuid.UUID("5f0c8a3e-7b1d-4c1e-9a51-6b8f0e2d4c77")

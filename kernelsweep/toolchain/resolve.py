@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from kernelsweep.errors import ToolNotFoundError
 
 if TYPE_CHECKING:
-    from kernelsweep.toolchain.tracing import Tracer
     from kernelsweep.toolchain.tracing.interpreter import NeuronPython
+    from kernelsweep.toolchain.tracing.request import Tracer
 
 NEURON_BIN_DIR = Path("/opt/aws/neuron/bin")
 TOOLS = ("neuronx-cc", "neuron-profile", "neuron-explorer", "neuron-ls")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kernelsweep.kernels import KernelDefinition
-    from kernelsweep.spec import Point
+    from kernelsweep.sweepspec.point import Point
 
 
 @dataclass(frozen=True)

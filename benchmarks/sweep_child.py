@@ -35,11 +35,11 @@ from threadpoolctl import threadpool_limits
 
 from kernelsweep import stages
 from kernelsweep.context import Locations, StageContext, prepare
-from kernelsweep.expansion import expand
 from kernelsweep.results.journal import begin, plan_resume, run_key
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2

@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsweep.expansion import expand
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
-from kernelsweep.spec import SweepSpec, parse_spec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.models import SweepSpec, parse_spec
 from kernelsweep.sweepspec.point import Point
 
 HERE = Path(__file__).resolve().parent

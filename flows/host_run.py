@@ -1,9 +1,9 @@
 """The one-host run: a slice of a sweep's points on this host, measured and stored.
 
 The `sweep` flow, its shard subflows, the fleet's shards and the one-kernel run all end here: the
-host keeps the points it can run (`host.split`), measures them on a bounded thread pool (flows/pool.py)
+host keeps the points it can run (`host.split`), measures them on a bounded thread pool (flows/points.py)
 with each finished row journaled first, runs the searches, pairs baselines and writes one object per
-platform. It lives apart from the flows that call it so that the fleet's shard (flows/shard.py) and
+platform. It lives apart from the flows that call it so that the fleet's shard (flows/fleet/shard.py) and
 the sweep flow both build on it without importing each other.
 """
 
@@ -16,24 +16,24 @@ from datetime import UTC, date, datetime
 from prefect import get_run_logger
 from prefect.runtime import flow_run
 
-from kernelsweep.blocks import SearchTarget
 from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
-from kernelsweep.fleet_hosts import VERSION_NAMES, unmet
-from kernelsweep.flows.pool import measure
+from kernelsweep.fleet.hosts import VERSION_NAMES, unmet
+from kernelsweep.flows.points import measure
 from kernelsweep.flows.search import run_searches
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
-from kernelsweep.probe import probe_location
 from kernelsweep.results.journal import Journal
 from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.results.pairing import pair
 from kernelsweep.results.rows import Row
-from kernelsweep.spec import SweepSpec
+from kernelsweep.stores.probe import probe_location
+from kernelsweep.sweepspec.blocks import SearchTarget
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import store_task
-from kernelsweep.toolchains import prepare_toolchains
+from kernelsweep.toolchain.named import prepare_toolchains
 
 
 class SweepInterrupted(KernelsweepError):
@@ -57,7 +57,7 @@ def run_on_this_host(
     reused: Mapping[str, Row] | None = None,
     targets: list[SearchTarget] | None = None,
 ) -> SweepOutcome:
-    """`targets` are the shapes whose tunables a search chooses (kernelsweep.blocks).
+    """`targets` are the shapes whose tunables a search chooses (kernelsweep.sweepspec.blocks).
     `run_id` is the id the rows and objects carry (default: this flow run's); `journal` None keeps
     no journal (a one-point run), and its locations are probed here (a journal's were, by its sweep).
     `reused` holds the rows of points an interrupted run finished (kernelsweep.results.journal.plan_resume).

@@ -13,15 +13,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 from prefect import get_run_logger
 
-from kernelsweep.blocks import SearchTarget, point_check
 from kernelsweep.context import StageContext
 from kernelsweep.errors import StoreError
-from kernelsweep.flows.pool import measure
+from kernelsweep.flows.points import measure
 from kernelsweep.results.journal import Journal, run_key
 from kernelsweep.results.rows import Row
 from kernelsweep.search.storage import study_storage
 from kernelsweep.search.study import ShapeSearch
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.blocks import SearchTarget, point_check
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 
 

@@ -25,12 +25,12 @@ from prefect.runtime import flow_run
 
 from kernelsweep.context import host_memory_bytes
 from kernelsweep.errors import UsageError
-from kernelsweep.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
+from kernelsweep.flows.fleet.shard import run_fleet_shard
 from kernelsweep.flows.host_run import SweepInterrupted, probe_locations, run_on_this_host, scheduled_date
-from kernelsweep.flows.shard import run_fleet_shard
 from kernelsweep.results.journal import Journal, ResumePlan, begin, plan_resume, run_key
 from kernelsweep.results.outcome import SweepOutcome
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 
 

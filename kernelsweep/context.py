@@ -12,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelsweep.artifacts import ArtifactStore, open_artifact_store
-from kernelsweep.compile_cost import CompilePeaks, default_slots
 from kernelsweep.errors import CaptureError, UsageError
-from kernelsweep.host import HostPlatform, host_platform
+from kernelsweep.fleet.host import HostPlatform, host_platform
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.platforms import PLATFORMS, support_notice
 from kernelsweep.sim.toolchain import cpu_toolchain, sim_toolchain
-from kernelsweep.spec import CaptureSettings, SweepSpec
+from kernelsweep.stores.artifacts import ArtifactStore, open_artifact_store
+from kernelsweep.sweepspec.models import CaptureSettings, SweepSpec
+from kernelsweep.toolchain.compile_cost import CompilePeaks, default_slots
 from kernelsweep.toolchain.devices import list_devices
 from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
 from kernelsweep.toolchain.process import Slots
@@ -62,7 +62,7 @@ class StageContext:
     compile_gate: Slots = field(init=False, repr=False, compare=False)
     # which tracer the run's points start with; one that proves unusable is skipped from then on
     tracer_choice: TracerChoice = field(init=False, repr=False, compare=False)
-    compile_memory_limit_bytes: int | None = None  # each compile's RLIMIT_AS (kernelsweep.compile_cost)
+    compile_memory_limit_bytes: int | None = None  # each compile's RLIMIT_AS (kernelsweep.toolchain.compile_cost)
     compile_peaks: CompilePeaks | None = None  # where measured compile peaks are kept for the slot default
     host_name: str | None = None  # recorded with every NEFF this host compiles (the cache entry's `host`)
 
@@ -92,7 +92,7 @@ def host_memory_bytes() -> int:
 
 def default_compile_slots(peak_bytes: int | None = None) -> int:
     """One compile per core, fewer when memory would run out first: by the largest compile peak
-    measured on this host for the compiler (kernelsweep.compile_cost), else a guess."""
+    measured on this host for the compiler (kernelsweep.toolchain.compile_cost), else a guess."""
     return default_slots(len(os.sched_getaffinity(0)), host_memory_bytes(), peak_bytes)
 
 

@@ -1,4 +1,4 @@
-"""Source-line hotspots (kernelsweep.hotspots): instruction time by (file, line, engine) from an
+"""Source-line hotspots (kernelsweep.profiles.hotspots): instruction time by (file, line, engine) from an
 Explorer Instruction table, against answers computed by hand; no debug info is a note, not an error;
 and the whole path on the simulator, whose instruction table comes from the kernel's real lines."""
 
@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from stage_context import point, sim_context
 
-from kernelsweep.hotspots import (
+from kernelsweep.profiles.hotspots import (
     NO_DEBUG_INFO,
     TOP_LINES,
     Hotspot,
@@ -20,8 +20,8 @@ from kernelsweep.hotspots import (
     locations,
     render_text,
 )
-from kernelsweep.neff import write_neff
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
+from kernelsweep.toolchain.neff import write_neff
 
 # (engine, duration ns, nki_source_location, instructions): 815 ns in all, 50 of them with no location
 TABLE = [

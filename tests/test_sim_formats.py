@@ -12,7 +12,7 @@ import pytest
 
 from kernelsweep.errors import CaptureError, CompileError, DeviceBusyError, ExtractError, TraceError
 from kernelsweep.kernels import load_kernel
-from kernelsweep.metrics import read_profile
+from kernelsweep.profiles.metrics import read_profile
 from kernelsweep.sim.ntff import MAGIC
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.sweepspec.point import Point

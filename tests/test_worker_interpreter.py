@@ -20,8 +20,8 @@ import pytest
 from standin_host import STAND_INS
 
 from kernelsweep.errors import UsageError
-from kernelsweep.neff import read_neff
 from kernelsweep.results import reader
+from kernelsweep.toolchain.neff import read_neff
 from kernelsweep.toolchain.tracing import interpreter
 from kernelsweep.toolchain.tracing.interpreter import NeuronPython, choose_neuron_python
 

@@ -20,13 +20,13 @@ def lineage(row_id: str, results_uri: str, dest: Path | None) -> None:
     Exit code 0 when all verify, 1 when any is missing or corrupt, 2 when there is no such row,
     3 when the results cannot be read at all.
     """
-    from kernelsweep.verify import default_dest, render, verify_row
+    from kernelsweep.results.verify import default_dest, render, verify_row
 
     report = verify_row(results_uri, row_id, dest or default_dest(row_id))
     click.echo(render(report))  # plain: artifact names hold [brackets] that rich would take as markup
     source = next((a.path for a in report.artifacts if a.name == "nki_source" and a.ok and a.path), None)
     if report.hotspots and source is not None:
-        from kernelsweep.hotspots import render_text
+        from kernelsweep.profiles.hotspots import render_text
 
         click.echo("\n" + render_text(source.read_text(errors="replace"), report.hotspots, report.hotspots[0]["file"]))
     elif report.hotspots_note:

@@ -15,12 +15,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kernelsweep.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
-from kernelsweep.shapes import shape_order
-from kernelsweep.spec import SweepSpec, load_spec, parse_spec
+from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
+from kernelsweep.sweepspec.models import SweepSpec, load_spec, parse_spec
 from kernelsweep.sweepspec.point import Point
+from kernelsweep.sweepspec.shapes import shape_order
 
 if TYPE_CHECKING:
     from kernelsweep.results.journal import RunHeader
@@ -94,8 +94,8 @@ def _repeats_note(spec: SweepSpec, points: int) -> None:
 def validate(spec_path: str, max_points: int) -> None:
     """Check a sweep spec and list its points (above 1,000, their count per kernel and dtype), what each
     block's strategy picked, and what was dropped why."""
-    from kernelsweep.expansion import count_points
-    from kernelsweep.expansion_text import describe
+    from kernelsweep.sweepspec.expansion import count_points
+    from kernelsweep.sweepspec.expansion_text import describe
 
     if count_points(load_spec(spec_path)) > TABLE_POINTS:
         _validate_many(spec_path, max_points)
@@ -121,8 +121,8 @@ def _validate_many(spec_path: str, max_points: int) -> None:
     """Every point checked one at a time, none kept (a million points in bounded memory), and counted:
     a table of a million rows would help nobody."""
     from kernelsweep.context import host_memory_bytes
-    from kernelsweep.expansion import count_spec
-    from kernelsweep.expansion_text import describe
+    from kernelsweep.sweepspec.expansion import count_spec
+    from kernelsweep.sweepspec.expansion_text import describe
 
     spec = load_spec(spec_path)
     expansion = count_spec(spec, spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
@@ -201,7 +201,7 @@ def _preflight(spec: SweepSpec) -> str | None:
     from kernelsweep.context import neuron_python, resolve_toolchain
     from kernelsweep.flows.cli.checks import check_api_url, check_temp_dir
     from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.probe import probe_location
+    from kernelsweep.stores.probe import probe_location
 
     check_api_url()
     check_temp_dir()

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from kernelsweep.errors import KernelsweepError
-from kernelsweep.host import family_of
+from kernelsweep.fleet.host import family_of
 from kernelsweep.platforms import PLATFORM_NAMES, get_platform
 from kernelsweep.toolchain import packages, tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version

@@ -33,14 +33,14 @@ from datetime import date, datetime
 from typing import Any
 
 from kernelsweep.errors import UsageError
-from kernelsweep.locations import Location
 from kernelsweep.names import slug
 from kernelsweep.results import journal_lease as lease
 from kernelsweep.results.journal_check import FORMAT_VERSION, BadJournalObject, RunHeader, check_entry
 from kernelsweep.results.journal_files import JournalFiles, open_files
 from kernelsweep.results.journal_scan import HEADER, find_unfinished
 from kernelsweep.results.rows import Row, row_id
-from kernelsweep.spec import SweepSpec
+from kernelsweep.stores.locations import Location
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 
 READ_THREADS = 16

@@ -40,10 +40,10 @@ from typing import Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kernelsweep import s3
 from kernelsweep.errors import StoreError
-from kernelsweep.locations import Location, parse_location
 from kernelsweep.results.journal_files import JOURNAL_FOLDER
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 LEASE_EXPIRY_SECONDS = 120.0
 HEARTBEAT_SECONDS = 30.0

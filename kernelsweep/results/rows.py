@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
-from kernelsweep.metrics import METRIC_FIELDS
+from kernelsweep.profiles.metrics import METRIC_FIELDS
 from kernelsweep.results.insight import Insight
 from kernelsweep.results.outcome import SUMMARY_COLUMNS, RowSummary
 from kernelsweep.results.row_parts import Costed, Lineage, Measured, Status, columns
@@ -67,7 +67,7 @@ class Row:
     error_stage: str | None = None
     error_class: str | None = None
     error_message: str | None = None
-    # the profiler's summary, normalised (kernelsweep.metrics), and where it came from
+    # the profiler's summary, normalised (kernelsweep.profiles.metrics), and where it came from
     metrics: Mapping[str, int | float | None] = field(default_factory=dict)
     extra_metrics: dict[str, float] | None = None
     profile_format: str | None = None

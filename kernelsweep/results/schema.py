@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from kernelsweep.metrics import METRIC_FIELDS
+from kernelsweep.profiles.metrics import METRIC_FIELDS
 
 # 2 added `latencies_us`, 3 the insight columns (results.insight), 4 `neff_compile_host`; older rows read them as null
 SCHEMA_VERSION = 4

@@ -1,6 +1,6 @@
 """One point of a sweep: kernel x parameters x dtype x platform (x LNC, tunables, toolchain), one result row.
 
-Apart from the spec's models (kernelsweep.spec) because far more code needs a point than a spec: the
+Apart from the spec's models (kernelsweep.sweepspec.models) because far more code needs a point than a spec: the
 stages, the row, the baselines, the fleet's shards and the simulator take one. Its id is part of every
 result row and journal, so `point_id` must never change for an existing point.
 """

@@ -1,5 +1,5 @@
 """The benchmark worker: one process that loads a NEFF and times N executions with the runtime's
-Python API (kernelsweep.iterations), under the interpreter that has it.
+Python API (kernelsweep.toolchain.iterations), under the interpreter that has it.
 
 It imports the module the job names (`nrtpy`, or the simulator's stand-in), builds each input from
 its raw file as the capture's input files hold it, and calls `NrtpyModel.benchmark(inputs,

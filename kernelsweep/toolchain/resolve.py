@@ -35,7 +35,7 @@ class Toolchain:
     # Versions known without asking the host ("runtime", "nki", "instance_type"); the rest are probed.
     fixed_versions: Mapping[str, str | None] = field(default_factory=dict)
     neuron_python: NeuronPython | None = None  # the trace worker's interpreter; None: kernelsweep's own
-    # The runtime's benchmark API (kernelsweep.iterations): the Python that has it and the module it
+    # The runtime's benchmark API (kernelsweep.toolchain.iterations): the Python that has it and the module it
     # imports; None: none on this host (KERNELSWEEP_NRTPY_PYTHON unset)
     benchmark_python: str | None = None
     benchmark_module: str = "nrtpy"

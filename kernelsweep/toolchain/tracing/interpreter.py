@@ -42,7 +42,7 @@ BOOTSTRAP = (
 WORKER_MODULES = (
     "kernelsweep",
     "kernelsweep.baselines",
-    "kernelsweep.compile_cost",
+    "kernelsweep.toolchain.compile_cost",
     "kernelsweep.dtypes",
     "kernelsweep.errors",
     "kernelsweep.importpath",

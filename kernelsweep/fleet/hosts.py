@@ -14,7 +14,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kernelsweep.spec import Requirements, SweepSpec
+from kernelsweep.sweepspec.models import Requirements, SweepSpec
 
 LABEL_PREFIX = "kernelsweep."
 VERSION_NAMES = ("compiler", "runtime", "nki", "profiler")  # what a row records and a run may pin

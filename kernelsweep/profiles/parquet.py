@@ -4,14 +4,14 @@ the Metadata, SchemaFields and Warning tables beside them (schema reference: SDK
 announcement), which leaves Parquet as the only full-profile output: this is that reader.
 
 Only the first rows are decoded, after the footer shows that decoding them stays small; every
-failure is a one-line ExtractError naming the file (kernelsweep.profile_files' rules).
+failure is a one-line ExtractError naming the file (kernelsweep.profiles.files' rules).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kernelsweep.profile_files import MAX_ENTRIES, MAX_FIELDS, MAX_METADATA_ROWS, MAX_TABLE_BYTES, RawProfile, fail
+from kernelsweep.profiles.files import MAX_ENTRIES, MAX_FIELDS, MAX_METADATA_ROWS, MAX_TABLE_BYTES, RawProfile, fail
 
 RESULTS_MARK = b"kernelsweep.schema_version"  # in every results file's footer (kernelsweep.results.writer)
 

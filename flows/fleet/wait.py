@@ -1,7 +1,7 @@
 """The fleet run's wait for its shards: until every one is final, and no retry is still coming for it.
 
 A shard is final when it completed or was cancelled, or when it crashed or failed with no retry left:
-the server's retry automation (kernelsweep.flows.automations) schedules a shard again while its run
+the server's retry automation (kernelsweep.flows.fleet.automations) schedules a shard again while its run
 count is within the retries installed, so a crashed shard with a retry due is waited for (it
 resumes on another host) rather than reported. Should the automation not act (turned off in the
 UI between the read and the crash), the wait gives up on it after RETRY_GRACE_SECONDS.
@@ -21,8 +21,8 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, Worke
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.states import Cancelled
 
-from kernelsweep.fleet import Shard
-from kernelsweep.spec import SweepSpec
+from kernelsweep.fleet.plan import Shard
+from kernelsweep.sweepspec.models import SweepSpec
 
 POLL_SECONDS = 2.0
 RETRY_GRACE_SECONDS = 120.0  # a crashed shard's retry is due within seconds; past this it is not coming

@@ -12,10 +12,10 @@ one shape, so every unit and naming decision lives here:
 * counts and byte totals stay ints;
 * unknown numeric fields go to `extra`, unknown non-numeric ones to `info`: never dropped.
 
-Before that, each record is put in schema 7.4.0's names and time unit (kernelsweep.profile_schema,
+Before that, each record is put in schema 7.4.0's names and time unit (kernelsweep.profiles.schema,
 keyed by the profile schema's MAJOR version); after it, a profile's several entries (one per
-physical core at LNC=2) are combined into the logical core's (kernelsweep.profile_entries).
-Reading the files is kernelsweep.profile_files' job, bounded in memory and time on any input;
+physical core at LNC=2) are combined into the logical core's (kernelsweep.profiles.entries).
+Reading the files is kernelsweep.profiles.files' job, bounded in memory and time on any input;
 a file whose summary holds none of the profiler's summary fields is refused, not read as all-null.
 """
 
@@ -28,11 +28,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelsweep import profile_files
 from kernelsweep.errors import ExtractError
-from kernelsweep.profile_entries import combine
-from kernelsweep.profile_parquet import read_parquet
-from kernelsweep.profile_schema import SUMMARY_FIELDS, SummarySchema, from_schema_fields, to_reference
+from kernelsweep.profiles import files as profile_files
+from kernelsweep.profiles.entries import combine
+from kernelsweep.profiles.parquet import read_parquet
+from kernelsweep.profiles.schema import SUMMARY_FIELDS, SummarySchema, from_schema_fields, to_reference
 
 __all__ = ["FORMATS", "METRIC_FIELDS", "LatencyStats", "ProfileMetrics", "normalise_record", "read_profile"]
 

@@ -2,9 +2,9 @@
 
 Per shard: its family, points, the rows read back from the dataset (ok, failed), its final state,
 the host that ran it and a link to its flow run; per family, the SDK each host reported and a flag
-where the hosts of one family disagree (kernelsweep.fleet_hosts); what the run cost in
+where the hosts of one family disagree (kernelsweep.fleet.hosts); what the run cost in
 Neuron-host-hours and CPU-host-hours, per run and per 1,000 points, and at on-demand prices
-(kernelsweep.fleet_cost). Object names are shown without their folder (the partition is in the
+(kernelsweep.fleet.cost). Object names are shown without their folder (the partition is in the
 heading), so the table stays readable in the UI.
 """
 
@@ -18,14 +18,14 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 from prefect.settings import PREFECT_UI_URL
 
-from kernelsweep.fleet import Shard, ShardData
-from kernelsweep.fleet_cost import COMPILE, RunCost
-from kernelsweep.fleet_hosts import HostReport
+from kernelsweep.fleet.cost import COMPILE, RunCost
+from kernelsweep.fleet.hosts import HostReport
+from kernelsweep.fleet.plan import Shard, ShardData
 from kernelsweep.flows.settings import prices_from_env
 from kernelsweep.flows.ui import artifact_key
 from kernelsweep.platforms import PLATFORM_NAMES
-from kernelsweep.s3 import S3Location
-from kernelsweep.spec import SweepSpec
+from kernelsweep.stores.s3 import S3Location
+from kernelsweep.sweepspec.models import SweepSpec
 
 
 @dataclass(frozen=True)

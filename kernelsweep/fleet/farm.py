@@ -1,7 +1,7 @@
 """The compile farm: NEFFs built on CPU-only hosts, so Neuron hosts spend their hours capturing.
 
 Tracing and neuronx-cc need no Neuron device, and a NEFF is content-addressed in the artifact store
-under a key of everything that decides it (kernelsweep.cache: kernel source, shape, dtype, target,
+under a key of everything that decides it (kernelsweep.stores.cache: kernel source, shape, dtype, target,
 LNC, tool versions). So a compile host (a worker in the `kernelsweep-compile` pool) traces and
 compiles a shard's points for their family's target and leaves IR and NEFF in the store, each cache
 entry naming the host that compiled it; the family's capture shard then finds every NEFF there and
@@ -20,14 +20,14 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from kernelsweep.artifacts import open_artifact_store
-from kernelsweep.compile_cost import CompilePeaks
 from kernelsweep.context import Locations, StageContext, default_compile_slots, neuron_python, resolve_toolchain
 from kernelsweep.errors import UsageError
-from kernelsweep.fleet import pool_name
-from kernelsweep.fleet_hosts import HostReport
-from kernelsweep.host import HostPlatform
-from kernelsweep.spec import SweepSpec
+from kernelsweep.fleet.host import HostPlatform
+from kernelsweep.fleet.hosts import HostReport
+from kernelsweep.fleet.plan import pool_name
+from kernelsweep.stores.artifacts import open_artifact_store
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.toolchain.compile_cost import CompilePeaks
 from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools
 from kernelsweep.toolchain.tracing.tracers import TRACERS
 from kernelsweep.toolchain.versions import collect

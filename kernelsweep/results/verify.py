@@ -8,7 +8,7 @@ reports, per artifact, whether the bytes are there and hash to what the row says
 is a line in the report, not an exception, so a caller can show every problem at once; only a row
 that does not exist or a `dest` that cannot be written (usage mistakes, found before any fetch)
 raise. Verification only reads: a corrupt artifact is reported and left in the store exactly as it
-is (a past capture cannot be made again; kernelsweep.artifacts). Fetched files are copies: editing
+is (a past capture cannot be made again; kernelsweep.stores.artifacts). Fetched files are copies: editing
 one never touches the store.
 """
 
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep import names
-from kernelsweep.artifacts import ArtifactRef, ArtifactStore, open_store_for
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
-from kernelsweep.probe import probe_location
 from kernelsweep.results import reader
 from kernelsweep.results.outcome import RowSummary
+from kernelsweep.stores.artifacts import ArtifactRef, ArtifactStore, open_store_for
+from kernelsweep.stores.probe import probe_location
 
 # (column prefix, file name in dest): the names the stages give these files.
 SINGLE_ARTIFACTS = (

@@ -1,4 +1,4 @@
-"""The sweep file (TOML) and its pydantic models; kernelsweep.expansion turns one into points.
+"""The sweep file (TOML) and its pydantic models; kernelsweep.sweepspec.expansion turns one into points.
 
 `SweepSpec` is also the sweep and fleet flows' parameter, so the Prefect UI renders its run form
 from these models: field descriptions here are the help text users see there, and every field is
@@ -6,8 +6,8 @@ typed for the form (a dropdown of built-in kernels, a grid as a list of axes, ne
 The spec file's shorthands (`kernel = "module:attribute"`, `grid = { s = [128] }`) are accepted
 and mapped onto those fields, so a file and a form describe the same model.
 
-Every check that can fail runs in `load_spec` / `kernelsweep.expansion.expand`, before any work starts, and raises
-`UsageError` with one line naming the file, the field and the fix. Model validation itself fails
+Every check that can fail runs in `load_spec` / `kernelsweep.sweepspec.expansion.expand`, before any
+work starts, and raises `UsageError` with one line naming the file, the field and the fix. Model validation itself fails
 with that same line (`SweepSpec._one_line`), so a run submitted from the UI reads like the CLI.
 """
 
@@ -28,15 +28,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from kernelsweep.constraints import Exclusion
-from kernelsweep.coverage import CoverageSettings
 from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import BUILTIN
-from kernelsweep.locations import Location, parse_location
 from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
-from kernelsweep.search.settings import SearchSettings
+from kernelsweep.stores.locations import Location, parse_location
+from kernelsweep.sweepspec.constraints import Exclusion
+from kernelsweep.sweepspec.coverage import CoverageSettings
 from kernelsweep.sweepspec.point import StrictModel
+from kernelsweep.sweepspec.search_settings import SearchSettings
 
 ToolchainKind = Literal["auto", "neuron", "cpu", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -359,11 +359,11 @@ class SweepSpec(StrictModel):
 
 # --------------------------------------------------------------------------------------------
 # Loading and validation, before any work: a spec file is at most MAX_SPEC_BYTES. Expanding a
-# spec into points is kernelsweep.expansion.
+# spec into points is kernelsweep.sweepspec.expansion.
 # --------------------------------------------------------------------------------------------
 
 MAX_SPEC_BYTES = 1 << 20
-FLEET_TABLE = "fleet"  # a spec file's [fleet] table is for `kernelsweep fleet up` (kernelsweep.fleet), not a sweep
+FLEET_TABLE = "fleet"  # a spec file's [fleet] table is for `kernelsweep fleet up` (kernelsweep.fleet.plan), not a sweep
 BOM = b"\xef\xbb\xbf"  # some Windows editors write it; TOML forbids it
 MAX_AXIS_VALUE = 2**31 - 1
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0

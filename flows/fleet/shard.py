@@ -2,15 +2,15 @@
 what it tells the fleet.
 
 - **The host says what it is.** Its name (the worker's), family and SDK versions go on the shard's
-  flow run as labels (kernelsweep.fleet_hosts.HostReport) and into its log, before anything else:
+  flow run as labels (kernelsweep.fleet.hosts.HostReport) and into its log, before anything else:
   the fleet's summary reads them to flag a family whose hosts run different SDKs.
 - **A host that cannot run the shard refuses it** before measuring anything: a host of another
   family (a worker started in the wrong pool) would run none of the points, and a host whose
   versions miss the run's `require` pins would mix SDKs into the night. Either fails the shard with
-  one line naming the host and its pool, and the shard is retried (kernelsweep.flows.automations) on
+  one line naming the host and its pool, and the shard is retried (kernelsweep.flows.fleet.automations) on
   whichever host of the family the pool hands it next.
 - **Finished points are journaled** under a key of the fleet run and the shard
-  (kernelsweep.fleet.shard_journal_key), next to the results: a retried shard, on any host, reuses
+  (kernelsweep.fleet.plan.shard_journal_key), next to the results: a retried shard, on any host, reuses
   every point an earlier attempt finished and measures only the rest, under the first attempt's id
   (so its rows keep their ids).
 - **The last shard brings a failed fleet run back**: a shard completed by a retry after its fleet
@@ -32,17 +32,17 @@ from prefect.states import Scheduled
 
 from kernelsweep.context import StageContext
 from kernelsweep.errors import UsageError
-from kernelsweep.fleet import pool_name, shard_journal_key
-from kernelsweep.fleet_hosts import VERSION_NAMES, HostReport, unmet
+from kernelsweep.fleet.hosts import VERSION_NAMES, HostReport, unmet
+from kernelsweep.fleet.plan import pool_name, shard_journal_key
 from kernelsweep.flows.host_run import probe_locations, run_points, scheduled_date
 from kernelsweep.flows.progress import subscribe
 from kernelsweep.flows.settings import host_name_from_env, locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.results.journal import begin, plan_resume
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
-from kernelsweep.toolchains import prepare_toolchains
+from kernelsweep.toolchain.named import prepare_toolchains
 
 
 def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_id: str) -> SweepOutcome:

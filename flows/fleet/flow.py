@@ -2,7 +2,7 @@
 
 It runs on the small control pool, at most one at a time (the deployment's concurrency limit: a
 second fleet run waits, so two nights never double-book the hosts). The spec is expanded once here;
-each family's points are cut into shards (`kernelsweep.fleet.plan_shards`) and every shard becomes a
+each family's points are cut into shards (`kernelsweep.fleet.plan.plan_shards`) and every shard becomes a
 flow run of that family's `sweep-shard/<family>` deployment, so the family's work pool hands shards
 to whichever of its hosts is free: on the pool's `nightly` queue for the scheduled nightly run, on
 `urgent` (served first) for a run started by hand. The fleet run then waits and finally publishes one
@@ -10,10 +10,10 @@ summary, read from the dataset, and compacts the nights before its own.
 
 - Shards are submitted with an idempotency key derived from this flow run, so a retried fleet run
   finds its shards again instead of starting a second set.
-- A shard that crashed or failed is scheduled again by the server (kernelsweep.flows.automations)
+- A shard that crashed or failed is scheduled again by the server (kernelsweep.flows.fleet.automations)
   a bounded number of times, on any host of its family, and resumes from its journal
-  (kernelsweep.flows.shard); the wait (kernelsweep.flows.fleet_wait) counts those retries in.
-- With a compile farm online (kernelsweep.flows.farm), each shard's points are traced and compiled
+  (kernelsweep.flows.fleet.shard); the wait (kernelsweep.flows.fleet.wait) counts those retries in.
+- With a compile farm online (kernelsweep.flows.fleet.farm), each shard's points are traced and compiled
   on its CPU hosts first, and the shard starts on its family's pool as soon as its NEFFs exist.
 - The run fails, naming each shard that did not complete and why (a host in the wrong pool, a host
   with other SDK versions than the run requires), when one still has not after its retries.
@@ -35,16 +35,16 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.expansion import expand
-from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
-from kernelsweep.fleet_hosts import HostReport, describe, disagreements
-from kernelsweep.flows.automations import retries_installed
-from kernelsweep.flows.farm import farm_online, stream
-from kernelsweep.flows.fleet_summary import ShardOutcome, fleet_cost, publish
-from kernelsweep.flows.fleet_wait import ShardWait
-from kernelsweep.flows.nightly_spec import live_spec
+from kernelsweep.fleet.hosts import HostReport, describe, disagreements
+from kernelsweep.fleet.plan import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
+from kernelsweep.flows.fleet.automations import retries_installed
+from kernelsweep.flows.fleet.farm import farm_online, stream
+from kernelsweep.flows.fleet.nightly_spec import live_spec
+from kernelsweep.flows.fleet.summary import ShardOutcome, fleet_cost, publish
+from kernelsweep.flows.fleet.wait import ShardWait
 from kernelsweep.results.compact import compact
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.models import SweepSpec
 
 
 @flow(name="fleet", flow_run_name="fleet-{spec.name}")
@@ -86,7 +86,7 @@ def _start(
     client: SyncPrefectClient, spec: SweepSpec, shards: list[Shard], queue: str, retries: int
 ) -> dict[int, UUID]:
     """The capture shards' flow runs by index: through the compile farm while a compile worker is
-    online (kernelsweep.flows.farm), else straight to the families' pools."""
+    online (kernelsweep.flows.fleet.farm), else straight to the families' pools."""
     submit = partial(_submit, spec, shards=len(shards), queue=queue)
     if farm_online(client):
         return stream(client, spec, shards, queue, retries, submit)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep.errors import UsageError
-from kernelsweep.s3 import S3Location, is_s3_uri, parse_s3_uri
+from kernelsweep.stores.s3 import S3Location, is_s3_uri, parse_s3_uri
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.workers.process import ProcessWorker
 
-from kernelsweep.fleet import FLEET_DEPLOYMENT, NIGHTLY_VARIABLE, POOL_PREFIX, QUEUES, FleetSettings
-from kernelsweep.fleet_hosts import HostReport
+from kernelsweep.fleet.hosts import HostReport
+from kernelsweep.fleet.plan import FLEET_DEPLOYMENT, NIGHTLY_VARIABLE, POOL_PREFIX, QUEUES, FleetSettings
 
 NIGHTLY_SLUG = "kernelsweep-nightly"
-# The nightly run reads its spec from the variable as it starts (kernelsweep.flows.nightly_spec).
+# The nightly run reads its spec from the variable as it starts (kernelsweep.flows.fleet.nightly_spec).
 NIGHTLY_PARAMETERS = {"spec_variable": NIGHTLY_VARIABLE}
 CONTROL_POOL = f"{POOL_PREFIX}control"
 RECENT_SHARDS = 200  # shard runs read for what the fleet's hosts last reported

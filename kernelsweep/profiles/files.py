@@ -5,7 +5,7 @@
 summary-json (a few KB) and Explorer Parquet (`Summary.parquet` + `Metadata.parquet`). A reader
 here returns every summary entry as the profiler wrote it (at LNC=2 there may be one per physical
 core), with what the container says about them (Parquet: Metadata, SchemaFields, Warning);
-kernelsweep.metrics normalises and aggregates them.
+kernelsweep.profiles.metrics normalises and aggregates them.
 
 `kernelsweep extract` takes any file a user names, so every reader is bounded by construction, not
 by trust in the file:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 
 from kernelsweep.context import Locations, StageContext, prepare
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 
 

@@ -1,5 +1,5 @@
 """A spec's points: counted before they are built, each checked against its kernel's own rules, the
-platforms and the block's filters (kernelsweep.blocks: a point that fails is dropped with its reason),
+platforms and the block's filters (kernelsweep.sweepspec.blocks: a point that fails is dropped with its reason),
 each swept once. Everything here runs before any work, and bounds its own cost: points are counted
 from list lengths before any is built, and user code (kernel modules, check(), tensor infos) is
 guarded so that whatever it does is one line.
@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kernelsweep.baselines import nki_ref, twin
-from kernelsweep.blocks import BlockPlan, Limits, SearchTarget, block_bound, check_tunables, plan_block
-from kernelsweep.constraints import Drops
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
-from kernelsweep.spec import KernelGrid, SweepSpec
+from kernelsweep.sweepspec.blocks import BlockPlan, Limits, SearchTarget, block_bound, check_tunables, plan_block
+from kernelsweep.sweepspec.constraints import Drops
+from kernelsweep.sweepspec.models import KernelGrid, SweepSpec
 from kernelsweep.sweepspec.point import Point
 
 DEFAULT_MAX_POINTS = 10_000  # above this a sweep must be asked for (`--max-points`)
@@ -62,7 +62,7 @@ def expand(
 def expand_spec(
     spec: SweepSpec, source: str = "spec", *, max_points: int = DEFAULT_MAX_POINTS, host_memory_bytes: int | None = None
 ) -> Expansion:
-    """Each block's points (kernelsweep.blocks), each once; points the kernel, the platform or the
+    """Each block's points (kernelsweep.sweepspec.blocks), each once; points the kernel, the platform or the
     block's filters rule out are dropped with their reason, and the spec fails only when none is left.
 
     A value, dtype, platform or kernel block listed twice is swept once (with a notice): two rows with

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from kernelsweep.expansion import Expansion
+from kernelsweep.sweepspec.expansion import Expansion
 
 
 def describe(expansion: Expansion) -> list[str]:

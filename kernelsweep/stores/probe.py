@@ -19,9 +19,9 @@ import boto3
 from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kernelsweep import s3
 from kernelsweep.errors import UsageError
-from kernelsweep.locations import Location, parse_location
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 MARKER_PREFIX = "_kernelsweep-probe"  # leading "_": dataset readers never list it
 

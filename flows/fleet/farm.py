@@ -4,7 +4,7 @@ Every shard's points go first to the `compile-shard` deployment (the `kernelswee
 CPU hosts); the moment a shard's compile run is over, its capture shard is submitted to its
 family's pool, so the Neuron hosts start capturing as soon as the first shard's NEFFs exist and
 the farm keeps compiling the next ones meanwhile. A compile run that crashed is retried by the
-server like any shard (kernelsweep.flows.automations) and waited for; one that failed for good,
+server like any shard (kernelsweep.flows.fleet.automations) and waited for; one that failed for good,
 or was cancelled because the farm had no worker for `execution.worker_wait_seconds`, still
 releases its capture shard: that shard compiles what the store lacks itself, and its rows say so
 (`neff_compile_host`).
@@ -26,11 +26,11 @@ from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.runtime import flow_run
 
-from kernelsweep.farm import COMPILE_DEPLOYMENT, COMPILE_POOL, family_sdks
-from kernelsweep.fleet import Shard
-from kernelsweep.flows.fleet_setup import reported_hosts
-from kernelsweep.flows.fleet_wait import POLL_SECONDS, ShardWait, workers_online
-from kernelsweep.spec import SweepSpec
+from kernelsweep.fleet.farm import COMPILE_DEPLOYMENT, COMPILE_POOL, family_sdks
+from kernelsweep.fleet.plan import Shard
+from kernelsweep.flows.fleet.setup import reported_hosts
+from kernelsweep.flows.fleet.wait import POLL_SECONDS, ShardWait, workers_online
+from kernelsweep.sweepspec.models import SweepSpec
 
 
 def farm_online(client: SyncPrefectClient) -> bool:

@@ -1,8 +1,8 @@
-"""One kernel block's points: its grid axes covered by the block's strategy (kernelsweep.coverage),
+"""One kernel block's points: its grid axes covered by the block's strategy (kernelsweep.sweepspec.coverage),
 crossed with its dtypes, platforms, LNC settings and toolchains, each checked against the kernel's own
-rules, the platform's limits and the block's filters (kernelsweep.constraints). A point that fails a
+rules, the platform's limits and the block's filters (kernelsweep.sweepspec.constraints). A point that fails a
 check is dropped, counted under its reason, and dropped for that platform (or LNC, or toolchain) only;
-kernelsweep.expansion fails a spec only when nothing valid is left.
+kernelsweep.sweepspec.expansion fails a spec only when nothing valid is left.
 
 A block with a `search` gives no measured points here but search targets: one per shape (and dtype,
 platform, LNC, toolchain), whose tunables the search proposes while the sweep runs (kernelsweep.search).
@@ -17,15 +17,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from kernelsweep.constraints import FIXED_NAMES, Drops, Filters, Value
-from kernelsweep.coverage import Combination, pick, tuple_coverage
 from kernelsweep.dtypes import itemsize
 from kernelsweep.errors import InvalidShapeError, UsageError
 from kernelsweep.kernels import KernelDefinition
 from kernelsweep.platforms import get_platform
-from kernelsweep.search.settings import SearchSettings
-from kernelsweep.spec import KernelGrid, SweepSpec
+from kernelsweep.sweepspec.constraints import FIXED_NAMES, Drops, Filters, Value
+from kernelsweep.sweepspec.coverage import Combination, pick, tuple_coverage
+from kernelsweep.sweepspec.models import KernelGrid, SweepSpec
 from kernelsweep.sweepspec.point import Point
+from kernelsweep.sweepspec.search_settings import SearchSettings
 
 # A point's inputs are generated in host memory, and the reference (and, simulated, the device) works
 # on float64 copies: a point may take several times its tensors' size. Kept under a quarter of it.

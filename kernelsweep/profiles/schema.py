@@ -5,7 +5,7 @@ a field or changes its type (SDK `tools/neuron-explorer/profile-schema-reference
 named columns are the 7.4.0 Summary fields (SDK 2.31); SDK 2.33 ships schema 12.0.1. So every record
 is read through the map for its schema's MAJOR version (`FIELD_NAMES`: that schema's name for each
 named field) and through the units its schema states, into 7.4.0's names and units, before
-kernelsweep.metrics normalises it.
+kernelsweep.profiles.metrics normalises it.
 
 Where the schema comes from, best first: the profile's own (Explorer Parquet carries
 `profile_schema_version` in its Metadata table and every field's unit in its SchemaFields table), the

@@ -9,7 +9,7 @@ nobody watching and without the fleet run (they live on the server, not in a flo
   Failed is scheduled again, bounded: the
   trigger matches only state changes whose run count (`prefect.run-count`, how many times the run
   started) is at most `retries`. The retry goes back to its family's pool, so any host of the family
-  may take it, and it resumes from the shard's journal (kernelsweep.flows.shard).
+  may take it, and it resumes from the shard's journal (kernelsweep.flows.fleet.shard).
 - **Notifications**: each `kernelsweep.regression` and `kernelsweep.report.summary` event the report
   emits is sent through a notification block the operator names (webhook, Slack, email: any Prefect
   notification block), its subject and body as the report wrote them.

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kernelsweep.artifacts import ArtifactRef, ArtifactStore
+from kernelsweep.stores.artifacts import ArtifactRef, ArtifactStore
 
 CACHE_LAYOUT = "cache-v1"
 REBUILDABLE = frozenset({"ir", "neff", "model_neff"})  # what a trace or compile makes again, bit for bit or not

@@ -31,9 +31,9 @@ from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kernelsweep import s3
 from kernelsweep.errors import StoreError
-from kernelsweep.locations import Location, parse_location
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 CHUNK_BYTES = 1 << 20
 MIB = 1 << 20

@@ -33,7 +33,8 @@ from kernelsweep.sim.tracer import payload
 from kernelsweep.sim.views import workload
 from kernelsweep.sweepspec.blocks import SearchTarget, point_check
 from kernelsweep.sweepspec.expansion import expand_spec
-from kernelsweep.sweepspec.models import SweepSpec, parse_spec
+from kernelsweep.sweepspec.load import parse_spec
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.tracing.request import TraceRequest
 

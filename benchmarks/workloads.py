@@ -21,7 +21,8 @@ from pathlib import Path
 
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
 from kernelsweep.sweepspec.expansion import expand
-from kernelsweep.sweepspec.models import SweepSpec, parse_spec
+from kernelsweep.sweepspec.load import parse_spec
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 
 HERE = Path(__file__).resolve().parent

@@ -80,7 +80,7 @@ def test_nki_simulate_has_no_inf2_target_so_the_row_says_unchecked(cpu_context):
 
 def test_a_cpu_run_without_an_sdk_fails_before_any_work(tmp_path, monkeypatch):
     from kernelsweep.context import Locations, prepare
-    from kernelsweep.sweepspec.models import parse_spec
+    from kernelsweep.sweepspec.load import parse_spec
 
     monkeypatch.setenv("KERNELSWEEP_NEURON_PYTHON", "")
     spec = parse_spec(

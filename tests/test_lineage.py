@@ -23,7 +23,7 @@ from kernelsweep.results.schema import PARAM_PREFIX, schema_for
 from kernelsweep.results.verify import render, verify_row
 from kernelsweep.results.writer import object_key
 from kernelsweep.sweepspec.expansion import expand
-from kernelsweep.sweepspec.models import parse_spec
+from kernelsweep.sweepspec.load import parse_spec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -29,7 +29,7 @@ from kernelsweep.results import reader
 from kernelsweep.results.journal import decode_row
 from kernelsweep.results.rows import row_id
 from kernelsweep.sweepspec.expansion import expand
-from kernelsweep.sweepspec.models import load_spec
+from kernelsweep.sweepspec.load import load_spec
 
 pytestmark = pytest.mark.slow
 

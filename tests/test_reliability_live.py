@@ -23,7 +23,7 @@ import pytest
 from kernelsweep.results import reader
 from kernelsweep.results.journal import decode_row
 from kernelsweep.sweepspec.expansion import expand
-from kernelsweep.sweepspec.models import load_spec
+from kernelsweep.sweepspec.load import load_spec
 
 pytestmark = pytest.mark.slow
 

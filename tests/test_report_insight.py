@@ -18,7 +18,7 @@ from kernelsweep.results.pairing import pair
 from kernelsweep.results.rows import build_row
 from kernelsweep.results.writer import write_results
 from kernelsweep.sweepspec.expansion import expand_spec
-from kernelsweep.sweepspec.models import parse_spec
+from kernelsweep.sweepspec.load import parse_spec
 
 pytestmark = pytest.mark.slow
 

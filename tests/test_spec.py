@@ -11,7 +11,7 @@ import pytest
 
 from kernelsweep.errors import UsageError
 from kernelsweep.sweepspec.expansion import count_points, expand, expand_spec
-from kernelsweep.sweepspec.models import load_spec
+from kernelsweep.sweepspec.load import load_spec
 
 GOOD = """
 name = "t"
@@ -268,7 +268,7 @@ def test_out_of_range_shapes_are_refused_before_any_memory_is_spent(tmp_path, gr
 def test_a_shape_whose_kernel_unrolls_too_far_is_refused_naming_the_axis_to_shrink():
     """NKI unrolls every loop: an 8192^3 matmul is ~200,000 instructions in straight-line code, which
     would hold a compile slot until its timeout (real-host audit 2, N5). Refused before any work."""
-    from kernelsweep.sweepspec.models import parse_spec
+    from kernelsweep.sweepspec.load import parse_spec
 
     def spec(m: int, **execution: int) -> dict:
         grid = {"M": [m], "K": [8192], "N": [8192]}

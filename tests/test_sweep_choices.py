@@ -16,7 +16,7 @@ from kernelsweep.search.study import ShapeSearch
 from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.coverage import CoverageSettings, pick, tuple_coverage
 from kernelsweep.sweepspec.expansion import expand_spec
-from kernelsweep.sweepspec.models import parse_spec
+from kernelsweep.sweepspec.load import parse_spec
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.sweepspec.search_settings import SearchSettings
 

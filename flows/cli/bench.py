@@ -50,7 +50,7 @@ def bench(
 ) -> None:
     """Measure one point (KERNEL: a built-in name or module:attribute) and print it as JSON."""
     from kernelsweep.sweepspec.expansion import expand_spec
-    from kernelsweep.sweepspec.models import parse_spec
+    from kernelsweep.sweepspec.load import parse_spec
 
     data = {
         "name": "bench",

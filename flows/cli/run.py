@@ -18,7 +18,8 @@ from rich.table import Table
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
 from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
-from kernelsweep.sweepspec.models import SweepSpec, load_spec, parse_spec
+from kernelsweep.sweepspec.load import load_spec, parse_spec
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.sweepspec.shapes import shape_order
 

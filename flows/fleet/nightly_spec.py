@@ -18,7 +18,8 @@ from prefect.runtime import flow_run
 from prefect.variables import Variable
 
 from kernelsweep.errors import UsageError
-from kernelsweep.sweepspec.models import SweepSpec, parse_spec
+from kernelsweep.sweepspec.load import parse_spec
+from kernelsweep.sweepspec.models import SweepSpec
 
 
 def live_spec(given: SweepSpec, variable: str) -> SweepSpec:

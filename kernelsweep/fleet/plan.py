@@ -22,7 +22,8 @@ from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.results import reader
 from kernelsweep.results.journal import run_key
 from kernelsweep.stores.locations import LocalFolder, Location, parse_location
-from kernelsweep.sweepspec.models import FLEET_TABLE, SweepSpec
+from kernelsweep.sweepspec.load import FLEET_TABLE
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 
 POOL_PREFIX = "kernelsweep-"  # every pool the fleet uses; deployments/prefect.yaml names them so
@@ -36,7 +37,7 @@ QUEUES = {"urgent": 1, "nightly": 2}  # each pool's work queues and their priori
 @dataclass(frozen=True)
 class FleetSettings:
     """The `[fleet]` table of the nightly spec file: when the nightly fleet run starts. A sweep never
-    reads it (kernelsweep.sweepspec.models.load_spec drops it); `kernelsweep fleet up --cron/--timezone` override it."""
+    reads it (kernelsweep.sweepspec.load.load_spec drops it); `kernelsweep fleet up --cron/--timezone` override it."""
 
     cron: str = NIGHTLY_CRON
     timezone: str = NIGHTLY_TIMEZONE
@@ -54,7 +55,7 @@ class FleetSettings:
 
 
 def fleet_settings(spec_path: str | Path) -> FleetSettings:
-    """The spec file's `[fleet]` table (the file itself is checked by kernelsweep.sweepspec.models.load_spec)."""
+    """The spec file's `[fleet]` table (the file itself is checked by kernelsweep.sweepspec.load.load_spec)."""
     try:
         table = tomllib.loads(Path(spec_path).read_text()).get(FLEET_TABLE, {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

@@ -6,17 +6,16 @@ typed for the form (a dropdown of built-in kernels, a grid as a list of axes, ne
 The spec file's shorthands (`kernel = "module:attribute"`, `grid = { s = [128] }`) are accepted
 and mapped onto those fields, so a file and a form describe the same model.
 
-Every check that can fail runs in `load_spec` / `kernelsweep.sweepspec.expansion.expand`, before any
-work starts, and raises `UsageError` with one line naming the file, the field and the fix. Model validation itself fails
-with that same line (`SweepSpec._one_line`), so a run submitted from the UI reads like the CLI.
+Every check that can fail runs in `load_spec` (kernelsweep.sweepspec.load) or the expansion, before any
+work starts, and raises `UsageError` with one line naming the file, the field and the fix
+(kernelsweep.sweepspec.messages). Model validation itself fails with that same line
+(`SweepSpec._one_line`), so a run submitted from the UI reads like the CLI.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import tomllib
-from pathlib import Path
 from typing import Literal
 
 from pydantic import (
@@ -28,19 +27,19 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from kernelsweep.dtypes import DTYPE_NAMES, DtypeName
+from kernelsweep.dtypes import DtypeName
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import BUILTIN
-from kernelsweep.platforms import PLATFORM_NAMES, PlatformName
+from kernelsweep.platforms import PlatformName
 from kernelsweep.stores.locations import Location, parse_location
 from kernelsweep.sweepspec.constraints import Exclusion
 from kernelsweep.sweepspec.coverage import CoverageSettings
+from kernelsweep.sweepspec.messages import ONE_LINE_ERROR, first_error
 from kernelsweep.sweepspec.point import StrictModel
 from kernelsweep.sweepspec.search_settings import SearchSettings
 
 ToolchainKind = Literal["auto", "neuron", "cpu", "sim"]
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-ONE_LINE_ERROR = "invalid_spec"  # pydantic error type carrying the finished one-line message
 
 
 class CaptureSettings(StrictModel):
@@ -347,7 +346,7 @@ class SweepSpec(StrictModel):
         try:
             return handler(data)
         except ValidationError as exc:
-            raise PydanticCustomError(ONE_LINE_ERROR, "{message}", {"message": _first_error(exc, data)}) from None
+            raise PydanticCustomError(ONE_LINE_ERROR, "{message}", {"message": first_error(exc, data)}) from None
 
     @model_validator(mode="after")
     def _usable_values(self) -> SweepSpec:
@@ -357,53 +356,11 @@ class SweepSpec(StrictModel):
         return self
 
 
-# --------------------------------------------------------------------------------------------
-# Loading and validation, before any work: a spec file is at most MAX_SPEC_BYTES. Expanding a
-# spec into points is kernelsweep.sweepspec.expansion.
-# --------------------------------------------------------------------------------------------
+# Checks of values the field types let through (a model check, so the UI form's run is refused alike).
 
-MAX_SPEC_BYTES = 1 << 20
-FLEET_TABLE = "fleet"  # a spec file's [fleet] table is for `kernelsweep fleet up` (kernelsweep.fleet.plan), not a sweep
-BOM = b"\xef\xbb\xbf"  # some Windows editors write it; TOML forbids it
 MAX_AXIS_VALUE = 2**31 - 1
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
 _LOCATION_CHARS = re.compile(r"^[^\x00-\x1f\x7f]{1,1024}$")
-
-
-def load_spec(path: str | Path) -> SweepSpec:
-    path = Path(path)
-    try:
-        if path.is_dir():
-            raise UsageError(f"{path}: is a folder, not a spec file; give the sweep's .toml file")
-        if path.exists() and not path.is_file():
-            raise UsageError(f"{path}: is not a regular file; give the sweep's .toml file")
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise UsageError(f"{path}: {size} bytes is too large for a sweep spec (at most 1 MiB); check the path")
-        raw = path.read_bytes()
-        if raw.startswith(BOM):
-            raise UsageError(f"{path}: the file starts with a byte-order mark; save it as UTF-8 without BOM")
-        data = tomllib.loads(raw.decode("utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such spec file; check the path") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text file (not UTF-8); give the sweep's .toml file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot be read ({exc.strerror}); check the path and its permissions") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
-    except RecursionError:
-        raise UsageError(f"{path}: nested too deeply to be a sweep spec; fix the file") from None
-    data.pop(FLEET_TABLE, None)
-    return parse_spec(data, source=str(path))
-
-
-def parse_spec(data: dict, source: str = "spec") -> SweepSpec:
-    try:
-        spec = SweepSpec.model_validate(data)
-    except ValidationError as exc:
-        raise UsageError(f"{source}: {_first_error(exc, data)}") from None
-    return spec
 
 
 def _value_problem(spec: SweepSpec) -> str | None:
@@ -459,51 +416,3 @@ def _numbers(value: object, where: str = "") -> list[tuple[str, float | int]]:
     if isinstance(value, list):
         return [n for i, v in enumerate(value) for n in _numbers(v, f"{where}[{i}]")]
     return [(where, value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
-
-
-def _first_error(exc: ValidationError, data: object = None) -> str:
-    err = exc.errors()[0]
-    if err["type"] == ONE_LINE_ERROR:
-        return err["msg"]
-    where = _where(err["loc"], data) or "top level"
-    if err["type"] == "extra_forbidden":
-        return f"unknown key {where!r}; remove it or check its spelling"
-    if err["type"] == "missing":
-        return f"missing required key {where!r}; add it"
-    if err["type"] == "literal_error" and err["loc"] and err["loc"][0] == "platforms":
-        return f"unknown platform {err['input']!r} at {where}; use one of {', '.join(PLATFORM_NAMES)}"
-    if err["type"] == "literal_error" and "dtypes" in err["loc"]:
-        return f"unknown dtype {err['input']!r} at {where}; use one of {', '.join(DTYPE_NAMES)}"
-    if err["type"] in _WANTED:
-        given = _GIVEN.get(type(err["input"]), type(err["input"]).__name__)
-        return f"{where} is {err['input']!r} ({given}); give {_WANTED[err['type']]}"
-    message = err["msg"].removeprefix("Value error, ")
-    return f"{where}: {message}"
-
-
-def _where(loc: tuple[int | str, ...], data: object) -> str:
-    """`kernels[0].grid.n[0]` for pydantic's ("kernels", 0, "grid", 0, "values", 0): an axis written as a
-    table (`grid = { n = [...] }`) is named as written, not by the list the model turns it into."""
-    text, node, as_table = "", data, False
-    for part in loc:
-        if isinstance(part, int) and isinstance(node, dict) and 0 <= part < len(node):
-            name = list(node)[part]
-            text, node, as_table = f"{text}.{name}", node[name], True
-        elif isinstance(part, int):
-            text, node = f"{text}[{part}]", node[part] if isinstance(node, list) and part < len(node) else None
-        elif part == "values" and as_table:
-            as_table = False
-        elif node is not None and not isinstance(node, (dict, list)):
-            continue  # a union's member (`int` of int | str): the value is already named
-        else:
-            text, node = f"{text}.{part}", node.get(part) if isinstance(node, dict) else None
-    return text.lstrip(".")
-
-
-_GIVEN = {str: "text", bool: "a boolean", float: "a decimal number", int: "a whole number"}
-_WANTED = {  # strict types: what to write instead of a quoted number or a boolean
-    "int_type": "a whole number, without quotes",
-    "float_type": "a number, without quotes",
-    "bool_type": "true or false, without quotes",
-    "string_type": "text, in quotes",
-}

@@ -1,8 +1,9 @@
 """One result row per point: identity, status, metrics, derived figures, correctness, lineage.
 
-`Row` is the schema in Python: one field per column of `schema.BASE_SCHEMA` (the profiler's summary
-fields travel together in `metrics`, the grid parameters in `params`), turned into a plain dict only
-at the Parquet boundary (`Row.record`), where a key the schema lacks is an error, not a silent drop.
+`Row` declares the columns: one field per column, in the dataset's column order, and the Arrow schema
+is derived from it (`schema.BASE_SCHEMA`; the profiler's summary fields travel together in `metrics`,
+the grid parameters in `params`). It becomes a plain dict only at the Parquet boundary (`Row.record`),
+where a key the schema lacks is an error, not a silent drop.
 Failed points are rows too, with the stage, error class and message, and every artifact made before
 the failure; their metric columns stay null, never zero.
 """
@@ -17,10 +18,10 @@ from datetime import datetime
 from typing import Any
 
 from kernelsweep.profiles.metrics import METRIC_FIELDS
+from kernelsweep.results.columns import PARAM_PREFIX, SCHEMA_VERSION
 from kernelsweep.results.insight import Insight
 from kernelsweep.results.outcome import SUMMARY_COLUMNS, RowSummary
 from kernelsweep.results.row_parts import Costed, Lineage, Measured, Status, columns
-from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.versions import ToolVersions

@@ -76,7 +76,6 @@ SUMMARY_FIELDS: tuple[tuple[str, type], ...] = (
     ("total_active_time_percent", float),
 )
 REFERENCE_VERSION = "7.4.0"
-REFERENCE_TIME_UNIT = "seconds"  # every `*_time` Summary field of 7.4.0
 
 # Per schema MAJOR: {canonical (7.4.0) name: that schema's name}, for the fields whose name differs.
 FIELD_NAMES: dict[int, dict[str, str]] = {

@@ -298,17 +298,6 @@ def holds(uri: str) -> bool:
         return uri in _held
 
 
-def is_live(uri: str, lease: Lease) -> Holder | None:
-    """Who holds `lease`, if anyone but this process does (a free lease is not taken by asking)."""
-    if holds(uri):
-        return None
-    me = Holder(socket.gethostname(), os.getpid(), datetime.now(UTC).isoformat(timespec="seconds"), "a probe")
-    holder = lease.try_acquire(me)
-    if holder is None:
-        lease.release()
-    return holder
-
-
 def open_lease(results: Location | str, key: str, run_id: str | None = None) -> tuple[str, Lease]:
     """(uri, lease) of run `run_id`'s journal under `<results>/_journal/<key>`, or of the spec (`key`)."""
     where = parse_location(results, "results location").child(JOURNAL_FOLDER)

@@ -41,7 +41,7 @@ ENTRY_POINTS = (  # what the worker imports, under any real tracer and kernel (d
     "kernelsweep.kernels.nki.vector_add",
     "kernelsweep.baselines",  # a baseline's definition (issue 25)
     "kernelsweep.kernels.nki.nkilib_matmul",
-    "kernelsweep.toolchain.bench_worker",  # the iterations' worker, under the runtime's interpreter
+    "kernelsweep.toolchain.iteration_worker",  # the iterations' worker, under the runtime's interpreter
 )
 
 

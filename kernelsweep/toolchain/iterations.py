@@ -32,7 +32,7 @@ JOB_FILE, RESULT_FILE = "bench-job.json", "bench-result.json"
 # Run with -c under the runtime's interpreter, which need not have kernelsweep's dependencies.
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "from kernelsweep.toolchain.bench_worker import main; sys.exit(main(sys.argv[1:]))"
+    "from kernelsweep.toolchain.iteration_worker import main; sys.exit(main(sys.argv[1:]))"
 )
 
 

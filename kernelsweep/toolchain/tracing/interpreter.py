@@ -58,7 +58,7 @@ WORKER_MODULES = (
     "kernelsweep.kernels.vector_add",
     "kernelsweep.names",
     "kernelsweep.toolchain",
-    "kernelsweep.toolchain.bench_worker",
+    "kernelsweep.toolchain.iteration_worker",
     "kernelsweep.toolchain.failures",
     "kernelsweep.toolchain.packages",
     "kernelsweep.toolchain.process",

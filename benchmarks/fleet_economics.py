@@ -37,13 +37,13 @@ from pathlib import Path
 from guard import load, verdict
 from workloads import mlp_spec
 
-from kernelsweep.context import StageContext
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, read_latencies
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
 from kernelsweep.stores.artifacts import LocalArtifactStore
 from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 from kernelsweep.toolchain.versions import collect
 
 BUSY_TARGET, RATIO_TARGET = 0.80, 1.2

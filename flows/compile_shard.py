@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from prefect import flow, get_run_logger
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet.farm import prepare_compile, sdk_mismatch
 from kernelsweep.flows.fleet.shard import report_host
@@ -27,6 +26,7 @@ from kernelsweep.stores.probe import probe_location
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import compile_task, trace_task
+from kernelsweep.this_host.context import StageContext
 
 COMPILED, STORED, FAILED, SKIPPED = "compiled", "in the store already", "failed", "not started (stopping)"
 

@@ -16,7 +16,6 @@ from datetime import UTC, date, datetime
 from prefect import get_run_logger
 from prefect.runtime import flow_run
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.fleet.hosts import VERSION_NAMES, unmet
 from kernelsweep.flows.points import measure
@@ -33,7 +32,8 @@ from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import store_task
-from kernelsweep.toolchain.named import prepare_toolchains
+from kernelsweep.this_host.context import StageContext
+from kernelsweep.this_host.named_toolchains import prepare_toolchains
 
 
 class SweepInterrupted(KernelsweepError):

@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from threadpoolctl import threadpool_limits
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import StoreError
 from kernelsweep.flows.chain import run_point
 from kernelsweep.flows.progress import publish
 from kernelsweep.results.journal import Journal
 from kernelsweep.results.rows import Row, build_row
 from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 
 POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from prefect import get_run_logger
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import StoreError
 from kernelsweep.flows.points import measure
 from kernelsweep.results.journal import Journal, run_key
@@ -23,6 +22,7 @@ from kernelsweep.search.study import ShapeSearch
 from kernelsweep.sweepspec.blocks import SearchTarget, point_check
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 
 
 def run_searches(

@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from kernelsweep.context import host_memory_bytes
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.fleet.shard import run_fleet_shard
 from kernelsweep.flows.host_run import SweepInterrupted, probe_locations, run_on_this_host, scheduled_date
@@ -32,6 +31,7 @@ from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import host_memory_bytes
 
 
 @flow(name="sweep", flow_run_name="sweep-{spec.name}")

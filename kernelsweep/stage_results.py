@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelsweep.correctness import Correctness
-from kernelsweep.profiles.hotspots import Hotspots
+from kernelsweep.hotspots import Hotspots
 from kernelsweep.profiles.metrics import LatencyStats, ProfileMetrics
 from kernelsweep.stores.artifacts import ArtifactRef
 from kernelsweep.toolchain.compile_cost import CompileCost

@@ -18,15 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelsweep import names, reference
-from kernelsweep.context import StageContext
+from kernelsweep import hotspots, names, reference
 from kernelsweep.correctness import Correctness, check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import ExtractError, InvalidShapeError, TraceError
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
 from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.platforms import get_platform
-from kernelsweep.profiles import hotspots
 from kernelsweep.profiles.metrics import LatencyStats, read_profile
 from kernelsweep.stage_results import (
     CaptureResult,
@@ -38,6 +36,7 @@ from kernelsweep.stage_results import (
 from kernelsweep.stores import cache
 from kernelsweep.stores.artifacts import ArtifactRef
 from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 from kernelsweep.toolchain import compiler, explorer, profiler, tracing
 from kernelsweep.toolchain.compile_cost import CompileCost
 from kernelsweep.toolchain.iterations import IterationTiming, time_iterations

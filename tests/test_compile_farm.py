@@ -11,13 +11,13 @@ import pytest
 from specs import sim_spec
 from stage_context import point, sim_context
 
-from kernelsweep.context import Locations
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet.cost import COMPILE, RunCost, parse_prices
 from kernelsweep.fleet.farm import compile_toolchain, family_sdks, prepare_compile, sdk_mismatch
 from kernelsweep.fleet.hosts import HostReport
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.stages import compile_stage, trace_stage
+from kernelsweep.this_host.context import Locations
 
 
 def _host(root: Path, name: str, **env: str):

@@ -1,4 +1,4 @@
-"""Source-line hotspots (kernelsweep.profiles.hotspots): instruction time by (file, line, engine) from an
+"""Source-line hotspots (kernelsweep.hotspots): instruction time by (file, line, engine) from an
 Explorer Instruction table, against answers computed by hand; no debug info is a note, not an error;
 and the whole path on the simulator, whose instruction table comes from the kernel's real lines."""
 
@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from stage_context import point, sim_context
 
-from kernelsweep.profiles.hotspots import (
+from kernelsweep.hotspots import (
     NO_DEBUG_INFO,
     TOP_LINES,
     Hotspot,

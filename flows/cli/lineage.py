@@ -26,7 +26,7 @@ def lineage(row_id: str, results_uri: str, dest: Path | None) -> None:
     click.echo(render(report))  # plain: artifact names hold [brackets] that rich would take as markup
     source = next((a.path for a in report.artifacts if a.name == "nki_source" and a.ok and a.path), None)
     if report.hotspots and source is not None:
-        from kernelsweep.profiles.hotspots import render_text
+        from kernelsweep.hotspots import render_text
 
         click.echo("\n" + render_text(source.read_text(errors="replace"), report.hotspots, report.hotspots[0]["file"]))
     elif report.hotspots_note:

@@ -63,7 +63,7 @@ def load(
 def load_expansion(
     spec_path: str, max_points: int = DEFAULT_MAX_POINTS, **overrides: str | None
 ) -> tuple[SweepSpec, Expansion]:
-    from kernelsweep.context import host_memory_bytes
+    from kernelsweep.this_host.context import host_memory_bytes
 
     spec = load_spec(spec_path)
     updates = {k: v for k, v in overrides.items() if v is not None}
@@ -121,9 +121,9 @@ def validate(spec_path: str, max_points: int) -> None:
 def _validate_many(spec_path: str, max_points: int) -> None:
     """Every point checked one at a time, none kept (a million points in bounded memory), and counted:
     a table of a million rows would help nobody."""
-    from kernelsweep.context import host_memory_bytes
     from kernelsweep.sweepspec.expansion import count_spec
     from kernelsweep.sweepspec.expansion_text import describe
+    from kernelsweep.this_host.context import host_memory_bytes
 
     spec = load_spec(spec_path)
     expansion = count_spec(spec, spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
@@ -199,10 +199,10 @@ def _preflight(spec: SweepSpec) -> str | None:
     """Everything that can fail before the first point fails here, before Prefect even starts: the
     host folders, the toolchain as the flow will resolve it (`--toolchain neuron` without the SDK),
     then the locations. Returns the toolchain's notice (the simulator is used), if any."""
-    from kernelsweep.context import neuron_python, resolve_toolchain
     from kernelsweep.flows.cli.checks import check_api_url, check_temp_dir
     from kernelsweep.flows.settings import locations_from_env
     from kernelsweep.stores.probe import probe_location
+    from kernelsweep.this_host.context import neuron_python, resolve_toolchain
 
     check_api_url()
     check_temp_dir()

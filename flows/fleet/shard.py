@@ -30,7 +30,6 @@ from prefect.client.schemas.objects import StateType
 from prefect.runtime import flow_run
 from prefect.states import Scheduled
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet.hosts import VERSION_NAMES, HostReport, unmet
 from kernelsweep.fleet.plan import pool_name, shard_journal_key
@@ -42,7 +41,8 @@ from kernelsweep.results.journal import begin, plan_resume
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
-from kernelsweep.toolchain.named import prepare_toolchains
+from kernelsweep.this_host.context import StageContext
+from kernelsweep.this_host.named_toolchains import prepare_toolchains
 
 
 def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_id: str) -> SweepOutcome:

@@ -20,13 +20,19 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from kernelsweep.context import Locations, StageContext, default_compile_slots, neuron_python, resolve_toolchain
 from kernelsweep.errors import UsageError
-from kernelsweep.fleet.host import HostPlatform
 from kernelsweep.fleet.hosts import HostReport
 from kernelsweep.fleet.plan import pool_name
 from kernelsweep.stores.artifacts import open_artifact_store
 from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.this_host.context import (
+    Locations,
+    StageContext,
+    default_compile_slots,
+    neuron_python,
+    resolve_toolchain,
+)
+from kernelsweep.this_host.family import HostPlatform
 from kernelsweep.toolchain.compile_cost import CompilePeaks
 from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools
 from kernelsweep.toolchain.tracing.tracers import TRACERS

@@ -1,6 +1,6 @@
 """The kernel's source with per-line heat: the share of instruction time each line took (hotspots).
 
-A row with hotspots (kernelsweep.profiles.hotspots) links the NKI kernel's source file it was compiled from
+A row with hotspots (kernelsweep.hotspots) links the NKI kernel's source file it was compiled from
 (`nki_source_uri`); the HTML report fetches it from the artifact store and shows every line, hot
 ones shaded by their share. Sources are fetched for at most MAX_VIEWS points (the latest rows with
 the largest top share first) and at most MAX_SOURCE_BYTES each, so a big report stays bounded; a
@@ -14,7 +14,7 @@ from html import escape
 from pathlib import Path
 
 from kernelsweep.errors import KernelsweepError
-from kernelsweep.profiles.hotspots import heat
+from kernelsweep.hotspots import heat
 from kernelsweep.report.load import ReportRow
 from kernelsweep.stores.artifacts import ArtifactRef, open_store_for
 

@@ -4,7 +4,7 @@ The adapters only ever see a `Toolchain`: a command prefix per tool, extra envir
 it offers, the Python they trace under and any versions fixed by construction. For the real SDK the
 prefix is the executable's path; the simulator builds its own (`kernelsweep.sim.toolchain`), so the
 adapters' argv, parsing and error handling are the same code either way. Choosing between the two is the caller's job
-(`kernelsweep.context.resolve_toolchain`); nothing here knows the simulator exists.
+(`kernelsweep.this_host.context.resolve_toolchain`); nothing here knows the simulator exists.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from kernelsweep.context import Locations, StageContext, prepare
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import Locations, StageContext, prepare
 
 
 def spec_for(spec: SweepSpec, name: str) -> SweepSpec:

@@ -240,7 +240,8 @@ def _hold_run(results: Location | str, key: str, run_id: str) -> str:
 
 
 def open_run(results: Location | str, key: str, run_id: str) -> Journal:
-    """The journal of an interrupted run (unleased: to read); UsageError when there is none."""
+    """The journal of an interrupted run (unleased: to read); UsageError when there is none. For tests: the
+    CLI and the flows reach a journal through `plan_resume`."""
     files = open_files(results)
     return Journal(files, _open_header(files, key, run_id))
 

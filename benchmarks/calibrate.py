@@ -47,7 +47,7 @@ from kernelsweep.sim.model import (
 )
 from kernelsweep.sim.tracer import sim_trace
 from kernelsweep.sim.views import workload as ir_workload
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 
 ENGINE_WEIGHT = 0.5
 PARAMS = [f.name for f in fields(Calibration)]  # launch, per_dma, compute_eff, memory_eff, overlap, tensor_fixed

@@ -33,7 +33,7 @@ INSTRUCTION_ROW = (
 
 CHILD = """
 import json, sys, time
-from kernelsweep.metrics import read_profile
+from kernelsweep.profiles.metrics import read_profile
 start = time.perf_counter()
 metrics = read_profile(sys.argv[1])
 print(json.dumps({"seconds": time.perf_counter() - start,

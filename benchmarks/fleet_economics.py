@@ -10,7 +10,7 @@ The same points, twice, on simulated hosts that sleep the calibrated model's lat
   with the farm     compile hosts without a device (KERNELSWEEP_SIM_CORES=0) trace and compile the
                     points shard by shard into the shared artifact store, and each shard is handed to
                     the trn2 host the moment its NEFFs exist (the fleet flow's streaming,
-                    kernelsweep.flows.farm), which finds them there and only captures.
+                    kernelsweep.flows.fleet.farm), which finds them there and only captures.
 
 Each host runs the real stages (kernelsweep.stages: the stand-in tools as processes, the artifact
 store, the NeuronCore leases) on threads of this process, without Prefect: the server's cost per
@@ -37,17 +37,17 @@ from pathlib import Path
 from guard import load, verdict
 from workloads import mlp_spec
 
-from kernelsweep.artifacts import LocalArtifactStore
-from kernelsweep.context import StageContext
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, read_latencies
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import Point
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
+from kernelsweep.stores.artifacts import LocalArtifactStore
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 from kernelsweep.toolchain.versions import collect
 
 BUSY_TARGET, RATIO_TARGET = 0.80, 1.2
-POOL_SLACK = 2  # threads beyond compile slots and cores, as kernelsweep.flows.pool.measure runs a host's points
+POOL_SLACK = 2  # threads beyond compile slots and cores, as kernelsweep.flows.points.measure runs a host's points
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def main() -> None:
 
 
 def _points(root: Path, count: int) -> list[Point]:
-    from kernelsweep.expansion import expand
+    from kernelsweep.sweepspec.expansion import expand
 
     with contextlib.suppress(FileExistsError):
         (root / "artifacts").mkdir(parents=True)

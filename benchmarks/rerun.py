@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prefect import flow  # noqa: E402
 
 from kernelsweep.results import reader  # noqa: E402
-from kernelsweep.spec import SweepSpec, parse_spec  # noqa: E402
+from kernelsweep.sweepspec.load import parse_spec  # noqa: E402
+from kernelsweep.sweepspec.models import SweepSpec  # noqa: E402
 
 
 def make_spec(points: int, results: str, artifacts: str, compile_slots: int) -> SweepSpec:

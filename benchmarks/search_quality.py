@@ -22,8 +22,6 @@ from dataclasses import dataclass
 
 import optuna
 
-from kernelsweep.blocks import SearchTarget, point_check
-from kernelsweep.expansion import expand_spec
 from kernelsweep.kernels.matmul import matmul as MATMUL
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.results.rows import Row, row_id
@@ -33,7 +31,11 @@ from kernelsweep.sim.model import CALIBRATION, model_timing, predict
 from kernelsweep.sim.nki.generations import get_generation
 from kernelsweep.sim.tracer import payload
 from kernelsweep.sim.views import workload
-from kernelsweep.spec import Point, SweepSpec, parse_spec
+from kernelsweep.sweepspec.blocks import SearchTarget, point_check
+from kernelsweep.sweepspec.expansion import expand_spec
+from kernelsweep.sweepspec.load import parse_spec
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.tracing.request import TraceRequest
 
 SHAPES = (

@@ -39,7 +39,7 @@ from servers import Server, postgres, prefect_server
 from workloads import Host, worker_env
 
 from kernelsweep.flows.server import api_call, terminate_tree
-from kernelsweep.spec import parse_spec
+from kernelsweep.sweepspec.load import parse_spec
 
 HOST = Host(cores=2, compile_slots=1, time_scale=0.0)
 PROBE_SECONDS = 0.5

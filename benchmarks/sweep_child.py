@@ -34,12 +34,13 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from kernelsweep import stages
-from kernelsweep.context import Locations, StageContext, prepare
-from kernelsweep.expansion import expand
 from kernelsweep.results.journal import begin, plan_resume, run_key
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import Locations, StageContext, prepare
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2
 RUN_ID = "00000000-0000-4000-8000-000000000000"  # stands in for a flow run id

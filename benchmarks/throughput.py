@@ -55,12 +55,12 @@ from servers import PREFECT_DEFAULT_RECORDING, Server, postgres, prefect_server,
 from toolcost import TARGET_MS, tool_costs
 from workloads import Host, bound, mlp_spec, run_child, shards, start_child, worker_env
 
-from kernelsweep.expansion import expand
 from kernelsweep.flows.cli.run import QUIET_PREFECT
 from kernelsweep.flows.server import free_port
 from kernelsweep.kernels import load_kernel
 from kernelsweep.sim.latency import read_latencies
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.models import SweepSpec
 
 SECTIONS = ("tools", "cost", "first", "throughput", "big", "fleet")
 COST_TARGET_MS = 100.0

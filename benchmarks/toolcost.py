@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep import stages
-from kernelsweep.artifacts import LocalArtifactStore
-from kernelsweep.context import StageContext
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import CaptureSettings, Point
+from kernelsweep.stores.artifacts import LocalArtifactStore
+from kernelsweep.sweepspec.models import CaptureSettings
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 from kernelsweep.toolchain import compiler, devices, profiler
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.versions import collect

@@ -19,9 +19,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsweep.expansion import expand
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
-from kernelsweep.spec import Point, SweepSpec, parse_spec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.load import parse_spec
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 HERE = Path(__file__).resolve().parent
 WORKER_UNIT = HERE.parent / "deployments" / "kernelsweep-worker.service"

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.results.rows import PointRecord
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import capture_task, compile_task, extract_task, inputs_task, trace_task
+from kernelsweep.this_host.context import StageContext
 
 
 class _Stopped(Exception):

@@ -1,4 +1,4 @@
-"""The `compile-shard` flow: a shard's points traced and compiled on a compile host (kernelsweep.farm).
+"""The `compile-shard` flow: a shard's points traced and compiled on a compile host (kernelsweep.fleet.farm).
 
 It runs in the `kernelsweep-compile` pool, on CPU-only hosts. Each point's trace and compile are the
 sweep's own stage tasks (so Prefect records them per point, and the cache entries they write are the
@@ -16,16 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 from prefect import flow, get_run_logger
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import UsageError
-from kernelsweep.farm import prepare_compile, sdk_mismatch
+from kernelsweep.fleet.farm import prepare_compile, sdk_mismatch
+from kernelsweep.flows.fleet.shard import report_host
 from kernelsweep.flows.settings import locations_from_env
-from kernelsweep.flows.shard import report_host
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.platforms import PlatformName
-from kernelsweep.probe import probe_location
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.stores.probe import probe_location
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import compile_task, trace_task
+from kernelsweep.this_host.context import StageContext
 
 COMPILED, STORED, FAILED, SKIPPED = "compiled", "in the store already", "failed", "not started (stopping)"
 

@@ -47,11 +47,11 @@ from prefect.settings import (
     temporary_settings,
 )
 
-from kernelsweep.expansion import DEFAULT_MAX_POINTS
 from kernelsweep.flows import server, stopping
 from kernelsweep.flows.progress import Listener, subscribe
 from kernelsweep.results.outcome import SweepOutcome
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS
+from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.toolchain.process import kill_running_tools
 
 _NOISY_LOGGERS = ("prefect.server", "uvicorn", "uvicorn.error", "prefect._internal", "prefect.client")

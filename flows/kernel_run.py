@@ -5,10 +5,10 @@ from __future__ import annotations
 from prefect import flow
 
 from kernelsweep.errors import UsageError
-from kernelsweep.expansion import expand
-from kernelsweep.flows.sweep import run_on_this_host
+from kernelsweep.flows.host_run import run_on_this_host
 from kernelsweep.results.outcome import SweepOutcome
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.models import SweepSpec
 
 
 @flow(name="kernel_run", flow_run_name="kernel-run-{spec.name}-{point_id}")

@@ -25,7 +25,7 @@ from prefect.client.orchestration import get_client
 from prefect.events import emit_event
 from prefect.runtime import flow_run
 
-from kernelsweep.flows.fleet_summary import fleet_cost
+from kernelsweep.flows.fleet.summary import fleet_cost
 from kernelsweep.flows.settings import prices_from_env, reports_url_from_env
 from kernelsweep.platforms import PlatformName
 from kernelsweep.report.acknowledge import load_acknowledged
@@ -120,7 +120,7 @@ def _publish(built: Report, link: str, page: str, scope: str) -> None:
 
 
 def _publish_cost(resource_id: str | None) -> None:
-    """After a fleet run: what it cost (kernelsweep.fleet_cost), Neuron-host-hours and CPU-host-hours per
+    """After a fleet run: what it cost (kernelsweep.fleet.cost), Neuron-host-hours and CPU-host-hours per
     run and per 1,000 points and at on-demand prices, as the `report-cost` artifact."""
     if not resource_id:
         return

@@ -13,15 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 
 from prefect import get_run_logger
 
-from kernelsweep.blocks import SearchTarget, point_check
-from kernelsweep.context import StageContext
 from kernelsweep.errors import StoreError
-from kernelsweep.flows.pool import measure
+from kernelsweep.flows.points import measure
 from kernelsweep.results.journal import Journal, run_key
 from kernelsweep.results.rows import Row
 from kernelsweep.search.storage import study_storage
 from kernelsweep.search.study import ShapeSearch
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.sweepspec.blocks import SearchTarget, point_check
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 
 
 def run_searches(

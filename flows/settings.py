@@ -17,11 +17,11 @@ import socket
 import tempfile
 from pathlib import Path
 
-from kernelsweep.context import DEFAULT_LEASE_TIMEOUT_SECONDS, Locations
 from kernelsweep.errors import UsageError
-from kernelsweep.fleet_cost import PRICES_ENV, parse_prices
+from kernelsweep.fleet.cost import PRICES_ENV, parse_prices
 from kernelsweep.locks import private_folder
 from kernelsweep.sim.config import SimConfig
+from kernelsweep.this_host.context import DEFAULT_LEASE_TIMEOUT_SECONDS, Locations
 from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 
 STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
@@ -52,7 +52,7 @@ def reports_url_from_env() -> str | None:
 
 
 def prices_from_env() -> dict[str, float]:
-    """KERNELSWEEP_PRICES over the dated default table (kernelsweep.fleet_cost): USD per instance-hour."""
+    """KERNELSWEEP_PRICES over the dated default table (kernelsweep.fleet.cost): USD per instance-hour."""
     return parse_prices(os.environ.get(PRICES_ENV))
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from kernelsweep.kernels import KernelDefinition, load_kernel
 
 if TYPE_CHECKING:
-    from kernelsweep.spec import Point
+    from kernelsweep.sweepspec.point import Point
 
 PREFIX = "nkilib:"
 SUFFIX = ".baseline"

@@ -12,12 +12,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError
-from kernelsweep.metrics import METRIC_FIELDS
+from kernelsweep.profiles.metrics import METRIC_FIELDS
 from kernelsweep.results.rows import PointRecord, Row
-from kernelsweep.spec import Point
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 
 
 def measure(ctx: StageContext, point: Point) -> PointRecord:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelsweep.neff import HEADER_SIZE
+from kernelsweep.toolchain.neff import HEADER_SIZE
 from kernelsweep.toolchain.resolve import Toolchain
 
 TOP_LINES = 10

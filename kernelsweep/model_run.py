@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelsweep.artifacts import ArtifactRef
-from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError, TraceError
 from kernelsweep.kernels import KernelDefinition
-from kernelsweep.spec import Point
 from kernelsweep.stage_results import ModelRun
+from kernelsweep.stores.artifacts import ArtifactRef
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 from kernelsweep.toolchain.tracing import TraceOutput
 
 SIMULATED = "simulated:"  # cache refs of nki.simulate's outputs, by output name

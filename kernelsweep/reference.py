@@ -5,7 +5,7 @@ in float64. Both are pure functions of the kernel definition's code, the paramet
 the seed, and neither depends on the platform or the toolchain: three platforms measuring the same
 shape, and every re-run of a sweep, would otherwise build the same inputs and redo the same float64
 arithmetic (about 60 ms of CPU per MLP point, most of a point's own code). So they are cached like
-traces and NEFFs (kernelsweep.cache), under two content keys:
+traces and NEFFs (kernelsweep.stores.cache), under two content keys:
 
     inputs:    the definition's source sha256, kernel ref, params, dtype, seed
     reference: the same, plus the sha256 of every input's bytes
@@ -29,11 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelsweep import cache, names
-from kernelsweep.artifacts import ArtifactRef, ArtifactStore
+from kernelsweep import names
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.kernels import KernelDefinition
-from kernelsweep.spec import Point
+from kernelsweep.stores import cache
+from kernelsweep.stores.artifacts import ArtifactRef, ArtifactStore
+from kernelsweep.sweepspec.point import Point
 
 INPUTS, REFERENCE = "inputs", "reference"
 REFERENCE_DTYPE = "float64"  # the reference contract; also the entries' folder name

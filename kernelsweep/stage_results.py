@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelsweep.artifacts import ArtifactRef
-from kernelsweep.compile_cost import CompileCost
 from kernelsweep.correctness import Correctness
 from kernelsweep.hotspots import Hotspots
-from kernelsweep.iterations import IterationTiming
-from kernelsweep.metrics import LatencyStats, ProfileMetrics
+from kernelsweep.profiles.metrics import LatencyStats, ProfileMetrics
+from kernelsweep.stores.artifacts import ArtifactRef
+from kernelsweep.toolchain.compile_cost import CompileCost
+from kernelsweep.toolchain.iterations import IterationTiming
 
 
 @dataclass(frozen=True)

@@ -18,20 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelsweep import cache, hotspots, names, reference
-from kernelsweep.artifacts import ArtifactRef
-from kernelsweep.compile_cost import CompileCost
-from kernelsweep.context import StageContext
+from kernelsweep import hotspots, names, reference
 from kernelsweep.correctness import Correctness, check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import ExtractError, InvalidShapeError, TraceError
-from kernelsweep.iterations import IterationTiming, time_iterations
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
-from kernelsweep.metrics import LatencyStats, read_profile
 from kernelsweep.model_run import model_from, model_refs
-from kernelsweep.neff import NeffFormatError, read_neff
 from kernelsweep.platforms import get_platform
-from kernelsweep.spec import Point
+from kernelsweep.profiles.metrics import LatencyStats, read_profile
 from kernelsweep.stage_results import (
     CaptureResult,
     CompileResult,
@@ -39,7 +33,14 @@ from kernelsweep.stage_results import (
     InputsResult,
     TraceResult,
 )
+from kernelsweep.stores import cache
+from kernelsweep.stores.artifacts import ArtifactRef
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 from kernelsweep.toolchain import compiler, explorer, profiler, tracing
+from kernelsweep.toolchain.compile_cost import CompileCost
+from kernelsweep.toolchain.iterations import IterationTiming, time_iterations
+from kernelsweep.toolchain.neff import NeffFormatError, read_neff
 
 COMPILE_TIMEOUT_SECONDS = 1800.0
 # The cache entry's record of which host compiled its NEFF (a compile-farm host, or a capture host that

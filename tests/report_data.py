@@ -27,12 +27,12 @@ import pytest
 from inprocess_tools import standins_in_process
 from stage_context import point, sim_context
 
-from kernelsweep.context import StageContext
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.results.rows import PointRecord, build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.spec import Point
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.this_host.context import StageContext
 
 FIRST_NIGHT = date(2026, 3, 1)
 NEW_COMPILER = "2.22.41000.0"  # what the simulated neuronx-cc reports when it plays the upgrade

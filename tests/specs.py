@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelsweep.spec import SweepSpec, parse_spec
+from kernelsweep.sweepspec.load import parse_spec
+from kernelsweep.sweepspec.models import SweepSpec
 
 VECTOR_ADD = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"], "grid": {"n": [2048]}}
 

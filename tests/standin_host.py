@@ -12,7 +12,7 @@ import pytest
 
 from kernelsweep.kernels import load_kernel
 from kernelsweep.kernels.vector_add import VectorAdd
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import tracing
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.tracing import tracers as nki_tracers

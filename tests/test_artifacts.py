@@ -11,15 +11,15 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from s3_server import FaultProxy, list_keys, record_operations
 
-from kernelsweep import s3
-from kernelsweep.artifacts import (
+from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.stores import s3
+from kernelsweep.stores.artifacts import (
     ArtifactRef,
     LocalArtifactStore,
     S3ArtifactStore,
     open_artifact_store,
     open_store_for,
 )
-from kernelsweep.errors import StoreError, UsageError
 
 MIB = 1 << 20
 SMALL_PARTS = TransferConfig(multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB)  # S3's minimum part

@@ -12,10 +12,10 @@ import pytest
 
 from kernelsweep import baselines
 from kernelsweep.errors import UsageError
-from kernelsweep.expansion import count_points, expand_spec
-from kernelsweep.expansion_text import describe
 from kernelsweep.kernels import load_kernel
-from kernelsweep.spec import parse_spec
+from kernelsweep.sweepspec.expansion import count_points, expand_spec
+from kernelsweep.sweepspec.expansion_text import describe
+from kernelsweep.sweepspec.load import parse_spec
 
 STANDIN = "nkilib:kernelsweep.kernels.nki.nkilib_matmul:matmul_kernel"
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""`kernelsweep bench` and the iterations pass (kernelsweep.bench, kernelsweep.iterations): one point
+"""`kernelsweep bench` and the iterations pass (kernelsweep.bench, kernelsweep.toolchain.iterations): one point
 through the same stages and caches as a sweep, as one JSON object; N executions timed in one process
 of the runtime's benchmark tool (the simulator's stand-in for nrtpy here), whose samples compare uses."""
 
@@ -16,10 +16,10 @@ import pytest
 from report_rows import row
 from stage_context import point, sim_context
 
-from kernelsweep.iterations import BOOTSTRAP
 from kernelsweep.report.compare import compare_runs
 from kernelsweep.sim.nrtpy import LAUNCHES_FILE
 from kernelsweep.stages import capture_stage, compile_stage, inputs_stage, trace_stage
+from kernelsweep.toolchain.iterations import BOOTSTRAP
 from kernelsweep.toolchain.process import recording
 
 

@@ -1,4 +1,4 @@
-"""The bounding-engine rule (kernelsweep.bounding) on the seeds' real profiles, and each of its
+"""The bounding-engine rule (kernelsweep.profiles.bounding) on the seeds' real profiles, and each of its
 thresholds at its edge: just at it the rule fires, just under it does not."""
 
 from __future__ import annotations
@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep.bounding import BUSY_PERCENT, MEMORY_BOUND_MBU_PERCENT, OVERHEAD, SATURATED_PERCENT, bounding_engine
-from kernelsweep.metrics import normalise_record, read_profile
+from kernelsweep.profiles.bounding import (
+    BUSY_PERCENT,
+    MEMORY_BOUND_MBU_PERCENT,
+    OVERHEAD,
+    SATURATED_PERCENT,
+    bounding_engine,
+)
+from kernelsweep.profiles.metrics import normalise_record, read_profile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "profiles"
 

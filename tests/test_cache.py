@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernelsweep import cache
-from kernelsweep.artifacts import LocalArtifactStore, S3ArtifactStore
 from kernelsweep.errors import StoreError
-from kernelsweep.s3 import make_client, parse_s3_uri
+from kernelsweep.stores import cache
+from kernelsweep.stores.artifacts import LocalArtifactStore, S3ArtifactStore
+from kernelsweep.stores.s3 import make_client, parse_s3_uri
 
 COMPILE = dict(
     ir_sha256="a" * 64, compiler_version="2.21.0", target="trn2", lnc=2, flags=["-O2", "--auto-cast=none"],

@@ -20,7 +20,7 @@ from kernelsweep.sim.ir import read_ir
 from kernelsweep.sim.model import Timing, Workload, predict, summary
 from kernelsweep.sim.tracer import sim_trace
 from kernelsweep.sim.views import workload as ir_workload
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 
 MLP_SMALL = {"b": 1, "s": 128, "h": 1024, "i": 512}
 MLP_LARGE = {"b": 1, "s": 256, "h": 2048, "i": 1024}

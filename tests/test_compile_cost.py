@@ -1,4 +1,4 @@
-"""Compile cost (kernelsweep.compile_cost): the peak memory and CPU a compile took, a cap that turns a
+"""Compile cost (kernelsweep.toolchain.compile_cost): the peak memory and CPU a compile took, a cap that turns a
 runaway compile into one CompileOOM row, compile slots from measured peaks, and compile-cost verdicts
 across compiler versions with the latency statistics (`compare --metric`)."""
 
@@ -15,12 +15,12 @@ import pytest
 from report_rows import row
 from stage_context import point, sim_context
 
-from kernelsweep.compile_cost import COMPILE_MEMORY_BYTES, PEAK_HEADROOM, CompilePeaks, default_slots
 from kernelsweep.errors import CompileError
 from kernelsweep.report.compare import compare_versions
 from kernelsweep.report.measures import as_measure, measure
 from kernelsweep.results.rows import PointRecord, build_row
 from kernelsweep.stages import trace_stage
+from kernelsweep.toolchain.compile_cost import COMPILE_MEMORY_BYTES, PEAK_HEADROOM, CompilePeaks, default_slots
 
 GIB = 2**30
 

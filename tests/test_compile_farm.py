@@ -1,4 +1,4 @@
-"""The compile farm's core (kernelsweep.farm): a compile host's NEFF found by a capture host under the
+"""The compile farm's core (kernelsweep.fleet.farm): a compile host's NEFF found by a capture host under the
 same cache key, the row naming the host that compiled it, and the SDK check a compile shard makes."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 from specs import sim_spec
 from stage_context import point, sim_context
 
-from kernelsweep.context import Locations
 from kernelsweep.errors import UsageError
-from kernelsweep.farm import compile_toolchain, family_sdks, prepare_compile, sdk_mismatch
-from kernelsweep.fleet_cost import COMPILE, RunCost, parse_prices
-from kernelsweep.fleet_hosts import HostReport
+from kernelsweep.fleet.cost import COMPILE, RunCost, parse_prices
+from kernelsweep.fleet.farm import compile_toolchain, family_sdks, prepare_compile, sdk_mismatch
+from kernelsweep.fleet.hosts import HostReport
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.stages import compile_stage, trace_stage
+from kernelsweep.this_host.context import Locations
 
 
 def _host(root: Path, name: str, **env: str):
@@ -154,7 +154,7 @@ def test_a_bad_price_is_one_line_naming_the_fix(text: str) -> None:
 
 
 def test_lineage_says_where_the_neff_came_from() -> None:
-    from kernelsweep.verify import neff_origin
+    from kernelsweep.results.verify import neff_origin
 
     stored = {"neff_compile_host": "compile-a", "compile_cache_hit": True}
     assert neff_origin(stored) == "NEFF compiled on compile-a (found in the artifact store)"

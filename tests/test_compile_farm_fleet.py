@@ -20,9 +20,9 @@ import pytest
 from prefect_server import PrefectServer, Worker, poll, sim_host_env
 from specs import sim_spec
 
-from kernelsweep.expansion import expand
 from kernelsweep.results import reader
 from kernelsweep.sim.latency import COMPILE, read_latencies
+from kernelsweep.sweepspec.expansion import expand
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet-ops")]  # beside test_fleet.py, on another server
 

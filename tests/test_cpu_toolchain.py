@@ -10,17 +10,17 @@ import pytest
 from stage_context import point
 from standin_host import STAND_INS
 
-from kernelsweep.artifacts import LocalArtifactStore
-from kernelsweep.context import StageContext
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import UsageError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.locks import CoreLeaser
-from kernelsweep.neff import read_neff
 from kernelsweep.sim import RUNTIME_VERSION
 from kernelsweep.sim.toolchain import cpu_toolchain
-from kernelsweep.spec import CaptureSettings
 from kernelsweep.stages import compile_stage, trace_stage
+from kernelsweep.stores.artifacts import LocalArtifactStore
+from kernelsweep.sweepspec.models import CaptureSettings
+from kernelsweep.this_host.context import StageContext
+from kernelsweep.toolchain.neff import read_neff
 from kernelsweep.toolchain.tracing.tracers import TRACERS
 from kernelsweep.toolchain.versions import ToolVersions
 
@@ -79,8 +79,8 @@ def test_nki_simulate_has_no_inf2_target_so_the_row_says_unchecked(cpu_context):
 
 
 def test_a_cpu_run_without_an_sdk_fails_before_any_work(tmp_path, monkeypatch):
-    from kernelsweep.context import Locations, prepare
-    from kernelsweep.spec import parse_spec
+    from kernelsweep.sweepspec.load import parse_spec
+    from kernelsweep.this_host.context import Locations, prepare
 
     monkeypatch.setenv("KERNELSWEEP_NEURON_PYTHON", "")
     spec = parse_spec(

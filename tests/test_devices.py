@@ -147,7 +147,7 @@ def test_neuron_ls_runs_under_the_sweeps_lnc_not_the_shells(tmp_path, monkeypatc
 def test_a_sweep_gets_one_leaser_per_lnc_its_platforms_run_at(tmp_path, monkeypatch):
     from specs import VECTOR_ADD, sim_spec
 
-    from kernelsweep.context import Locations, prepare
+    from kernelsweep.this_host.context import Locations, prepare
 
     monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")  # must not decide trn1's leases
     spec = sim_spec(tmp_path, [VECTOR_ADD], platforms=("trn2", "trn1"))

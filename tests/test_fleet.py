@@ -26,9 +26,10 @@ from prefect_server import CRASH_AFTER_SECONDS, PrefectServer, Worker, poll, sim
 from specs import sim_spec
 from webhook import webhook_block
 
-from kernelsweep.expansion import expand
 from kernelsweep.results import reader
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]
 

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kernelsweep.errors import UsageError
-from kernelsweep.fleet import FleetSettings, fleet_settings
-from kernelsweep.fleet_hosts import HostReport, describe, disagreements, unmet
+from kernelsweep.fleet.hosts import HostReport, describe, disagreements, unmet
+from kernelsweep.fleet.plan import FleetSettings, fleet_settings
 from kernelsweep.report.retention import prune_reports
-from kernelsweep.spec import Requirements
+from kernelsweep.sweepspec.models import Requirements
 
 
 def _host(name: str, compiler: str | None, family: str = "trn2") -> HostReport:
@@ -54,7 +54,7 @@ def test_the_nightly_schedule_comes_from_the_fleet_table_or_the_command_line(tmp
 
 
 def test_the_retry_automation_matches_only_runs_with_retries_left():
-    from kernelsweep.flows.automations import run_counts, shard_retries
+    from kernelsweep.flows.fleet.automations import run_counts, shard_retries
 
     automation = shard_retries(2)
     assert automation.trigger.match["prefect.run-count"] == run_counts(2) == ["0", "1", "2"]

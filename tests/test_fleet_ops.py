@@ -22,8 +22,8 @@ from specs import sim_spec
 from test_fleet import RUN_TIMEOUT, _dataset_rows, _hosts, _online, _run_fleet, _shards
 from webhook import webhook_block
 
-from kernelsweep.fleet import NIGHTLY_VARIABLE
-from kernelsweep.spec import SweepSpec
+from kernelsweep.fleet.plan import NIGHTLY_VARIABLE
+from kernelsweep.sweepspec.models import SweepSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet-ops")]  # beside test_fleet.py, on another server
 

@@ -13,8 +13,8 @@ import yaml
 from prefect import Flow
 from specs import sim_spec
 
-from kernelsweep.expansion import expand
-from kernelsweep.fleet import NIGHTLY_VARIABLE, plan_shards, shard_deployment
+from kernelsweep.fleet.plan import NIGHTLY_VARIABLE, plan_shards, shard_deployment
+from kernelsweep.sweepspec.expansion import expand
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("trn1", "trn2", "inf2")
@@ -85,7 +85,7 @@ def test_fleet_commands_fail_in_one_line(tmp_path, argv, env, code, says):
 
 def _modules_after(code: str) -> set[str]:
     """The heavy modules a fresh interpreter holds after `code`."""
-    heavy = ("pyarrow", "prefect", "scipy", "ruptures", "kernelsweep.fleet", "kernelsweep.flows.cli.run")
+    heavy = ("pyarrow", "prefect", "scipy", "ruptures", "kernelsweep.fleet.plan", "kernelsweep.flows.cli.run")
     probe = f"import sys\n{code}\nprint(' '.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -110,4 +110,4 @@ def test_a_hosts_worker_command_imports_none_of_the_other_fleet_commands():
 def test_the_fleet_flow_loads_the_notice_names_without_the_report_and_its_scipy():
     """Each fleet flow run imports the automations (their event names); the report's modules load scipy
     and ruptures, about a second of every flow run's start."""
-    assert not _modules_after("import kernelsweep.flows.automations") & {"scipy", "ruptures"}
+    assert not _modules_after("import kernelsweep.flows.fleet.automations") & {"scipy", "ruptures"}

@@ -8,9 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 from specs import sim_spec
 
-from kernelsweep.artifacts import ArtifactRef, LocalArtifactStore
-from kernelsweep.expansion import expand
 from kernelsweep.results.schema import SCHEMA_VERSION
+from kernelsweep.stores.artifacts import ArtifactRef, LocalArtifactStore
+from kernelsweep.sweepspec.expansion import expand
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

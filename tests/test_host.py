@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelsweep.host import family_of, host_platform
+from kernelsweep.this_host.family import family_of, host_platform
 
 
 @pytest.mark.parametrize(

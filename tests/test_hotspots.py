@@ -20,8 +20,8 @@ from kernelsweep.hotspots import (
     locations,
     render_text,
 )
-from kernelsweep.neff import write_neff
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
+from kernelsweep.toolchain.neff import write_neff
 
 # (engine, duration ns, nki_source_location, instructions): 815 ns in all, 50 of them with no location
 TABLE = [

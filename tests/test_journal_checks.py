@@ -19,10 +19,10 @@ import pytest
 from specs import VECTOR_ADD, sim_spec
 
 from kernelsweep.errors import UsageError
-from kernelsweep.expansion import expand
 from kernelsweep.results import journal
 from kernelsweep.results.journal import encode_row, entry_name, plan_resume, run_key
 from kernelsweep.results.rows import Row, row_id
+from kernelsweep.sweepspec.expansion import expand
 
 KERNEL = {**VECTOR_ADD, "grid": {"n": [2048], "free_size": [1, 2, 4]}}
 NOW = datetime(2026, 11, 26, 1, 2, 3, tzinfo=UTC)

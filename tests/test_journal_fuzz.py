@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from specs import VECTOR_ADD, sim_spec
 
 from kernelsweep.errors import KernelsweepError
-from kernelsweep.expansion import expand
 from kernelsweep.results import journal
 from kernelsweep.results.journal import entry_name, plan_resume, run_key
 from kernelsweep.results.rows import Row, row_id
+from kernelsweep.sweepspec.expansion import expand
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,9 @@ import boto3
 import pytest
 from specs import VECTOR_ADD, sim_spec
 
-from kernelsweep.expansion import expand
 from kernelsweep.results import journal, journal_lease
 from kernelsweep.results.journal import plan_resume, run_key
+from kernelsweep.sweepspec.expansion import expand
 
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
 # A process holding a journal's lock file the way journal_lease does (flock, and its note), without

@@ -18,12 +18,12 @@ import pytest
 from s3_server import apply_env, aws_test_env, create_bucket, list_keys
 
 from kernelsweep.errors import UsageError
-from kernelsweep.expansion import expand
 from kernelsweep.results import reader
 from kernelsweep.results.schema import PARAM_PREFIX, schema_for
+from kernelsweep.results.verify import render, verify_row
 from kernelsweep.results.writer import object_key
-from kernelsweep.spec import parse_spec
-from kernelsweep.verify import render, verify_row
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.load import parse_spec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -1,4 +1,4 @@
-"""kernelsweep.metrics: profile summaries of every format normalise to one record.
+"""kernelsweep.profiles.metrics: profile summaries of every format normalise to one record.
 
 Golden numbers come from real profiles: seed 000 (trn2, full JSON, percents) and seed 002 (trn1,
 summary-json, fractions).
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kernelsweep.errors import ExtractError
-from kernelsweep.metrics import (
+from kernelsweep.profiles.metrics import (
     METRIC_FIELDS,
     ProfileMetrics,
     normalise_record,
@@ -502,7 +502,7 @@ limit = int(sys.argv[2])
 if limit:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from kernelsweep.errors import ExtractError
-from kernelsweep.metrics import read_profile
+from kernelsweep.profiles.metrics import read_profile
 started = time.perf_counter()
 try:
     read_profile(sys.argv[1])

@@ -46,8 +46,8 @@ def test_trn3_has_its_published_facts_and_no_guessed_clocks():
 
 
 def test_a_real_sweep_is_told_when_its_nki_is_unsupported_on_a_platform_and_the_simulator_is_not(tmp_path):
-    from kernelsweep.context import support_notices
     from kernelsweep.sim.toolchain import sim_toolchain
+    from kernelsweep.this_host.context import support_notices
     from kernelsweep.toolchain.resolve import Toolchain
 
     real = Toolchain(kind="neuron", commands={})

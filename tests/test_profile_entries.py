@@ -1,5 +1,5 @@
 """Several summary entries (one per physical core at LNC=2) read as one logical core, and fields
-read through the schema their profile or profiler states (kernelsweep.profile_entries, profile_schema)."""
+read through the schema their profile or profiler states (kernelsweep.profiles.entries, profile_schema)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kernelsweep.metrics import read_profile
-from kernelsweep.profile_schema import FIELD_NAMES, SummarySchema, from_printout, to_reference
+from kernelsweep.profiles.metrics import read_profile
+from kernelsweep.profiles.schema import FIELD_NAMES, SummarySchema, from_printout, to_reference
 
 # Two cores of seed 000's MLP as summary-json writes them: seconds, percents as fractions.
 CORE_0 = {

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from s3_server import apply_env, aws_test_env, create_bucket, moto_s3
 
-from kernelsweep.spec import parse_spec
+from kernelsweep.sweepspec.load import parse_spec
 
 pytestmark = [
     pytest.mark.usefixtures("prefect_harness"),

@@ -12,9 +12,9 @@ import pytest
 from stage_context import point, sim_context
 
 from kernelsweep import reference
-from kernelsweep.artifacts import LocalArtifactStore
 from kernelsweep.kernels import load_kernel
 from kernelsweep.stages import inputs_stage
+from kernelsweep.stores.artifacts import LocalArtifactStore
 
 COUNTING_KERNEL = '''
 from kernelsweep.kernels.vector_add import VectorAdd

@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     from kernelsweep.results import journal, reader
     from kernelsweep.results.rows import Row, row_id
     from kernelsweep.results.writer import write_results
-    from kernelsweep.expansion import expand
+    from kernelsweep.sweepspec.expansion import expand
 
     disk = Path(sys.argv[1])
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], check=True)

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from specs import sim_spec
 
-from kernelsweep.artifacts import sha256_file
 from kernelsweep.results import reader
+from kernelsweep.stores.artifacts import sha256_file
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ def test_the_store_heals_corrupt_artifacts_and_cache_entries(tmp_path):
 
 def test_lineage_fetches_copies_not_links_into_the_store(tmp_path):
     from kernelsweep.flows.sweep import sweep
-    from kernelsweep.verify import verify_row
+    from kernelsweep.results.verify import verify_row
 
     spec = sim_spec(tmp_path, [VECTOR_ADD], name="copies")
     [row] = _rows(tmp_path, sweep(spec).flow_run_id)

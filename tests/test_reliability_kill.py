@@ -24,12 +24,12 @@ import boto3
 import pytest
 from s3_server import aws_test_env, list_keys
 
-from kernelsweep.expansion import expand
 from kernelsweep.flows.server import is_prefect_server
 from kernelsweep.results import reader
 from kernelsweep.results.journal import decode_row
 from kernelsweep.results.rows import row_id
-from kernelsweep.spec import load_spec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.load import load_spec
 
 pytestmark = pytest.mark.slow
 

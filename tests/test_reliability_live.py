@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep.expansion import expand
 from kernelsweep.results import reader
 from kernelsweep.results.journal import decode_row
-from kernelsweep.spec import load_spec
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.load import load_spec
 
 pytestmark = pytest.mark.slow
 

@@ -18,11 +18,11 @@ from s3_server import FaultProxy, apply_env, aws_test_env, create_bucket
 from specs import sim_spec
 
 from kernelsweep.errors import StoreError
-from kernelsweep.expansion import expand
 from kernelsweep.results import journal, reader
 from kernelsweep.results.journal import decode_row, encode_row, find_unfinished, run_key
 from kernelsweep.results.rows import Row, row_id
 from kernelsweep.results.writer import parquet_bytes, rows_to_table
+from kernelsweep.sweepspec.expansion import expand
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -66,8 +66,9 @@ def _stop_after(rows: int):
 def _interrupted(spec, rows: int = 1):
     """Run `spec` and stop it after `rows` points; returns (journal header, the journaled rows by point id)."""
     from kernelsweep.flows import stopping
+    from kernelsweep.flows.host_run import SweepInterrupted
     from kernelsweep.flows.progress import subscribe
-    from kernelsweep.flows.sweep import SweepInterrupted, sweep
+    from kernelsweep.flows.sweep import sweep
 
     with subscribe(_stop_after(rows)), pytest.raises(SweepInterrupted) as stopped:
         sweep(spec)
@@ -189,9 +190,9 @@ def test_a_results_location_that_dies_mid_run_stops_the_sweep_and_a_resume_finis
 ):
     """S3 goes away after the first point: the sweep stops scheduling (its rows could not be saved),
     says what is saved, and once S3 is back the same sweep reuses those rows and finishes."""
-    from kernelsweep import s3
     from kernelsweep.flows.progress import subscribe
     from kernelsweep.flows.sweep import sweep
+    from kernelsweep.stores import s3
 
     monkeypatch.setattr(s3, "RETRY_MAX_ATTEMPTS", 2)  # boto's own retries would take minutes to give up
     with FaultProxy(moto_endpoint) as proxy:

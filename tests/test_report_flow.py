@@ -67,7 +67,7 @@ def test_keyed_artifacts_keep_history_and_the_page_is_stored_beside_the_results(
 
 def test_on_s3_the_page_is_an_object_beside_the_results_and_the_link_names_it(tmp_path, bucket, moto_endpoint):
     from kernelsweep.flows.report import KEYS
-    from kernelsweep.s3 import make_client
+    from kernelsweep.stores.s3 import make_client
 
     spec = sim_spec(tmp_path, [KERNEL], name="report-s3", results=f"s3://{bucket}/nightly")
     _, report_id, page = _sweep_then_report(spec)

@@ -11,14 +11,14 @@ import pytest
 from report_data import chain
 from stage_context import sim_context
 
-from kernelsweep.expansion import expand_spec
 from kernelsweep.report.html import bundle
 from kernelsweep.report.publish import write_bundle
 from kernelsweep.report.summary import Report, build_report
 from kernelsweep.results.pairing import pair
 from kernelsweep.results.rows import build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.spec import parse_spec
+from kernelsweep.sweepspec.expansion import expand_spec
+from kernelsweep.sweepspec.load import parse_spec
 
 pytestmark = pytest.mark.slow
 

@@ -22,13 +22,13 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from s3_server import FaultProxy, apply_env, aws_test_env, list_keys
 
-from kernelsweep import s3
 from kernelsweep.errors import StoreError, UsageError
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.results import reader
 from kernelsweep.results.rows import METRIC_NAMES, Row
 from kernelsweep.results.schema import BASE_SCHEMA, SCHEMA_VERSION
 from kernelsweep.results.writer import object_key, parquet_bytes, rows_to_table, write_results
+from kernelsweep.stores import s3
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_DATE = date(2026, 3, 1)
@@ -480,7 +480,7 @@ def test_extract_of_a_results_file_names_what_it_is(tmp_path):
     """A results Parquet given to `extract` (whose Parquet is a profile's Summary table) is named for
     what it is, not reported as colliding profile fields."""
     from kernelsweep.errors import ExtractError
-    from kernelsweep.metrics import read_profile
+    from kernelsweep.profiles.metrics import read_profile
 
     run = str(uuid.uuid4())
     [written] = write_results(make_rows(run, "trn2"), str(tmp_path / "r"), flow_run_id=run, run_date=RUN_DATE,

@@ -12,8 +12,8 @@ from stage_context import point, sim_context
 
 from kernelsweep.errors import CompileError, DeviceBusyError, StoreError
 from kernelsweep.kernels import load_kernel
-from kernelsweep.metrics import METRIC_FIELDS
 from kernelsweep.platforms import get_platform
+from kernelsweep.profiles.metrics import METRIC_FIELDS
 from kernelsweep.report.load import COLUMNS as REPORT_COLUMNS
 from kernelsweep.results.outcome import SUMMARY_COLUMNS
 from kernelsweep.results.row_parts import PARTS

@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from kernelsweep.results import reader
-from kernelsweep.spec import parse_spec
+from kernelsweep.sweepspec.load import parse_spec
 
 SMALL_SPEC = """
 name = "s3-rerun"

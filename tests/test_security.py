@@ -20,7 +20,7 @@ from s3_server import aws_test_env, list_keys
 from kernelsweep.errors import UsageError
 from kernelsweep.results import reader
 from kernelsweep.results.journal import run_key
-from kernelsweep.spec import parse_spec
+from kernelsweep.sweepspec.load import parse_spec
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = """

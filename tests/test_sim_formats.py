@@ -12,10 +12,10 @@ import pytest
 
 from kernelsweep.errors import CaptureError, CompileError, DeviceBusyError, ExtractError, TraceError
 from kernelsweep.kernels import load_kernel
-from kernelsweep.metrics import read_profile
+from kernelsweep.profiles.metrics import read_profile
 from kernelsweep.sim.ntff import MAGIC
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import profiler, tracing
 from kernelsweep.toolchain.process import recording
 from kernelsweep.toolchain.resolve import Toolchain

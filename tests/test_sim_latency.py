@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from kernelsweep.kernels import load_kernel
-from kernelsweep.neff import read_neff
 from kernelsweep.sim.capture import LOAD_SECONDS
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
 from kernelsweep.sim.model import compile_seconds, predict
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.sim.views import workload
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
+from kernelsweep.toolchain.neff import read_neff
 
 POINT = Point(
     sweep="t",

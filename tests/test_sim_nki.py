@@ -16,7 +16,7 @@ from kernelsweep.sim.nki.generations import GENERATIONS, get_generation
 from kernelsweep.sim.nki.tensor import NkiError
 from kernelsweep.sim.nki.trace import trace_kernel
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import tracing
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nki_kernels"

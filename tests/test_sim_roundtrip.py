@@ -14,13 +14,13 @@ from kernelsweep.correctness import check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import CaptureError, CompileError, DeviceBusyError
 from kernelsweep.kernels import load_kernel
-from kernelsweep.metrics import read_profile
-from kernelsweep.neff import HEADER_SIZE, OFF_NAME, read_neff
+from kernelsweep.profiles.metrics import read_profile
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import list_devices
+from kernelsweep.toolchain.neff import HEADER_SIZE, OFF_NAME, read_neff
 from kernelsweep.toolchain.process import run_tool
 
 MLP_POINT = Point(

@@ -11,8 +11,9 @@ import time
 import pytest
 
 from kernelsweep.errors import UsageError
-from kernelsweep.expansion import count_points, expand, expand_spec
-from kernelsweep.spec import Point, load_spec
+from kernelsweep.sweepspec.expansion import count_points, expand, expand_spec
+from kernelsweep.sweepspec.load import load_spec
+from kernelsweep.sweepspec.point import Point
 
 GOOD = """
 name = "t"
@@ -161,7 +162,7 @@ grid = {{ n = {n}, partition_size = [1, 2, 4, 8, 16, 32, 64, 128], free_size = [
 def test_validate_of_a_big_grid_checks_every_point_and_keeps_none(tmp_path):
     """`validate --max-points 1000000` used to build every point (1.8 GB, over 300 s): above 1,000 points
     each is checked one at a time and counted, none kept, and the same points are valid as in a run."""
-    from kernelsweep.expansion import count_spec
+    from kernelsweep.sweepspec.expansion import count_spec
 
     spec = load_spec(_spec(tmp_path, VECTOR_GRID.format(n=[128 * k for k in range(1, 41)])))
     counted = count_spec(spec, "spec.toml", max_points=2000)
@@ -269,7 +270,7 @@ def test_out_of_range_shapes_are_refused_before_any_memory_is_spent(tmp_path, gr
 def test_a_shape_whose_kernel_unrolls_too_far_is_refused_naming_the_axis_to_shrink():
     """NKI unrolls every loop: an 8192^3 matmul is ~200,000 instructions in straight-line code, which
     would hold a compile slot until its timeout (real-host audit 2, N5). Refused before any work."""
-    from kernelsweep.spec import parse_spec
+    from kernelsweep.sweepspec.load import parse_spec
 
     def spec(m: int, **execution: int) -> dict:
         grid = {"M": [m], "K": [8192], "N": [8192]}

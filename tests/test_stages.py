@@ -11,7 +11,7 @@ from stage_context import point, sim_context
 from kernelsweep import names
 from kernelsweep.errors import CaptureError, ExtractError, TraceError
 from kernelsweep.kernels import load_kernel
-from kernelsweep.metrics import read_profile
+from kernelsweep.profiles.metrics import read_profile
 from kernelsweep.stages import (
     CaptureResult,
     capture_stage,

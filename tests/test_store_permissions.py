@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import stat
 
-from kernelsweep.artifacts import LocalArtifactStore
+from kernelsweep.stores.artifacts import LocalArtifactStore
 
 
 def test_stored_artifacts_are_read_only_and_a_fetched_copy_cannot_change_them(tmp_path):

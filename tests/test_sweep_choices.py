@@ -9,15 +9,16 @@ from pathlib import Path
 import optuna
 import pytest
 
-from kernelsweep.blocks import SearchTarget
-from kernelsweep.coverage import CoverageSettings, pick, tuple_coverage
 from kernelsweep.errors import UsageError
-from kernelsweep.expansion import expand_spec
 from kernelsweep.results.rows import Row, row_id
-from kernelsweep.search.settings import SearchSettings
 from kernelsweep.search.storage import study_storage
 from kernelsweep.search.study import ShapeSearch
-from kernelsweep.spec import Point, parse_spec
+from kernelsweep.sweepspec.blocks import SearchTarget
+from kernelsweep.sweepspec.coverage import CoverageSettings, pick, tuple_coverage
+from kernelsweep.sweepspec.expansion import expand_spec
+from kernelsweep.sweepspec.load import parse_spec
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.sweepspec.search_settings import SearchSettings
 
 
 def _spec(kernels: list[dict], platforms: tuple[str, ...] = ("trn2",), **extra: object):

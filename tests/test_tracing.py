@@ -19,10 +19,10 @@ from standin_host import run as run_in
 
 from kernelsweep.errors import CompileError, TraceError
 from kernelsweep.kernels.vector_add import VectorAdd
-from kernelsweep.neff import read_neff
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import compiler, tracing
+from kernelsweep.toolchain.neff import read_neff
 from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
 from kernelsweep.toolchain.profiler import outputs_by_kernel_name
 

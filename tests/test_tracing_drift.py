@@ -20,11 +20,11 @@ from standin_host import NEURON, POINT, call_count, installer, recorded, run
 
 from kernelsweep.errors import CompileError, TraceError
 from kernelsweep.kernels import load_kernel
-from kernelsweep.neff import read_neff
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.tracer import SIM_FRONTEND
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import tracing
+from kernelsweep.toolchain.neff import read_neff
 
 MLP = Point(
     sweep="t", kernel="mlp", kernel_ref="kernelsweep.kernels.mlp:mlp", params={"b": 1, "s": 128, "h": 256, "i": 256},

@@ -12,9 +12,9 @@ from prefect.exceptions import ParameterTypeError
 from prefect.utilities.callables import parameter_schema
 from prefect.utilities.schema_tools.validation import validate
 
-from kernelsweep.flows.fleet import fleet
+from kernelsweep.flows.fleet.flow import fleet
 from kernelsweep.flows.sweep import sweep
-from kernelsweep.spec import load_spec
+from kernelsweep.sweepspec.load import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_FILES = sorted(REPO.glob("examples/*.toml")) + [REPO / "deployments/nightly.toml"]

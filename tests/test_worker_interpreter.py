@@ -20,8 +20,8 @@ import pytest
 from standin_host import STAND_INS
 
 from kernelsweep.errors import UsageError
-from kernelsweep.neff import read_neff
 from kernelsweep.results import reader
+from kernelsweep.toolchain.neff import read_neff
 from kernelsweep.toolchain.tracing import interpreter
 from kernelsweep.toolchain.tracing.interpreter import NeuronPython, choose_neuron_python
 
@@ -41,7 +41,7 @@ ENTRY_POINTS = (  # what the worker imports, under any real tracer and kernel (d
     "kernelsweep.kernels.nki.vector_add",
     "kernelsweep.baselines",  # a baseline's definition (issue 25)
     "kernelsweep.kernels.nki.nkilib_matmul",
-    "kernelsweep.toolchain.bench_worker",  # the iterations' worker, under the runtime's interpreter
+    "kernelsweep.toolchain.iteration_worker",  # the iterations' worker, under the runtime's interpreter
 )
 
 

@@ -49,8 +49,8 @@ def bench(
     compact: bool,
 ) -> None:
     """Measure one point (KERNEL: a built-in name or module:attribute) and print it as JSON."""
-    from kernelsweep.expansion import expand_spec
-    from kernelsweep.spec import parse_spec
+    from kernelsweep.sweepspec.expansion import expand_spec
+    from kernelsweep.sweepspec.load import parse_spec
 
     data = {
         "name": "bench",
@@ -84,10 +84,10 @@ def _grid(shape: str) -> dict[str, list[int]]:
 def _measured(spec: Any, point: Any, results: str | None) -> tuple[dict[str, Any], str]:
     """Prepare the stage context as a flow run would, measure the point, build (and store) its row."""
     from kernelsweep.bench import as_json, measure
-    from kernelsweep.context import prepare
     from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.probe import probe_location
     from kernelsweep.results.rows import build_row
+    from kernelsweep.stores.probe import probe_location
+    from kernelsweep.this_host.context import prepare
     from kernelsweep.toolchain.process import recording
 
     probe_location(spec.artifacts_location, "artifact store", "--artifacts")

@@ -41,7 +41,6 @@ def doctor(smoke: bool, kind: str, platform: str | None, report: Path | None) ->
 
 
 def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
-    from kernelsweep.context import neuron_python, resolve_toolchain
     from kernelsweep.doctor.host_checks import host_family, platform_mismatch
     from kernelsweep.doctor.risks import summary as risk_summary
     from kernelsweep.doctor.smoke import STEPS, run_smoke, smoke_point
@@ -49,6 +48,7 @@ def _smoke(kind: str, platform: str | None, report: Path | None) -> int:
     from kernelsweep.doctor.smoke_render import exit_code, header, render_step, summary, write_report
     from kernelsweep.errors import UsageError
     from kernelsweep.flows.settings import locations_from_env
+    from kernelsweep.this_host.context import neuron_python, resolve_toolchain
 
     if report is not None:
         _check_writable(report)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from kernelsweep.fleet import FLEET_DEPLOYMENT, POOL_PREFIX
-from kernelsweep.fleet_cost import COMPILE
-from kernelsweep.fleet_hosts import HostReport
+from kernelsweep.fleet.cost import COMPILE
+from kernelsweep.fleet.hosts import HostReport
+from kernelsweep.fleet.plan import FLEET_DEPLOYMENT, POOL_PREFIX
 from kernelsweep.flows.cli.output import out
 from kernelsweep.flows.cli.prefect_client import server_client
 from kernelsweep.platforms import PLATFORM_NAMES
@@ -44,7 +44,7 @@ def status() -> None:
 
 
 def _schedule_table(client: SyncPrefectClient) -> Table:
-    from kernelsweep.flows.fleet_setup import deployment_names
+    from kernelsweep.flows.fleet.setup import deployment_names
 
     table = Table(title="nightly schedule")
     for column in ("deployment", "cron", "time zone", "state"):
@@ -173,7 +173,7 @@ def _upcoming_table(client: SyncPrefectClient) -> Table:
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
-    from kernelsweep.flows.fleet_setup import deployment_names, ours
+    from kernelsweep.flows.fleet.setup import deployment_names, ours
 
     names = {d.id: name for name, d in deployment_names(client).items()}
     scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))

@@ -2,11 +2,11 @@
 Prefect server named by PREFECT_API_URL.
 
 `up` is idempotent. It checks the nightly spec exactly as `kernelsweep validate` does, probes its
-results and artifact locations (kernelsweep.probe), and refuses a spec nothing in the fleet can run
+results and artifact locations (kernelsweep.stores.probe), and refuses a spec nothing in the fleet can run
 (a platform without a shard deployment; hosts that all lack the pinned versions or the real SDK),
 each with one line, before it changes anything. Then it creates the pools and their queues
-(kernelsweep.flows.fleet_setup), stores the nightly spec as the Prefect variable the deployments
-take their default `spec` from, installs the automations (kernelsweep.flows.automations: crash
+(kernelsweep.flows.fleet.setup), stores the nightly spec as the Prefect variable the deployments
+take their default `spec` from, installs the automations (kernelsweep.flows.fleet.automations: crash
 detection, shard retries, notifications), runs `prefect --no-prompt deploy --all` on the file, and
 sets the one nightly schedule on `fleet/fleet`, keeping it paused if it was.
 """
@@ -24,12 +24,12 @@ import click
 import yaml
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.fleet import NIGHTLY_VARIABLE, FleetSettings, fleet_settings, refuse_searches
+from kernelsweep.fleet.plan import NIGHTLY_VARIABLE, FleetSettings, fleet_settings, refuse_searches
 from kernelsweep.flows.cli.fleet_status import status
 from kernelsweep.flows.cli.output import console
 from kernelsweep.flows.cli.prefect_client import server_client as _client
 from kernelsweep.flows.cli.run import QUIET_PREFECT, load
-from kernelsweep.spec import SweepSpec
+from kernelsweep.sweepspec.models import SweepSpec
 
 if TYPE_CHECKING:  # Prefect is imported only by the commands that talk to a server
     from uuid import UUID
@@ -79,8 +79,8 @@ def up(
     skip_probe: bool,
 ) -> None:
     """Create the work pools and deployments (again: it changes only what differs)."""
-    from kernelsweep.flows import automations
-    from kernelsweep.flows.fleet_setup import ensure_pools, reconcile_schedules
+    from kernelsweep.flows.fleet import automations
+    from kernelsweep.flows.fleet.setup import ensure_pools, reconcile_schedules
 
     spec, points = load(spec_path)
     refuse_searches(spec, spec_path)
@@ -118,7 +118,7 @@ def resume() -> None:
 
 
 def _set_nightly(active: bool) -> None:
-    from kernelsweep.flows.fleet_setup import set_nightly_active
+    from kernelsweep.flows.fleet.setup import set_nightly_active
 
     with _client() as client:
         changed = set_nightly_active(client, active)
@@ -142,7 +142,7 @@ def _schedule_settings(spec_path: str, cron: str | None, timezone: str | None) -
 
 def _check_spec(spec: SweepSpec, spec_path: str, shard_families: set[str], *, probe: bool) -> None:
     """Refuse a spec part of which no deployment could run, or whose locations cannot be written."""
-    from kernelsweep.probe import probe_location
+    from kernelsweep.stores.probe import probe_location
 
     missing = [p for p in spec.platforms if p not in shard_families]
     if missing:
@@ -156,8 +156,8 @@ def _check_spec(spec: SweepSpec, spec_path: str, shard_families: set[str], *, pr
 
 
 def _check_hosts(client: SyncPrefectClient, spec: SweepSpec, spec_path: str) -> None:
-    from kernelsweep.fleet_hosts import unrunnable
-    from kernelsweep.flows.fleet_setup import reported_hosts
+    from kernelsweep.fleet.hosts import unrunnable
+    from kernelsweep.flows.fleet.setup import reported_hosts
 
     problem = unrunnable(spec, reported_hosts(client))
     if problem:

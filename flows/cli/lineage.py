@@ -20,7 +20,7 @@ def lineage(row_id: str, results_uri: str, dest: Path | None) -> None:
     Exit code 0 when all verify, 1 when any is missing or corrupt, 2 when there is no such row,
     3 when the results cannot be read at all.
     """
-    from kernelsweep.verify import default_dest, render, verify_row
+    from kernelsweep.results.verify import default_dest, render, verify_row
 
     report = verify_row(results_uri, row_id, dest or default_dest(row_id))
     click.echo(render(report))  # plain: artifact names hold [brackets] that rich would take as markup

@@ -15,11 +15,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kernelsweep.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
 from kernelsweep.results.outcome import RowSummary, SweepOutcome
-from kernelsweep.shapes import shape_order
-from kernelsweep.spec import Point, SweepSpec, load_spec, parse_spec
+from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
+from kernelsweep.sweepspec.load import load_spec, parse_spec
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.sweepspec.shapes import shape_order
 
 if TYPE_CHECKING:
     from kernelsweep.results.journal import RunHeader
@@ -61,7 +63,7 @@ def load(
 def load_expansion(
     spec_path: str, max_points: int = DEFAULT_MAX_POINTS, **overrides: str | None
 ) -> tuple[SweepSpec, Expansion]:
-    from kernelsweep.context import host_memory_bytes
+    from kernelsweep.this_host.context import host_memory_bytes
 
     spec = load_spec(spec_path)
     updates = {k: v for k, v in overrides.items() if v is not None}
@@ -93,8 +95,8 @@ def _repeats_note(spec: SweepSpec, points: int) -> None:
 def validate(spec_path: str, max_points: int) -> None:
     """Check a sweep spec and list its points (above 1,000, their count per kernel and dtype), what each
     block's strategy picked, and what was dropped why."""
-    from kernelsweep.expansion import count_points
-    from kernelsweep.expansion_text import describe
+    from kernelsweep.sweepspec.expansion import count_points
+    from kernelsweep.sweepspec.expansion_text import describe
 
     if count_points(load_spec(spec_path)) > TABLE_POINTS:
         _validate_many(spec_path, max_points)
@@ -119,9 +121,9 @@ def validate(spec_path: str, max_points: int) -> None:
 def _validate_many(spec_path: str, max_points: int) -> None:
     """Every point checked one at a time, none kept (a million points in bounded memory), and counted:
     a table of a million rows would help nobody."""
-    from kernelsweep.context import host_memory_bytes
-    from kernelsweep.expansion import count_spec
-    from kernelsweep.expansion_text import describe
+    from kernelsweep.sweepspec.expansion import count_spec
+    from kernelsweep.sweepspec.expansion_text import describe
+    from kernelsweep.this_host.context import host_memory_bytes
 
     spec = load_spec(spec_path)
     expansion = count_spec(spec, spec_path, max_points=max_points, host_memory_bytes=host_memory_bytes())
@@ -173,7 +175,7 @@ def run(
     from kernelsweep.flows import embedded  # imports Prefect: after its environment is set
 
     api = embedded.start_api()  # the run's own server, if it needs one, boots while the flow imports
-    from kernelsweep.flows.sweep import SweepInterrupted
+    from kernelsweep.flows.host_run import SweepInterrupted
 
     if notice:
         console.print(notice, highlight=False, soft_wrap=True)
@@ -197,10 +199,10 @@ def _preflight(spec: SweepSpec) -> str | None:
     """Everything that can fail before the first point fails here, before Prefect even starts: the
     host folders, the toolchain as the flow will resolve it (`--toolchain neuron` without the SDK),
     then the locations. Returns the toolchain's notice (the simulator is used), if any."""
-    from kernelsweep.context import neuron_python, resolve_toolchain
     from kernelsweep.flows.cli.checks import check_api_url, check_temp_dir
     from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.probe import probe_location
+    from kernelsweep.stores.probe import probe_location
+    from kernelsweep.this_host.context import neuron_python, resolve_toolchain
 
     check_api_url()
     check_temp_dir()

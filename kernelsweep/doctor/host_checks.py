@@ -14,8 +14,8 @@ from importlib import metadata
 from pathlib import Path
 
 from kernelsweep.errors import KernelsweepError
-from kernelsweep.host import family_of
 from kernelsweep.platforms import PLATFORM_NAMES, get_platform
+from kernelsweep.this_host.family import family_of
 from kernelsweep.toolchain import packages, tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import DeviceInventory, list_devices

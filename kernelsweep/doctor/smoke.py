@@ -42,9 +42,9 @@ from kernelsweep.doctor.smoke_steps import (
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.kernels.probes import plus_equals_probe
-from kernelsweep.metrics import read_profile
 from kernelsweep.platforms import get_platform
-from kernelsweep.spec import Point
+from kernelsweep.profiles.metrics import read_profile
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import profiler, tracing
 from kernelsweep.toolchain.failures import capture_failure
 from kernelsweep.toolchain.process import recording, run_tool

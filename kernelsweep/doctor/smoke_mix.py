@@ -16,12 +16,12 @@ from pathlib import Path
 
 from kernelsweep.doctor.smoke_steps import FAIL, INFO, OK, WARN, Skipped, Smoke, Step, needs, outputs_check
 from kernelsweep.kernels import load_kernel
-from kernelsweep.metrics import ProfileMetrics, read_profile
-from kernelsweep.neff import read_neff
 from kernelsweep.platforms import get_platform
-from kernelsweep.profile_schema import REFERENCE_VERSION
-from kernelsweep.spec import Point
+from kernelsweep.profiles.metrics import ProfileMetrics, read_profile
+from kernelsweep.profiles.schema import REFERENCE_VERSION
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import explorer, profiler, tracing
+from kernelsweep.toolchain.neff import read_neff
 from kernelsweep.toolchain.process import run_tool
 
 STEP_TIMEOUT_SECONDS = 900.0

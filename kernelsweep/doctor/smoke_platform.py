@@ -17,7 +17,7 @@ from kernelsweep.doctor.smoke_steps import Smoke
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import PLATFORM_NAMES
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import profiler, tracing
 from kernelsweep.toolchain.resolve import Toolchain
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kernelsweep.doctor import risks
 from kernelsweep.doctor.smoke_steps import FAIL, Step
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.process import ToolResult
 from kernelsweep.toolchain.resolve import Toolchain
 

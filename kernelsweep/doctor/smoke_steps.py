@@ -14,13 +14,13 @@ from kernelsweep import names
 from kernelsweep.correctness import check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.kernels import load_kernel
-from kernelsweep.metrics import ProfileMetrics, read_profile
-from kernelsweep.neff import NeffInfo, read_neff
 from kernelsweep.platforms import get_platform
-from kernelsweep.spec import Point
+from kernelsweep.profiles.metrics import ProfileMetrics, read_profile
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import compiler, profiler, tracing
 from kernelsweep.toolchain.compiler import compiler_version
 from kernelsweep.toolchain.devices import list_devices
+from kernelsweep.toolchain.neff import NeffInfo, read_neff
 from kernelsweep.toolchain.process import ToolResult, run_tool
 from kernelsweep.toolchain.profiler import ntff_execution, parse_profiler_version
 from kernelsweep.toolchain.resolve import Toolchain

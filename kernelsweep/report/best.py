@@ -24,7 +24,7 @@ from kernelsweep.report import history
 from kernelsweep.report.load import ReportRow, latest
 from kernelsweep.report.results import Results, as_results
 from kernelsweep.report.stats import Effect, Rule, decide, effect, interval
-from kernelsweep.shapes import natural_order
+from kernelsweep.sweepspec.shapes import natural_order
 
 ShapeKey = tuple[str, str, str, str, str]  # kernel, shape, dtype, platform, variant without tunables
 EXPORT_FORMAT = 1

@@ -23,7 +23,7 @@ from kernelsweep.report.load import ReportRow
 from kernelsweep.report.ranks import reach_warning
 from kernelsweep.report.results import SIDE_RUNS, Results, as_results
 from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of
-from kernelsweep.shapes import natural_order
+from kernelsweep.sweepspec.shapes import natural_order
 
 TOOL_COLUMNS: dict[str, str] = {
     "compiler": "compiler_version",

@@ -13,10 +13,10 @@ import tempfile
 from html import escape
 from pathlib import Path
 
-from kernelsweep.artifacts import ArtifactRef, open_store_for
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.hotspots import heat
 from kernelsweep.report.load import ReportRow
+from kernelsweep.stores.artifacts import ArtifactRef, open_store_for
 
 MAX_VIEWS = 12
 MAX_SOURCE_BYTES = 1 << 20

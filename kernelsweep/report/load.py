@@ -20,7 +20,7 @@ from kernelsweep.platforms import PLATFORMS
 from kernelsweep.report.stats import Sample
 from kernelsweep.results import reader
 from kernelsweep.results.schema import INCORRECT
-from kernelsweep.shapes import natural_order, shape_order
+from kernelsweep.sweepspec.shapes import natural_order, shape_order
 
 SeriesKey = tuple[str, str, str, str, str]  # kernel, shape, dtype, platform, variant
 LINEAGE = {  # the row's lineage a step can be blamed on, with the name a person reads

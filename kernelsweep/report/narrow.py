@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kernelsweep.report.load import variant_parts
-from kernelsweep.shapes import natural_order
+from kernelsweep.sweepspec.shapes import natural_order
 
 SERIES = ["kernel", "shape", "dtype", "platform", "variant"]
 VARIANT = ["platform", "lnc", "tunables", "toolchain_name"]  # what a row's variant is made of

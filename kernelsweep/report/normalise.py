@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.report.load import ReportRow
-from kernelsweep.shapes import natural_order
+from kernelsweep.sweepspec.shapes import natural_order
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from kernelsweep.platforms import PLATFORMS, Platform
 from kernelsweep.report.load import ReportRow
 from kernelsweep.report.normalise import normalise
 from kernelsweep.report.ranks import median_interval
-from kernelsweep.shapes import shape_order
+from kernelsweep.sweepspec.shapes import shape_order
 
 PLATFORM_COLOURS = {"trn1": "#1f77b4", "trn2": "#d62728", "inf2": "#2ca02c"}
 # trn1 and inf2 share a NeuronCore generation and often land on the same spot: inf2 is drawn as a
@@ -186,7 +186,7 @@ def _vector_ceiling(
     axes: Axes, platform: Platform, lnc: int, bandwidth: float, xs: list[float], drawn: set[tuple[str, int]]
 ) -> None:
     """The Vector Engine's roof (dotted), once per platform and LNC: element-wise kernels, which the
-    TensorE's roof says nothing about, top out here (kernelsweep.bounding)."""
+    TensorE's roof says nothing about, top out here (kernelsweep.profiles.bounding)."""
     vector = platform.vector_peak_flops(lnc)
     if vector is None or (platform.name, lnc) in drawn:
         return

@@ -11,9 +11,9 @@ from urllib.parse import quote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kernelsweep import s3
-from kernelsweep.locations import Location, parse_location
 from kernelsweep.report.html import INDEX
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 REPORTS_FOLDER = "reports"
 PRESIGN_SECONDS = 7 * 24 * 3600  # SigV4's longest

@@ -29,7 +29,7 @@ import ruptures
 from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey
 from kernelsweep.report.results import Results, SeriesRuns, as_results
 from kernelsweep.report.stats import Effect, Rule, Spread, Verdict, decide, effect, spread_of
-from kernelsweep.shapes import natural_order
+from kernelsweep.sweepspec.shapes import natural_order
 
 WINDOW_RUNS = 7  # at most this many runs on each side of a step: a week of nightly sweeps
 PENALTY = 2.0  # PELT's penalty per change point, in units of the series' noise variance x log(runs)

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from kernelsweep.report.load import ReportRow, SeriesKey, latest
-from kernelsweep.shapes import natural_order
+from kernelsweep.sweepspec.shapes import natural_order
 
 SIDE_RUNS = 30  # a comparison side pools at most a point's newest runs with that version (a month of nights)
 

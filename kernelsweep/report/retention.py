@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 
 from pyarrow import fs
 
-from kernelsweep import s3
 from kernelsweep.errors import StoreError
-from kernelsweep.locations import Location, parse_location
 from kernelsweep.report.publish import REPORTS_FOLDER
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 
 def _reports_root(results: Location | str) -> tuple[fs.FileSystem, str]:

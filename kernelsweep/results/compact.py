@@ -32,10 +32,10 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from kernelsweep.errors import StoreError
-from kernelsweep.locations import Location
 from kernelsweep.results import reader
 from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION, schema_for
 from kernelsweep.results.writer import LAYOUT_VERSION, ResultTarget, open_target, parquet_bytes
+from kernelsweep.stores.locations import Location
 
 SORT = [("kernel", "ascending"), ("shape", "ascending"), ("dtype", "ascending"), ("row_id", "ascending")]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernelsweep.bounding import bounding_engine
-from kernelsweep.compile_cost import CompileCost
-from kernelsweep.spec import Point
+from kernelsweep.profiles.bounding import bounding_engine
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, TraceResult
+from kernelsweep.sweepspec.point import Point
+from kernelsweep.toolchain.compile_cost import CompileCost
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,15 @@ from datetime import date, datetime
 from typing import Any
 
 from kernelsweep.errors import UsageError
-from kernelsweep.locations import Location
 from kernelsweep.names import slug
 from kernelsweep.results import journal_lease as lease
 from kernelsweep.results.journal_check import FORMAT_VERSION, BadJournalObject, RunHeader, check_entry
 from kernelsweep.results.journal_files import JournalFiles, open_files
 from kernelsweep.results.journal_scan import HEADER, find_unfinished
 from kernelsweep.results.rows import Row, row_id
-from kernelsweep.spec import Point, SweepSpec
+from kernelsweep.stores.locations import Location
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec.point import Point
 
 READ_THREADS = 16
 _POINT_NAMESPACE = uuid.UUID("0c6f3d52-2b8e-4f51-9d4e-5a1f7e0b9c13")
@@ -239,7 +240,8 @@ def _hold_run(results: Location | str, key: str, run_id: str) -> str:
 
 
 def open_run(results: Location | str, key: str, run_id: str) -> Journal:
-    """The journal of an interrupted run (unleased: to read); UsageError when there is none."""
+    """The journal of an interrupted run (unleased: to read); UsageError when there is none. For tests: the
+    CLI and the flows reach a journal through `plan_resume`."""
     files = open_files(results)
     return Journal(files, _open_header(files, key, run_id))
 

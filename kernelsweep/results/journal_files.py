@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kernelsweep import s3
 from kernelsweep.errors import StoreError
-from kernelsweep.locations import Location, parse_location
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 JOURNAL_FOLDER = "_journal"
 READ_LIMIT_BYTES = (16 << 20) + 1  # a row is a few KiB; reading more would only show it is not one

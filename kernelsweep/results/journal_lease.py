@@ -40,10 +40,10 @@ from typing import Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kernelsweep import s3
 from kernelsweep.errors import StoreError
-from kernelsweep.locations import Location, parse_location
 from kernelsweep.results.journal_files import JOURNAL_FOLDER
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 LEASE_EXPIRY_SECONDS = 120.0
 HEARTBEAT_SECONDS = 30.0
@@ -296,17 +296,6 @@ def _release_all() -> None:
 def holds(uri: str) -> bool:
     with _held_lock:
         return uri in _held
-
-
-def is_live(uri: str, lease: Lease) -> Holder | None:
-    """Who holds `lease`, if anyone but this process does (a free lease is not taken by asking)."""
-    if holds(uri):
-        return None
-    me = Holder(socket.gethostname(), os.getpid(), datetime.now(UTC).isoformat(timespec="seconds"), "a probe")
-    holder = lease.try_acquire(me)
-    if holder is None:
-        lease.release()
-    return holder
 
 
 def open_lease(results: Location | str, key: str, run_id: str | None = None) -> tuple[str, Lease]:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 
-from kernelsweep.locations import Location
 from kernelsweep.results import journal_lease as lease
 from kernelsweep.results.journal_check import BadJournalObject, JournalFormatError, RunHeader
 from kernelsweep.results.journal_files import JournalFiles, open_files
+from kernelsweep.stores.locations import Location
 
 HEADER = "run.json"
 log = logging.getLogger(__name__)

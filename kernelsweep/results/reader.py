@@ -31,11 +31,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from kernelsweep import s3
 from kernelsweep.errors import StoreError, UsageError
-from kernelsweep.locations import Location, parse_location
 from kernelsweep.results.schema import BASE_SCHEMA, PARAM_PREFIX
 from kernelsweep.results.writer import LAYOUT_VERSION
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 PARTITIONS = pa.schema([("platform", pa.string()), ("run_date", pa.date32())])
 FOOTER_READ_THREADS = 16

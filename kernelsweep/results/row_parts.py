@@ -12,15 +12,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from kernelsweep.artifacts import ArtifactRef
 from kernelsweep.correctness import Correctness
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import get_platform
+from kernelsweep.results.columns import FAILED, INCORRECT, OK
 from kernelsweep.results.insight import Insight
-from kernelsweep.results.schema import FAILED, INCORRECT, OK
-from kernelsweep.spec import Point
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
+from kernelsweep.stores.artifacts import ArtifactRef
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.tracing import tracer_label
 
 

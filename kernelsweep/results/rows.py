@@ -1,8 +1,9 @@
 """One result row per point: identity, status, metrics, derived figures, correctness, lineage.
 
-`Row` is the schema in Python: one field per column of `schema.BASE_SCHEMA` (the profiler's summary
-fields travel together in `metrics`, the grid parameters in `params`), turned into a plain dict only
-at the Parquet boundary (`Row.record`), where a key the schema lacks is an error, not a silent drop.
+`Row` declares the columns: one field per column, in the dataset's column order, and the Arrow schema
+is derived from it (`schema.BASE_SCHEMA`; the profiler's summary fields travel together in `metrics`,
+the grid parameters in `params`). It becomes a plain dict only at the Parquet boundary (`Row.record`),
+where a key the schema lacks is an error, not a silent drop.
 Failed points are rows too, with the stage, error class and message, and every artifact made before
 the failure; their metric columns stay null, never zero.
 """
@@ -16,13 +17,13 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
-from kernelsweep.metrics import METRIC_FIELDS
+from kernelsweep.profiles.metrics import METRIC_FIELDS
+from kernelsweep.results.columns import PARAM_PREFIX, SCHEMA_VERSION
 from kernelsweep.results.insight import Insight
 from kernelsweep.results.outcome import SUMMARY_COLUMNS, RowSummary
 from kernelsweep.results.row_parts import Costed, Lineage, Measured, Status, columns
-from kernelsweep.results.schema import PARAM_PREFIX, SCHEMA_VERSION
-from kernelsweep.spec import Point
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain.versions import ToolVersions
 
 _ROW_NAMESPACE = uuid.UUID("5f0c8a3e-7b1d-4c1e-9a51-6b8f0e2d4c77")
@@ -67,7 +68,7 @@ class Row:
     error_stage: str | None = None
     error_class: str | None = None
     error_message: str | None = None
-    # the profiler's summary, normalised (kernelsweep.metrics), and where it came from
+    # the profiler's summary, normalised (kernelsweep.profiles.metrics), and where it came from
     metrics: Mapping[str, int | float | None] = field(default_factory=dict)
     extra_metrics: dict[str, float] | None = None
     profile_format: str | None = None

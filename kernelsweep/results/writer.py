@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kernelsweep import s3
 from kernelsweep.errors import StoreError
-from kernelsweep.locations import Location, parse_location
 from kernelsweep.results.schema import SCHEMA_VERSION, schema_for
+from kernelsweep.stores import s3
+from kernelsweep.stores.locations import Location, parse_location
 
 if TYPE_CHECKING:  # rows build on the stages; reading results must not import them
     from kernelsweep.results.rows import Row

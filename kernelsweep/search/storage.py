@@ -15,8 +15,8 @@ from typing import Any
 from optuna.storages import JournalStorage
 from optuna.storages.journal import BaseJournalBackend
 
-from kernelsweep.locations import Location
 from kernelsweep.results.journal_files import JournalFiles, open_files
+from kernelsweep.stores.locations import Location
 
 SEARCH_FOLDER = "search"
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from kernelsweep.blocks import SearchTarget
 from kernelsweep.results.rows import Row
 from kernelsweep.results.schema import OK
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.blocks import SearchTarget
+from kernelsweep.sweepspec.point import Point
 
 REASON = "kernelsweep_reason"  # a trial's user attribute: why it was not measured
 INTERRUPTED, REPEATED = "interrupted", "repeated"

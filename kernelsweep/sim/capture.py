@@ -26,7 +26,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from kernelsweep.neff import NeffFormatError, NeffInfo, read_neff
 from kernelsweep.sim import views
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.faults import take
@@ -35,6 +34,7 @@ from kernelsweep.sim.model import CALIBRATION, predict
 from kernelsweep.sim.noise import run_factor
 from kernelsweep.sim.nrt import RuntimeFailure, busy, nrt
 from kernelsweep.sim.ntff import write_ntff
+from kernelsweep.toolchain.neff import NeffFormatError, NeffInfo, read_neff
 
 LOAD_SECONDS = 1.2  # emulated NEFF load + runtime init per capture (captures take ~1-2 s)
 HANG_SECONDS = 3600.0  # an injected capture-timeout hangs until the caller's timeout kills it

@@ -3,7 +3,7 @@ NKI frontend (which compiles in the tracing call, as the real one does) or the s
 `neuronx-cc compile` of a legacy penguin.py.
 
 It refuses what the real compiler refuses (`diagnose`: the `[NCC_...]` diagnostics), takes the
-modelled compile time, and writes the NEFF in the real container shape (kernelsweep.neff): a gzipped
+modelled compile time, and writes the NEFF in the real container shape (kernelsweep.toolchain.neff): a gzipped
 tar whose sg00/def.json names the NEFF's inputs and outputs. The outputs carry the names the caller
 gave and otherwise `output_0`, `output_1`, ..., as a frontend-compiled NEFF does (reference
 Corrections 1); the simulated runtime saves outputs under exactly those names.
@@ -15,11 +15,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernelsweep.neff import write_neff
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.latency import COMPILE, emulate, ir_point_key
 from kernelsweep.sim.model import compile_seconds
+from kernelsweep.toolchain.neff import write_neff
 
 INJECTED = "injected by KERNELSWEEP_SIM_FAULTS"
 DEBUG_INFO_FILE = "kernel_debug_info.json"

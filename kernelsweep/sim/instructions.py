@@ -18,7 +18,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from kernelsweep.neff import HEADER_SIZE
+from kernelsweep.toolchain.neff import HEADER_SIZE
 
 DEBUG_INFO_FILE = "kernel_debug_info.json"
 _ENGINE_TIME = {

@@ -9,7 +9,7 @@
   2.34  as 2.33, minus full-profile JSON and `neuron-ls -j`, which 2.34 removes; `neuron-ls
         --output-format json` instead, whose new top-level fields are announced, not yet published
 
-What 12.0.1 renames could not be read here (see kernelsweep.profile_schema). The 12.0.1 stand-in
+What 12.0.1 renames could not be read here (see kernelsweep.profiles.schema). The 12.0.1 stand-in
 therefore carries one change of the kind a MAJOR version allows, a HYPOTHESIS to exercise the path,
 not a fact: every Summary time is an integer count of nanoseconds (the unit 7.4.0's own timeline
 tables already use), and its schema printout and SchemaFields table say so. kernelsweep reads units

@@ -43,7 +43,7 @@ from kernelsweep.toolchain.tracing import TensorSpec, TraceProducts, Tracer, Tra
 
 if TYPE_CHECKING:
     from kernelsweep.kernels import KernelDefinition
-    from kernelsweep.spec import Point
+    from kernelsweep.sweepspec.point import Point
 
 FRONTEND_NAME, PENGUIN_NAME = "sim-nki-frontend", "sim-penguin"
 SIM_IR = "simulated_bir.py"  # the frontend's artifact: the same data literal penguin.py holds

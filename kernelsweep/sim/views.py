@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from kernelsweep.platforms import PLATFORMS
-from kernelsweep.profile_schema import SUMMARY_FIELDS
+from kernelsweep.profiles.schema import SUMMARY_FIELDS
 from kernelsweep.sim import COMPILER_VERSION, RUNTIME_VERSION
 from kernelsweep.sim.instructions import instruction_rows, instruction_schema
 from kernelsweep.sim.model import Workload, predict, summary

@@ -1,6 +1,6 @@
 """What changes between Neuron Explorer releases, asked of the installed tool rather than assumed.
 
-* The profile schema (kernelsweep.profile_schema): `neuron-explorer view --show-profile-schema` on
+* The profile schema (kernelsweep.profiles.schema): `neuron-explorer view --show-profile-schema` on
   schema 12.x (SDK 2.33), `neuron-explorer --show-profile-schema` on 7.x (SDK 2.31); the reference
   page of each version names its command. neuron-profile has none.
 * Full-profile JSON: "Neuron Release 2.33.0 is the last release to support the Neuron Explorer
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from kernelsweep.profile_schema import SummarySchema, from_printout
+from kernelsweep.profiles.schema import SummarySchema, from_printout
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 

@@ -50,7 +50,7 @@ COMPILER_RULES: Sequence[Rule] = (
     _rule(r"(?i)out of memory in (?:sbuf|psum)", "OutOfMemory", False),
     _rule(r"\[GCA\d+\].*couldn't be allocated in (?:SB|PSUM)", "OutOfMemory", False),
     # The host's memory, not the chip's: the compiler's allocation failed (past the compile's RLIMIT_AS
-    # cap, kernelsweep.compile_cost, or the host's memory): the same compile would fail again
+    # cap, kernelsweep.toolchain.compile_cost, or the host's memory): the same compile would fail again
     _rule(r"MemoryError|std::bad_alloc|Cannot allocate memory", "CompileOOM", False),
     _rule(r"\[NCC_E[A-Z]+\d+\]", "CompilerDiagnostic", False),
     # Internal errors, e.g. only at LNC=2: [NCC_IXLV002], [NCC_ILLC059] (aws-neuron-sdk#1298, #1352)

@@ -4,7 +4,7 @@ The adapters only ever see a `Toolchain`: a command prefix per tool, extra envir
 it offers, the Python they trace under and any versions fixed by construction. For the real SDK the
 prefix is the executable's path; the simulator builds its own (`kernelsweep.sim.toolchain`), so the
 adapters' argv, parsing and error handling are the same code either way. Choosing between the two is the caller's job
-(`kernelsweep.context.resolve_toolchain`); nothing here knows the simulator exists.
+(`kernelsweep.this_host.context.resolve_toolchain`); nothing here knows the simulator exists.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from kernelsweep.errors import ToolNotFoundError
 
 if TYPE_CHECKING:
-    from kernelsweep.toolchain.tracing import Tracer
     from kernelsweep.toolchain.tracing.interpreter import NeuronPython
+    from kernelsweep.toolchain.tracing.request import Tracer
 
 NEURON_BIN_DIR = Path("/opt/aws/neuron/bin")
 TOOLS = ("neuronx-cc", "neuron-profile", "neuron-explorer", "neuron-ls")
@@ -35,7 +35,7 @@ class Toolchain:
     # Versions known without asking the host ("runtime", "nki", "instance_type"); the rest are probed.
     fixed_versions: Mapping[str, str | None] = field(default_factory=dict)
     neuron_python: NeuronPython | None = None  # the trace worker's interpreter; None: kernelsweep's own
-    # The runtime's benchmark API (kernelsweep.iterations): the Python that has it and the module it
+    # The runtime's benchmark API (kernelsweep.toolchain.iterations): the Python that has it and the module it
     # imports; None: none on this host (KERNELSWEEP_NRTPY_PYTHON unset)
     benchmark_python: str | None = None
     benchmark_module: str = "nrtpy"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep.sim.config import CURRENT_NKI
-from kernelsweep.sim.nki.tensor import NkiError
+from kernelsweep.sim.nki.errors import NkiError
 
 NEURONXCC_IN_KERNEL = (
     "neuronxcc.nki.* inside an NKI kernel is a compilation error since NKI 0.4 (SDK 2.30); use the nki.* namespace"

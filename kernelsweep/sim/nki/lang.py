@@ -127,9 +127,9 @@ def new_tensor(shape: tuple[int, ...], dtype: str, buffer: str, name: str = "") 
         index = trace.shared_seen
         trace.shared_seen += 1
         if index == len(trace.shared):
-            trace.shared.append(Storage(shape, dtype, buffer, name, trace.values))
+            trace.shared.append(Storage(shape, dtype, buffer, name, trace.values, trace.generation))
         return NkiTensor(trace.shared[index], shape)
-    return NkiTensor(Storage(shape, dtype, buffer, name, trace.values), shape)
+    return NkiTensor(Storage(shape, dtype, buffer, name, trace.values, trace.generation), shape)
 
 
 def ndarray(shape: tuple[int, ...], dtype: str, buffer: str = "sbuf", name: str = "", address: Any = None) -> NkiTensor:

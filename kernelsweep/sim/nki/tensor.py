@@ -13,21 +13,28 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kernelsweep.sim.nki.errors import NkiError
+from kernelsweep.sim.nki.generations import Generation
+
 ON_CHIP = ("sbuf", "psum")
 HBM = ("hbm", "private_hbm", "shared_hbm")
-
-
-class NkiError(ValueError):
-    """A kernel broke a rule the NKI tracer or compiler enforces."""
 
 
 class Storage:
     """One allocation; `data`/`written`/`accumulated` exist only when values are computed."""
 
-    __slots__ = ("shape", "dtype", "buffer", "name", "data", "written", "accumulated")
+    __slots__ = ("shape", "dtype", "buffer", "name", "generation", "data", "written", "accumulated")
 
-    def __init__(self, shape: tuple[int, ...], dtype: str, buffer: str, name: str = "", values: bool = False):
-        self.shape, self.dtype, self.buffer, self.name = shape, dtype, buffer, name
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        dtype: str,
+        buffer: str,
+        name: str = "",
+        values: bool = False,
+        generation: Generation | None = None,  # the NKI release tracing it: some bugs depend on it
+    ):
+        self.shape, self.dtype, self.buffer, self.name, self.generation = shape, dtype, buffer, name, generation
         self.data: Any = None
         self.written: Any = None
         self.accumulated: Any = None
@@ -138,10 +145,8 @@ class NkiTensor:
         if math.prod(shape) != self.size:
             raise NkiError(f"cannot reshape a tensor of shape {self.shape} into {shape}: element counts differ")
         if self.buffer in ("shared_hbm", "private_hbm") and shape[0] != self.shape[0]:
-            from kernelsweep.sim.nki.lang import current  # deferred: lang builds on this module
-
-            generation = current().generation
-            if generation.shared_hbm_reshape_broken:
+            generation = self.storage.generation
+            if generation is not None and generation.shared_hbm_reshape_broken:
                 raise NkiError(
                     f"reshape of a {self.buffer} tensor {self.shape} into {shape} fails the partition size check "
                     f"(NKI {generation.name}, SDK {generation.sdk}; fixed in NKI 0.2.0)"

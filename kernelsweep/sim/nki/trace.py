@@ -125,7 +125,7 @@ def _trace(
     kernel = _load(path, function, generation)
     shared: list[Storage] = []
     input_storages = {
-        name: Storage(shape, dtype, "shared_hbm", name, values is not None) for name, shape, dtype in inputs
+        name: Storage(shape, dtype, "shared_hbm", name, values is not None, generation) for name, shape, dtype in inputs
     }
     if values is not None:
         from kernelsweep.sim.nki import values as nki_values

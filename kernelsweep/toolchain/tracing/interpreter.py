@@ -42,7 +42,7 @@ BOOTSTRAP = (
 WORKER_MODULES = (
     "kernelsweep",
     "kernelsweep.baselines",
-    "kernelsweep.compile_cost",
+    "kernelsweep.toolchain.compile_cost",
     "kernelsweep.dtypes",
     "kernelsweep.errors",
     "kernelsweep.importpath",
@@ -58,7 +58,7 @@ WORKER_MODULES = (
     "kernelsweep.kernels.vector_add",
     "kernelsweep.names",
     "kernelsweep.toolchain",
-    "kernelsweep.toolchain.bench_worker",
+    "kernelsweep.toolchain.iteration_worker",
     "kernelsweep.toolchain.failures",
     "kernelsweep.toolchain.packages",
     "kernelsweep.toolchain.process",

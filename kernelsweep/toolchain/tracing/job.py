@@ -142,7 +142,7 @@ def trace(
     choice; a `choice` (the run's) supplies it instead and learns the tracers found unusable. With
     `simulate`, the worker also runs the installed NKI's nki.simulate on the inputs; with
     `debug_info`, the compile writes the NEFF's kernel_debug_info.json (DEBUG_INFO_ENV); the worker
-    caps its own address space at `memory_limit_bytes` (kernelsweep.compile_cost). With `slots` (the
+    caps its own address space at `memory_limit_bytes` (kernelsweep.toolchain.compile_cost). With `slots` (the
     host's compile slots), the worker starts and imports its tracers while it waits for one, and
     traces once it holds it."""
     if choice is not None:
@@ -213,7 +213,7 @@ def _run_worker(
         )  # fmt: skip
     answer = workdir / RESULT_FILE
     if not answer.is_file() and memory_limit_bytes and OUT_OF_MEMORY.search(result.output):
-        from kernelsweep.compile_cost import oom_message  # deferred: the worker imports this module
+        from kernelsweep.toolchain.compile_cost import oom_message  # deferred: the worker imports this module
 
         raise CompileError(
             f"{what}: {oom_message(memory_limit_bytes)}", error_class="CompileOOM", retryable=False, argv=argv,

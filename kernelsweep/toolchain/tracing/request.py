@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kernelsweep.kernels import KernelDefinition
-    from kernelsweep.spec import Point
+    from kernelsweep.sweepspec.point import Point
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class TraceOutput:
     # or why there are none
     simulated_outputs: Mapping[str, Path] = field(default_factory=dict)
     simulate_note: str | None = None
-    # the tracing-and-compiling call's cost as the worker measured it (kernelsweep.compile_cost):
+    # the tracing-and-compiling call's cost as the worker measured it (kernelsweep.toolchain.compile_cost):
     # {"peak_rss_bytes", "cpu_seconds", "memory_limit_bytes"}
     compile_cost: Mapping[str, Any] | None = None
     # the worker's wall time from its go (kernelsweep.toolchain.process.Slots) to its exit: not its

@@ -28,9 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kernelsweep import compile_cost, names
+from kernelsweep import names
 from kernelsweep.errors import CompileError, KernelsweepError, TraceError
 from kernelsweep.importpath import append_last_resort
+from kernelsweep.toolchain import compile_cost
 from kernelsweep.toolchain.process import GO
 from kernelsweep.toolchain.tracing.calls import FRONTEND_ENV
 from kernelsweep.toolchain.tracing.job import RESULT_FILE

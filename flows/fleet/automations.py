@@ -1,0 +1,131 @@
+"""The automations `kernelsweep fleet up` installs on the server: the fleet's reflexes, which work with
+nobody watching and without the fleet run (they live on the server, not in a flow).
+
+- **Crash detection** (Prefect's recipe for zombie runs): a flow run whose host vanished (power
+  loss, a terminated instance, an OOM kill of everything) sends no more heartbeats, and the
+  open-source server does nothing about silence by itself; after `crash_after` seconds without one
+  the run is marked Crashed.
+- **Shard retries**: a shard flow run (a capture shard, or a compile farm's) that ends Crashed or
+  Failed is scheduled again, bounded: the
+  trigger matches only state changes whose run count (`prefect.run-count`, how many times the run
+  started) is at most `retries`. The retry goes back to its family's pool, so any host of the family
+  may take it, and it resumes from the shard's journal (kernelsweep.flows.fleet.shard).
+- **Notifications**: each `kernelsweep.regression` and `kernelsweep.report.summary` event the report
+  emits is sent through a notification block the operator names (webhook, Slack, email: any Prefect
+  notification block), its subject and body as the report wrote them.
+
+Each is found again by its name, so installing one twice updates it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from uuid import UUID
+
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.objects import StateType
+from prefect.events.actions import ChangeFlowRunState, SendNotification
+from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+
+from kernelsweep.report.notify import REGRESSION_EVENT, RESOURCE_PREFIX, SUMMARY_EVENT
+
+CRASH = "kernelsweep: crash flow runs whose host went silent"
+RETRY = "kernelsweep: retry crashed or failed fleet shards"
+NOTIFY = "kernelsweep: send regressions and nightly summaries"
+ENDED = ("Completed", "Failed", "Cancelled", "Crashed")
+SHARD_FLOW = "sweep-shard"
+SHARD_FLOWS = [SHARD_FLOW, "compile-shard"]  # a compile farm's shard is retried like a capture shard
+
+
+def install(client: SyncPrefectClient, automation: AutomationCore) -> None:
+    existing = client.read_automations_by_name(automation.name)
+    if existing:
+        client.update_automation(existing[0].id, automation)
+    else:
+        client.create_automation(automation)
+
+
+def crash_detection(seconds: int) -> AutomationCore:
+    """After a run starts or beats, expect a beat (or its end) within `seconds`."""
+    return AutomationCore(
+        name=CRASH,
+        description="A flow run with no heartbeat for this long lost its host: mark it Crashed.",
+        trigger=EventTrigger(
+            match={"prefect.resource.id": "prefect.flow-run.*"},
+            after={"prefect.flow-run.Running", "prefect.flow-run.heartbeat"},
+            expect={"prefect.flow-run.heartbeat", *(f"prefect.flow-run.{state}" for state in ENDED)},
+            for_each={"prefect.resource.id"},
+            posture=Posture.Proactive,
+            threshold=1,
+            within=timedelta(seconds=seconds),
+        ),
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.CRASHED,
+                force=True,  # a Running run: no orchestration rule may keep it there
+                message=f"no heartbeat for {seconds} s: the host running this flow run is gone",
+            )
+        ],
+    )
+
+
+def shard_retries(retries: int) -> AutomationCore:
+    """A crashed or failed shard scheduled again, at most `retries` times (0: never)."""
+    return AutomationCore(
+        name=RETRY,
+        description=f"Schedule a crashed or failed sweep-shard flow run again, at most {retries} times; any host "
+        "of its family takes it and resumes from the shard's journal.",
+        enabled=retries > 0,
+        trigger=EventTrigger(
+            match={"prefect.resource.id": "prefect.flow-run.*", "prefect.run-count": run_counts(retries)},
+            match_related={"prefect.resource.role": "flow", "prefect.resource.name": SHARD_FLOWS},
+            expect={"prefect.flow-run.Crashed", "prefect.flow-run.Failed"},
+            posture=Posture.Reactive,
+            threshold=1,
+            within=timedelta(0),
+        ),
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.SCHEDULED,
+                name="AwaitingRetry",
+                force=True,  # out of a final state, as `prefect flow-run retry` does
+                message="retried by kernelsweep (shard retries): resumes where it stopped (its journal, or the "
+                "NEFFs already in the store)",
+            )
+        ],
+    )
+
+
+def run_counts(retries: int) -> list[str]:
+    """The run counts a failed shard may have and still be retried: 0 (it never started) to `retries`."""
+    return [str(count) for count in range(retries + 1)]
+
+
+def retries_installed(client: SyncPrefectClient) -> int:
+    """How many times the server retries a shard: 0 when the automation is missing or turned off."""
+    found = client.read_automations_by_name(RETRY)
+    if not found or not found[0].enabled or not isinstance(found[0].trigger, EventTrigger):
+        return 0
+    counts = found[0].trigger.match.get("prefect.run-count") or []
+    return max((int(c) for c in ([counts] if isinstance(counts, str) else counts)), default=0)
+
+
+def notifications(block_document_id: UUID) -> AutomationCore:
+    return AutomationCore(
+        name=NOTIFY,
+        description="Each regression the nightly report finds, and its summary, through a notification block.",
+        trigger=EventTrigger(
+            match={"prefect.resource.id": f"{RESOURCE_PREFIX}*"},
+            expect={REGRESSION_EVENT, SUMMARY_EVENT},
+            posture=Posture.Reactive,
+            threshold=1,
+            within=timedelta(0),
+        ),
+        actions=[
+            SendNotification(
+                block_document_id=block_document_id,
+                subject="{{ event.payload.subject }}",
+                body="{{ event.payload.body }}",
+            )
+        ],
+    )

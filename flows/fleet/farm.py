@@ -1,0 +1,85 @@
+"""The fleet run through the compile farm: a pipeline, not two phases.
+
+Every shard's points go first to the `compile-shard` deployment (the `kernelsweep-compile` pool's
+CPU hosts); the moment a shard's compile run is over, its capture shard is submitted to its
+family's pool, so the Neuron hosts start capturing as soon as the first shard's NEFFs exist and
+the farm keeps compiling the next ones meanwhile. A compile run that crashed is retried by the
+server like any shard (kernelsweep.flows.fleet.automations) and waited for; one that failed for good,
+or was cancelled because the farm had no worker for `execution.worker_wait_seconds`, still
+releases its capture shard: that shard compiles what the store lacks itself, and its rows say so
+(`neff_compile_host`).
+
+The farm is used while a worker is online in its pool (and its deployment exists) when the fleet
+run starts; without one the fleet runs as it always did.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from uuid import UUID
+
+from prefect import get_run_logger
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.objects import FlowRun
+from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectNotFound
+from prefect.runtime import flow_run
+
+from kernelsweep.fleet.farm import COMPILE_DEPLOYMENT, COMPILE_POOL, family_sdks
+from kernelsweep.fleet.plan import Shard
+from kernelsweep.flows.fleet.setup import reported_hosts
+from kernelsweep.flows.fleet.wait import POLL_SECONDS, ShardWait, workers_online
+from kernelsweep.sweepspec.models import SweepSpec
+
+
+def farm_online(client: SyncPrefectClient) -> bool:
+    """Whether this fleet run compiles on the farm: its deployment exists and a worker serves its pool."""
+    try:
+        client.read_deployment_by_name(COMPILE_DEPLOYMENT)
+    except ObjectNotFound:
+        return False
+    return bool(workers_online(client, COMPILE_POOL))
+
+
+def stream(
+    client: SyncPrefectClient, spec: SweepSpec, shards: list[Shard], queue: str, retries: int,
+    capture: Callable[[Shard], UUID],
+) -> dict[int, UUID]:  # fmt: skip
+    """Compile every shard on the farm, submitting each capture shard (`capture`) as soon as its compile
+    run is final; returns the capture runs by shard index, once every one is submitted."""
+    sdks = family_sdks(reported_hosts(client))
+    compiles = {s.index: _submit_compile(spec, s, queue, sdks.get(s.family)) for s in shards}
+    get_run_logger().info("fleet %s: %d shards compiling on the farm (%s)", spec.name, len(shards), COMPILE_POOL)
+    wait = ShardWait(client, spec, shards, compiles)
+    captures: dict[int, UUID] = {}
+    while len(captures) < len(shards):
+        unstarted = wait.poll(retries)
+        for index in sorted(set(wait.final) - set(captures)):
+            captures[index] = capture(shards[index])
+        waiting = [run for runs in unstarted.values() for run in runs]
+        if waiting:
+            wait.cancel_if_no_worker("compile", COMPILE_POOL, waiting)
+        if len(captures) < len(shards):
+            time.sleep(POLL_SECONDS)
+    return captures
+
+
+def _submit_compile(spec: SweepSpec, shard: Shard, queue: str, expect: dict[str, str | None] | None) -> UUID:
+    run = run_deployment(
+        COMPILE_DEPLOYMENT,
+        parameters={
+            "spec": spec.model_dump(mode="json"),
+            "points": [p.model_dump(mode="json") for p in shard.points],
+            "shard": shard.index,
+            "target": shard.family,
+            "fleet_run_id": str(flow_run.id),
+            "expect": expect,
+        },
+        timeout=0,
+        tags=["fleet", "compile", shard.family],
+        idempotency_key=f"{flow_run.id}-compile-{shard.index}",
+        work_queue_name=queue,
+    )
+    assert isinstance(run, FlowRun)  # called from a sync flow: Prefect runs it to completion, not a coroutine
+    return run.id

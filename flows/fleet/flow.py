@@ -1,0 +1,186 @@
+"""The `fleet` flow: one sweep shared by every host of every family; the nightly suite.
+
+It runs on the small control pool, at most one at a time (the deployment's concurrency limit: a
+second fleet run waits, so two nights never double-book the hosts). The spec is expanded once here;
+each family's points are cut into shards (`kernelsweep.fleet.plan.plan_shards`) and every shard becomes a
+flow run of that family's `sweep-shard/<family>` deployment, so the family's work pool hands shards
+to whichever of its hosts is free: on the pool's `nightly` queue for the scheduled nightly run, on
+`urgent` (served first) for a run started by hand. The fleet run then waits and finally publishes one
+summary, read from the dataset, and compacts the nights before its own.
+
+- Shards are submitted with an idempotency key derived from this flow run, so a retried fleet run
+  finds its shards again instead of starting a second set.
+- A shard that crashed or failed is scheduled again by the server (kernelsweep.flows.fleet.automations)
+  a bounded number of times, on any host of its family, and resumes from its journal
+  (kernelsweep.flows.fleet.shard); the wait (kernelsweep.flows.fleet.wait) counts those retries in.
+- With a compile farm online (kernelsweep.flows.fleet.farm), each shard's points are traced and compiled
+  on its CPU hosts first, and the shard starts on its family's pool as soon as its NEFFs exist.
+- The run fails, naming each shard that did not complete and why (a host in the wrong pool, a host
+  with other SDK versions than the run requires), when one still has not after its retries.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from functools import partial
+from uuid import UUID
+
+from prefect import flow, get_client, get_run_logger
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.client.schemas.objects import FlowRun, StateType
+from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectNotFound
+from prefect.runtime import flow_run
+from prefect.states import Completed, Failed, State
+
+from kernelsweep.errors import KernelsweepError, UsageError
+from kernelsweep.fleet.hosts import HostReport, describe, disagreements
+from kernelsweep.fleet.plan import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
+from kernelsweep.flows.fleet.automations import retries_installed
+from kernelsweep.flows.fleet.farm import farm_online, stream
+from kernelsweep.flows.fleet.nightly_spec import live_spec
+from kernelsweep.flows.fleet.summary import ShardOutcome, fleet_cost, publish
+from kernelsweep.flows.fleet.wait import ShardWait
+from kernelsweep.results.compact import compact
+from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.sweepspec.models import SweepSpec
+
+
+@flow(name="fleet", flow_run_name="fleet-{spec.name}")
+def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
+    """Run a sweep across the fleet: each platform's points in shards on that platform's work pool.
+
+    Args:
+        spec: The sweep: kernels, parameter grid, dtypes, platforms, capture settings, locations.
+        spec_variable: Read the spec from this Prefect variable as the run starts, instead of `spec`
+            (the nightly schedule names kernelsweep_nightly_spec: an edit of it applies the next night);
+            empty: run `spec`.
+    """
+    spec = live_spec(spec, spec_variable)
+    log = get_run_logger()
+    refuse_searches(spec, f"fleet {spec.name}")
+    shards = plan_shards(expand(spec), spec.execution.max_points_per_flow_run)
+    with get_client(sync_client=True) as client:
+        this = client.read_flow_run(UUID(str(flow_run.id)))
+        pools = {family: _pool_of(client, family) for family in {s.family for s in shards}}
+        queue = "nightly" if this.auto_scheduled else "urgent"
+        retries = retries_installed(client)
+        runs = _start(client, spec, shards, queue, retries)
+        log.info("fleet %s: %d shards submitted to the %s queues (%s)", spec.name, len(shards), queue, _count(shards))
+        final = ShardWait(client, spec, shards, runs).until_done(pools, retries)
+        hosts = _host_reports(client, list(runs.values()))
+        cost = fleet_cost(client, this.id)
+    night = this.created.date() if this.created else date.today()
+    data = _read_back(spec, [str(r) for r in runs.values()], night)
+    outcomes = [_outcome(s, str(runs[s.index]), final[s.index], data, hosts.get(runs[s.index])) for s in shards]
+    flags = describe(disagreements(hosts.values()))
+    for line in flags:
+        log.warning(line)
+    publish(spec, outcomes, flags, cost)
+    _compact(spec, night)
+    return _final_state(outcomes, flags)
+
+
+def _start(
+    client: SyncPrefectClient, spec: SweepSpec, shards: list[Shard], queue: str, retries: int
+) -> dict[int, UUID]:
+    """The capture shards' flow runs by index: through the compile farm while a compile worker is
+    online (kernelsweep.flows.fleet.farm), else straight to the families' pools."""
+    submit = partial(_submit, spec, shards=len(shards), queue=queue)
+    if farm_online(client):
+        return stream(client, spec, shards, queue, retries, submit)
+    return {s.index: submit(s) for s in shards}
+
+
+def _final_state(outcomes: list[ShardOutcome], flags: list[str]) -> State:
+    incomplete = [o for o in outcomes if not o.completed]
+    if incomplete:
+        reasons = "; ".join(
+            f"shard {o.shard.index} ({o.shard.family}, {o.flow_run_id}) {o.state.lower()}: {o.message}"
+            for o in incomplete
+        )
+        return Failed(
+            message=f"{len(incomplete)} of {len(outcomes)} shards did not complete: {reasons} (after its retries; "
+            "`prefect flow-run retry ID` re-runs one, and this fleet run finishes once all have completed)"
+        )
+    points = sum(len(o.shard.points) for o in outcomes)
+    failed = sum(o.data.failed for o in outcomes)
+    flagged = f"; {'; '.join(flags)}" if flags else ""
+    return Completed(message=f"{len(outcomes)} shards, {points} points, {failed} failed points{flagged}")
+
+
+def _outcome(
+    shard: Shard, run_id: str, final: tuple[str, str], data: dict[str, ShardData] | None, host: HostReport | None
+) -> ShardOutcome:
+    """A completed shard whose rows are not all in the dataset did not do its job."""
+    state, message = final
+    written = (data or {}).get(run_id, ShardData())
+    rows = written.ok + written.failed
+    if data is not None and state == StateType.COMPLETED.value and rows < len(shard.points):
+        state = StateType.FAILED.value
+        message = f"wrote {rows} of {len(shard.points)} rows; its log says why"
+    return ShardOutcome(shard, run_id, state, message, written, host)
+
+
+def _read_back(spec: SweepSpec, run_ids: list[str], night: date) -> dict[str, ShardData] | None:
+    try:
+        return shard_data(spec.results_location, run_ids, night)
+    except KernelsweepError as exc:
+        get_run_logger().warning("the shards' results could not be read back for the summary: %s", exc)
+        return None
+
+
+def _compact(spec: SweepSpec, night: date) -> None:
+    """The nights before this one, each partition as one object (kernelsweep.results.compact)."""
+    try:
+        done = compact(spec.results_location, before=night)
+    except KernelsweepError as exc:
+        get_run_logger().warning("compacting the results before %s failed (%s); the next run tries again", night, exc)
+        return
+    if done:
+        replaced = sum(part.replaced for part in done)
+        get_run_logger().info("compacted %d partitions dated before %s (%d objects)", len(done), night, replaced)
+
+
+def _host_reports(client: SyncPrefectClient, runs: list[UUID]) -> dict[UUID, HostReport]:
+    found = client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=runs)))
+    reports = {run.id: HostReport.from_labels(run.labels) for run in found}
+    return {run_id: report for run_id, report in reports.items() if report is not None}
+
+
+def _count(shards: list[Shard]) -> str:
+    counts: dict[str, int] = {}
+    for shard in shards:
+        counts[shard.family] = counts.get(shard.family, 0) + 1
+    return ", ".join(f"{family}: {n}" for family, n in counts.items())
+
+
+def _pool_of(client: SyncPrefectClient, family: str) -> str:
+    name = shard_deployment(family)
+    try:
+        deployment = client.read_deployment_by_name(name)
+    except ObjectNotFound:
+        raise UsageError(f"no deployment {name} for the {family} points; run `kernelsweep fleet up`") from None
+    if not deployment.work_pool_name:
+        raise UsageError(f"deployment {name} has no work pool; run `kernelsweep fleet up`")
+    return deployment.work_pool_name
+
+
+def _submit(spec: SweepSpec, shard: Shard, shards: int, queue: str) -> UUID:
+    run = run_deployment(
+        shard_deployment(shard.family),
+        parameters={
+            "spec": spec.model_dump(mode="json"),
+            "points": [p.model_dump(mode="json") for p in shard.points],
+            "shard": shard.index,
+            "shards": shards,
+            "fleet_run_id": str(flow_run.id),
+        },
+        timeout=0,
+        tags=["fleet", shard.family],
+        idempotency_key=f"{flow_run.id}-shard-{shard.index}",
+        work_queue_name=queue,
+    )
+    assert isinstance(run, FlowRun)  # called from a sync flow: Prefect runs it to completion, not a coroutine
+    return run.id

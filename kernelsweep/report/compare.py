@@ -18,11 +18,11 @@ import numpy as np
 from scipy.special import stdtrit
 
 from kernelsweep.errors import UsageError
-from kernelsweep.report import history
+from kernelsweep.report import history, prior
 from kernelsweep.report.load import ReportRow
 from kernelsweep.report.ranks import reach_warning
 from kernelsweep.report.results import SIDE_RUNS, Results, as_results
-from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of
+from kernelsweep.report.stats import Effect, Rule, Spread, decide, effect, ratio_of, suspected
 from kernelsweep.shapes import natural_order
 
 TOOL_COLUMNS: dict[str, str] = {
@@ -48,6 +48,7 @@ class PointComparison:
     why: str
     effect: Effect | None = None
     adjusted_p: float | None = None
+    suspect: bool = False  # inconclusive, but its own interval leans beyond +threshold: what exit 3 means
     a_us: float | None = None  # each side's latency: its run's median (geometric mean over several runs)
     b_us: float | None = None
 
@@ -99,7 +100,7 @@ class Comparison:
     def exit_code(self) -> int:
         if any(p.outcome in REGRESSED for p in self.points):
             return EXIT_REGRESSED
-        if self.count("inconclusive"):
+        if any(p.suspect for p in self.points):
             return EXIT_INCONCLUSIVE
         return EXIT_NONE_REGRESSED
 
@@ -175,7 +176,7 @@ def _compare(
     shared = sorted(side_a.keys() & side_b.keys(), key=natural_order)
     if not shared:
         raise UsageError(f"{a_label} and {b_label} have no point in common; nothing to compare")
-    spreads = history.Spreads(results, used={r.row_id for rows in (*side_a.values(), *side_b.values()) for r in rows})
+    spreads = _moderated(shared, side_a, side_b, results)
     points: list[PointComparison] = []
     measured: list[tuple[Key, Effect]] = []
     for key in shared:
@@ -183,22 +184,20 @@ def _compare(
         a_ok, b_ok = a_rows[0].ok, b_rows[0].ok  # the newest row of each side decides its status
         if a_ok and b_ok:
             a_runs, b_runs = [r for r in a_rows if r.ok], [r for r in b_rows if r.ok]
-            threshold = rule.threshold_for(a_rows[0].kernel)
-            spread_a, spread_b = spreads.of(a_rows[0].series), spreads.of(b_rows[0].series)
             found = effect(
                 [r.sample() for r in a_runs],
                 [r.sample() for r in b_runs],
-                threshold=threshold,
+                threshold=rule.threshold_for(a_rows[0].kernel),
                 alpha=rule.alpha,
-                spread_a=spread_a,
-                spread_b=spread_b,
+                spread_a=spreads[a_rows[0].series],
+                spread_b=spreads[b_rows[0].series],
             )
             measured.append((key, found))
             continue
         points.append(PointComparison(key, a_rows, b_rows, *_status_change(a_rows[0], b_rows[0])))
-    for (key, found), (decided, why, q) in zip(measured, decide([e for _, e in measured], rule), strict=True):
+    for (key, _), judged in zip(measured, judge([e for _, e in measured], rule), strict=True):
         a_rows, b_rows = side_a[key], side_b[key]
-        points.append(PointComparison(key, a_rows, b_rows, decided, why, found, q, _level(a_rows), _level(b_rows)))
+        points.append(PointComparison(key, a_rows, b_rows, *judged, _level(a_rows), _level(b_rows)))
     points.sort(key=lambda p: natural_order(p.key))
     return Comparison(
         title,
@@ -211,6 +210,47 @@ def _compare(
         only_b=sorted(side_b.keys() - side_a.keys(), key=natural_order),
         notes=_notes([e for _, e in measured], rule),
     )
+
+
+UNKNOWN_NOISE = "one run a side cannot tell a run's shift from a change"
+
+
+def judge(effects: list[Effect], rule: Rule) -> list[tuple[str, str, Effect, float, bool]]:
+    """(outcome, why, effect, adjusted p, suspect) of each measured point: the family's verdicts, with
+    none claimed slower or same on a noise no run showed (a first compare too small to lend one)."""
+    judged = []
+    for found, (decided, why, q) in zip(effects, decide(effects, rule), strict=True):
+        if decided in ("slower", "same") and "run-to-run noise unknown" in found.method:
+            decided, why = "inconclusive", f"{why}, but the run-to-run noise is unknown: {UNKNOWN_NOISE}"
+        judged.append((decided, why, found, q, decided == "inconclusive" and suspected(found, rule.alpha)))
+    return judged
+
+
+def _moderated(
+    shared: list[Key], side_a: dict[Key, list[ReportRow]], side_b: dict[Key, list[ReportRow]], results: Results
+) -> dict[tuple[str, ...], Spread]:
+    """Each compared series' run-to-run spread: its own history (history.Spreads) with the prior of its
+    group (platform and toolchain) added (prior.py); on a first compare, the group's points' changes."""
+    used = {r.row_id for rows in (*side_a.values(), *side_b.values()) for r in rows}
+    found = history.Spreads(results, used=used)
+    newest = {rows[0].series: rows[0] for key in shared for rows in (side_a[key], side_b[key]) if rows[0].ok}
+    own = {series: found.of(series) for series in newest}
+    group_of = {series: _group(row) for series, row in newest.items()}
+    priors = prior.group_priors(own, group_of)
+    first: dict[tuple[str, ...], list[float]] = {}
+    for key in shared:
+        a, b = side_a[key], side_b[key]
+        if a[0].ok and b[0].ok and len(a) == len(b) == 1 and not own[a[0].series].df and not own[b[0].series].df:
+            first.setdefault(_group(b[0]), []).append(b[0].sample().level - a[0].sample().level)
+    for group, changes in first.items():
+        if not priors.get(group, Spread()).df:
+            priors[group] = prior.from_changes(changes)
+    return {series: prior.moderate(spread, priors[group_of[series]]) for series, spread in own.items()}
+
+
+def _group(row: ReportRow) -> tuple[str | None, ...]:
+    """Points expected to share their run-to-run noise: one platform, instance type and toolchain."""
+    return (row.platform, row.instance_type, row.compiler_version, row.runtime_version)
 
 
 def _level(rows: list[ReportRow]) -> float:
@@ -238,8 +278,15 @@ def _notes(effects: list[Effect], rule: Rule) -> list[str]:
     unknown = sum("run-to-run noise unknown" in e.method for e in effects)
     if unknown:
         notes.append(
-            f"{unknown} point(s) have no other runs to show their run-to-run noise: their intervals cover the "
-            "repeats only, and one run a side cannot tell a run's shift from a change"
+            f"{unknown} point(s) have no other runs to show their run-to-run noise, and too few points share "
+            f"their platform and toolchain to lend it: their intervals cover the repeats only, and {UNKNOWN_NOISE}, "
+            "so none is called slower or same"
+        )
+    lent = sum("points' changes around no change" in e.method for e in effects)
+    if lent:
+        notes.append(
+            f"{lent} point(s) are compared for the first time: their run-to-run noise is the spread of the compared "
+            "points' changes (a shift the whole run took counts as noise, not as a change)"
         )
     bounded = sum("summaries" in e.method for e in effects)
     if bounded:

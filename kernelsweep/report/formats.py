@@ -11,7 +11,7 @@ from kernelsweep.report.compare import Comparison, PointComparison
 from kernelsweep.report.stats import CORRECTION_NAMES, interval
 from kernelsweep.report.summary import Cell, Report
 
-EXIT_MEANING = {0: "no regression", 1: "regression", 3: "inconclusive only"}
+EXIT_MEANING = {0: "no regression", 1: "regression", 3: "suspected regression left undecided"}
 FORMAT_VERSION = 1
 
 
@@ -46,6 +46,7 @@ def _point(c: Comparison, p: PointComparison) -> dict[str, Any]:
         "ci_high": _number(e.high) if e else None,
         "p_value": e.p_value if e else None,
         "p_adjusted": p.adjusted_p,
+        "suspect": p.suspect,
         "interval_method": e.method if e else None,
         "runs": [len(p.a), len(p.b)],
         "repeats": list(e.repeats) if e else None,

@@ -128,6 +128,7 @@ def report_json(r: Report, allow_incorrect: bool = False) -> dict[str, Any]:
         "failed": r.failure_rows(),
         "regressions": r.regression_rows(),
         "open_regressions": len(r.open_regressions),
+        "drifts": r.regression_rows(r.drifts),
         "cross_platform": r.cross_rows(),
         "best": r.best_rows(),
         "matrix": r.matrix,
@@ -147,6 +148,7 @@ def report_markdown(r: Report, allow_incorrect: bool = False) -> str:
         f"{r.selection.describe()}; {r.method}.",
     ]
     lines += ["", "#### Regressions", "", *table(r.regression_rows())]
+    lines += ["", "#### Drift against the selection's first runs", "", *table(r.regression_rows(r.drifts))]
     lines += ["", "#### Failed or incorrect points", "", *table(r.failure_rows())]
     lines += ["", "#### Latest result per point", "", *table(r.summary_rows())]
     if r.best:

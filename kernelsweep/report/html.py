@@ -44,7 +44,7 @@ def bundle(report: Report) -> dict[str, bytes]:
     charts: dict[str, tuple[str, bytes, tuple[str, ...]]] = {}  # file -> (caption, png, x labels)
     if report.regressions:
         charts["steps-summary.png"] = ("Every step slower, by size", plots_steps.steps_summary(report.regressions), ())
-    for step in report.regressions[:MAX_REGRESSION_CHARTS]:
+    for step in [s for s in report.regressions if report.state(s) != "blip"][:MAX_REGRESSION_CHARTS]:
         history = next(h for h in report.histories if h.series == step.series)
         name = _file("regression", *step.series, step.first_after.run_date.isoformat())
         caption = f"{' '.join(p for p in step.series if p)}: step on {step.first_after.run_date}"
@@ -73,14 +73,22 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         f"<p>results <code>{escape(report.results_uri)}</code>; {escape(report.selection.describe())}; "
         f"generated {report.generated_at:%Y-%m-%d %H:%M} UTC; {len(report.latest)} points, "
         f"{len(report.failed)} failed, {len(report.incorrect)} incorrect, "
-        f"{len(report.regressions)} regression step(s), {len(report.open_regressions)} open.</p>",
+        f"{len(report.regressions)} regression step(s): {len(report.open_regressions)} open, "
+        f"{len(report.blips)} one-night blip(s) that came back.</p>",
         f"<p class='method'>Steps found by change-point detection (PELT) and judged with {escape(report.method)}.</p>",
     ]
     if report.is_simulation:
         parts.append("<p class='banner'>Simulated toolchain: these rows are not hardware measurements.</p>")
     parts += [
         "<h2>Regressions</h2>",
-        table(report.regression_rows(), empty="No series got slower.", bad=("change_percent",)),
+        table(
+            report.regression_rows([s for s in report.regressions if report.state(s) != "blip"]),
+            empty="No series got slower.",
+            bad=("change_percent",),
+        ),  # fmt: skip
+        *_blips(report),
+        "<h2>Drift against the selection's first runs</h2>",
+        table(report.regression_rows(report.drifts), empty="No series drifted slower.", bad=("change_percent",)),
         *(figure(name, *charts[name][:2]) for name in ("steps-summary.png",) if name in charts),
         *(figure(name, *charts[name][:2], css="half") for name in series),
         "<h2>Failed or incorrect points</h2>",
@@ -102,6 +110,13 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         parts += ["<h2>Hot source lines (share of instruction time)</h2>", heat.section(hot)]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _blips(report: Report) -> list[str]:
+    """The one-night excursions, apart: a ticket for each would be a ticket for noise or a bad host night."""
+    if not report.blips:
+        return []
+    return ["<h3>One-night excursions that came back</h3>", table(report.regression_rows(report.blips))]
 
 
 def _search_sections(

@@ -149,7 +149,13 @@ def figure(name: str, caption: str, png: bytes, x_labels: tuple[str, ...] = (), 
     )
 
 
-def table(rows: Sequence[dict[str, Cell]], empty: str = "Nothing to show.", bad: tuple[str, ...] = ()) -> str:
+def table(
+    rows: Sequence[dict[str, Cell]],
+    empty: str = "Nothing to show.",
+    bad: tuple[str, ...] = (),
+    bad_values: tuple[str, ...] = (),
+) -> str:
+    """An HTML table; cells of the `bad` columns are marked (only those holding one of `bad_values`, if given)."""
     if not rows:
         return f"<p>{escape(empty)}</p>"
     columns = list(rows[0])
@@ -160,7 +166,8 @@ def table(rows: Sequence[dict[str, Cell]], empty: str = "Nothing to show.", bad:
         for column in columns:
             value = row[column]
             number = isinstance(value, int | float) and not isinstance(value, bool)
-            classes = " ".join(c for c in ("num" if number else "", "bad" if column in bad else "") if c)
+            marked = column in bad and (not bad_values or value in bad_values)
+            classes = " ".join(c for c in ("num" if number else "", "bad" if marked else "") if c)
             text = "-" if value is None else ("yes" if value is True else "NO" if value is False else str(value))
             cells.append(f"<td class='{classes}'>{escape(text)}</td>" if classes else f"<td>{escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")

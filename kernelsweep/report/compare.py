@@ -218,7 +218,7 @@ UNKNOWN_NOISE = "one run a side cannot tell a run's shift from a change"
 def judge(effects: list[Effect], rule: Rule) -> list[tuple[str, str, Effect, float, bool]]:
     """(outcome, why, effect, adjusted p, suspect) of each measured point: the family's verdicts, with
     none claimed slower or same on a noise no run showed (a first compare too small to lend one)."""
-    judged = []
+    judged: list[tuple[str, str, Effect, float, bool]] = []
     for found, (decided, why, q) in zip(effects, decide(effects, rule), strict=True):
         if decided in ("slower", "same") and "run-to-run noise unknown" in found.method:
             decided, why = "inconclusive", f"{why}, but the run-to-run noise is unknown: {UNKNOWN_NOISE}"
@@ -237,7 +237,7 @@ def _moderated(
     own = {series: found.of(series) for series in newest}
     group_of = {series: _group(row) for series, row in newest.items()}
     priors = prior.group_priors(own, group_of)
-    first: dict[tuple[str, ...], list[float]] = {}
+    first: dict[tuple[str | None, ...], list[float]] = {}
     for key in shared:
         a, b = side_a[key], side_b[key]
         if a[0].ok and b[0].ok and len(a) == len(b) == 1 and not own[a[0].series].df and not own[b[0].series].df:

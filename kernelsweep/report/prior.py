@@ -18,7 +18,8 @@ a change, so it is never called a regression.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 from scipy.special import digamma, polygamma
@@ -85,9 +86,13 @@ def moderate(own: Spread, prior: Spread) -> Spread:
     return Spread(own.ss + prior.ss, own.df + prior.df, f"{own.source} and {prior.source}" if own.df else prior.source)
 
 
-def group_priors(spreads: dict[Hashable, Spread], group_of: dict[Hashable, Hashable]) -> dict[Hashable, Spread]:
+Key = TypeVar("Key", bound=Hashable)
+Group = TypeVar("Group", bound=Hashable)
+
+
+def group_priors(spreads: Mapping[Key, Spread], group_of: Mapping[Key, Group]) -> dict[Group, Spread]:
     """The prior of each group, fitted on the spreads of its members."""
-    members: dict[Hashable, list[Spread]] = {}
+    members: dict[Group, list[Spread]] = {}
     for key, spread in spreads.items():
         members.setdefault(group_of[key], []).append(spread)
     return {group: fit(found) for group, found in members.items()}

@@ -189,12 +189,16 @@ class Report:
                 "cause": s.cause,
                 "state": self.state(s),
                 "age_nights": (self._newest - s.first_after.run_date).days,
-                "recovered_on": (back := self.recovery(s)) and back.first_after.run_date.isoformat(),
+                "recovered_on": self._recovered_on(s),
                 "acknowledged": reason_for(s, self.acknowledged),
                 "flow_run_id": (s.first_after.flow_run_id or "")[:8] or None,
             }
             for s in (self.regressions if steps is None else steps)
         ]
+
+    def _recovered_on(self, step: Step) -> str | None:
+        back = self.recovery(step)
+        return back.first_after.run_date.isoformat() if back else None
 
     @property
     def _newest(self) -> date:

@@ -24,7 +24,7 @@ from kernelsweep.report.results import Results
 from kernelsweep.report.stats import Rule, interval
 
 # 0, 1 and 3 come from Comparison.exit_code; 2 is usage; a comparison that could not be made at all
-# (the results unreadable) is 4, never 3, which means "measured, but inconclusive".
+# (the results unreadable) is 4, never 3, which means "measured, and a regression is suspected".
 EXIT_NOT_COMPARED = EXIT_INTERNAL
 _STYLES = {
     "slower": "red",
@@ -74,7 +74,8 @@ def compare(
     same (inside +-threshold), or inconclusive, with the reason (docs/reports.md).
 
     Exit code 0: nothing regressed; 1: some point is slower, or fails or computes wrong where A did
-    not; 3: nothing regressed but some verdicts are inconclusive; 2: bad input; 4: no comparison.
+    not; 3: nothing proven, but some inconclusive point is a suspect (its own test leans slower:
+    one more run of each side settles it); 2: bad input; 4: no comparison.
     """
     modes = (kernel_pair, run_pair, tool_versions)
     if sum(bool(value) for value in modes) != 1:

@@ -24,13 +24,13 @@ SHAPES = [f"n={2**i}" for i in range(6, 18)]
 REPEATS, JITTER, RUN_NOISE = 7, 0.01, 0.01
 
 
-def _run(rng: np.random.Generator, name: str, night: int, slowed: str | None) -> list:
+def _run(rng: np.random.Generator, name: str, night: int, slowed: str | None, shared: float = 1.0) -> list:
     rows = []
     for kernel in KERNELS:
         for i, shape in enumerate(SHAPES):
             factor = 1.15 if kernel == slowed else 1.0
             shift = 1 + RUN_NOISE * rng.standard_normal()
-            values = 100 * (1 + i) * factor * shift * (1 + JITTER * rng.standard_normal(REPEATS))
+            values = 100 * (1 + i) * factor * shared * shift * (1 + JITTER * rng.standard_normal(REPEATS))
             rows.append(row(kernel=kernel, shape=shape, run=name, night=night, latencies=list(values)))
     return rows
 

@@ -10,7 +10,6 @@ reads the exit code (`Comparison.exit_code`).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,11 +17,11 @@ import numpy as np
 from scipy.special import stdtrit
 
 from kernelsweep.errors import UsageError
-from kernelsweep.report import history, prior
+from kernelsweep.report import controls, run_noise
 from kernelsweep.report.load import ReportRow
 from kernelsweep.report.ranks import reach_warning
 from kernelsweep.report.results import SIDE_RUNS, Results, as_results
-from kernelsweep.report.stats import Effect, Rule, Spread, decide, effect, ratio_of, suspected
+from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of, suspected
 from kernelsweep.shapes import natural_order
 
 TOOL_COLUMNS: dict[str, str] = {
@@ -121,7 +120,9 @@ def compare_kernels(results: Results | list[ReportRow], a: str, b: str, rule: Ru
     return _compare(title, a, b, ("shape", "dtype", "platform", "variant"), side_a, side_b, source, rule or Rule())
 
 
-def compare_runs(results: Results | list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
+def compare_runs(
+    results: Results | list[ReportRow], a: str, b: str, rule: Rule | None = None, control: Sequence[str] = ()
+) -> Comparison:
     """Two flow runs (ids, unique id prefixes, or `latest` / `previous`), point by point."""
     source = as_results(results)
     runs = source.runs_newest_first()
@@ -131,11 +132,11 @@ def compare_runs(results: Results | list[ReportRow], a: str, b: str, rule: Rule 
     side_a = _sides(source.select("flow_run_id", lambda run: run == run_a))
     side_b = _sides(source.select("flow_run_id", lambda run: run == run_b))
     title = f"run {run_b} against run {run_a}"
-    return _compare(title, run_a, run_b, _SERIES, side_a, side_b, source, rule or Rule())
+    return _compare(title, run_a, run_b, _SERIES, side_a, side_b, source, rule or Rule(), control)
 
 
 def compare_versions(
-    results: Results | list[ReportRow], tool: str, a: str, b: str, rule: Rule | None = None
+    results: Results | list[ReportRow], tool: str, a: str, b: str, rule: Rule | None = None, control: Sequence[str] = ()
 ) -> Comparison:
     """Rows made with tool version A against rows made with version B; a version matches itself and
     its longer forms (`2.21` matches `2.21.33363.0+...`). A side holds the point's runs with it (its
@@ -155,7 +156,7 @@ def compare_versions(
     side_a = _sides(source.select(column, lambda v: _version_matches(v, a), newest=SIDE_RUNS), across_toolchains=True)
     side_b = _sides(source.select(column, lambda v: _version_matches(v, b), newest=SIDE_RUNS), across_toolchains=True)
     title = f"{tool} {b} against {tool} {a}"
-    return _compare(title, a, b, _SERIES, side_a, side_b, source, rule or Rule())
+    return _compare(title, a, b, _SERIES, side_a, side_b, source, rule or Rule(), control)
 
 
 _SERIES = ("kernel", "shape", "dtype", "platform", "variant")
@@ -170,13 +171,15 @@ def _compare(
     side_b: dict[Key, list[ReportRow]],
     results: Results,
     rule: Rule,
+    control: Sequence[str] = (),
 ) -> Comparison:
     if len({key[-1] for key in side_a.keys() | side_b.keys()}) <= 1:  # one variant: no variant column
         key_names, side_a, side_b = key_names[:-1], _without_variant(side_a), _without_variant(side_b)
     shared = sorted(side_a.keys() & side_b.keys(), key=natural_order)
     if not shared:
         raise UsageError(f"{a_label} and {b_label} have no point in common; nothing to compare")
-    spreads = _moderated(shared, side_a, side_b, results)
+    shifts = run_noise.run_shifts(shared, side_a, side_b, control)
+    spreads = run_noise.moderated(shared, side_a, side_b, results, shifts)
     points: list[PointComparison] = []
     measured: list[tuple[Key, Effect]] = []
     for key in shared:
@@ -184,20 +187,27 @@ def _compare(
         a_ok, b_ok = a_rows[0].ok, b_rows[0].ok  # the newest row of each side decides its status
         if a_ok and b_ok:
             a_runs, b_runs = [r for r in a_rows if r.ok], [r for r in b_rows if r.ok]
+            spread_a, spread_b = spreads[a_rows[0].series], spreads[b_rows[0].series]
+            b_samples = [r.sample() for r in b_runs]
+            shift = shifts.get(run_noise.group(b_rows[0]))  # the controls' own points too: what is left of them
+            if shift is not None:
+                b_samples = [controls.removed(s, shift) for s in b_samples]
+                widened = controls.widened(spread_a, shift)
+                spread_a, spread_b = widened, widened if spread_b is spread_a else controls.widened(spread_b, shift)
             found = effect(
                 [r.sample() for r in a_runs],
-                [r.sample() for r in b_runs],
+                b_samples,
                 threshold=rule.threshold_for(a_rows[0].kernel),
                 alpha=rule.alpha,
-                spread_a=spreads[a_rows[0].series],
-                spread_b=spreads[b_rows[0].series],
+                spread_a=spread_a,
+                spread_b=spread_b,
             )
             measured.append((key, found))
             continue
         points.append(PointComparison(key, a_rows, b_rows, *_status_change(a_rows[0], b_rows[0])))
     for (key, _), judged in zip(measured, judge([e for _, e in measured], rule), strict=True):
         a_rows, b_rows = side_a[key], side_b[key]
-        points.append(PointComparison(key, a_rows, b_rows, *judged, _level(a_rows), _level(b_rows)))
+        points.append(PointComparison(key, a_rows, b_rows, *judged, run_noise.level(a_rows), run_noise.level(b_rows)))
     points.sort(key=lambda p: natural_order(p.key))
     return Comparison(
         title,
@@ -208,7 +218,7 @@ def _compare(
         rule,
         only_a=sorted(side_a.keys() - side_b.keys(), key=natural_order),
         only_b=sorted(side_b.keys() - side_a.keys(), key=natural_order),
-        notes=_notes([e for _, e in measured], rule),
+        notes=_notes([e for _, e in measured], rule) + run_noise.shift_notes(shifts, control),
     )
 
 
@@ -224,37 +234,6 @@ def judge(effects: list[Effect], rule: Rule) -> list[tuple[str, str, Effect, flo
             decided, why = "inconclusive", f"{why}, but the run-to-run noise is unknown: {UNKNOWN_NOISE}"
         judged.append((decided, why, found, q, decided == "inconclusive" and suspected(found, rule.alpha)))
     return judged
-
-
-def _moderated(
-    shared: list[Key], side_a: dict[Key, list[ReportRow]], side_b: dict[Key, list[ReportRow]], results: Results
-) -> dict[tuple[str, ...], Spread]:
-    """Each compared series' run-to-run spread: its own history (history.Spreads) with the prior of its
-    group (platform and toolchain) added (prior.py); on a first compare, the group's points' changes."""
-    used = {r.row_id for rows in (*side_a.values(), *side_b.values()) for r in rows}
-    found = history.Spreads(results, used=used)
-    newest = {rows[0].series: rows[0] for key in shared for rows in (side_a[key], side_b[key]) if rows[0].ok}
-    own = {series: found.of(series) for series in newest}
-    group_of = {series: _group(row) for series, row in newest.items()}
-    priors = prior.group_priors(own, group_of)
-    first: dict[tuple[str | None, ...], list[float]] = {}
-    for key in shared:
-        a, b = side_a[key], side_b[key]
-        if a[0].ok and b[0].ok and len(a) == len(b) == 1 and not own[a[0].series].df and not own[b[0].series].df:
-            first.setdefault(_group(b[0]), []).append(b[0].sample().level - a[0].sample().level)
-    for group, changes in first.items():
-        if not priors.get(group, Spread()).df:
-            priors[group] = prior.from_changes(changes)
-    return {series: prior.moderate(spread, priors[group_of[series]]) for series, spread in own.items()}
-
-
-def _group(row: ReportRow) -> tuple[str | None, ...]:
-    """Points expected to share their run-to-run noise: one platform, instance type and toolchain."""
-    return (row.platform, row.instance_type, row.compiler_version, row.runtime_version)
-
-
-def _level(rows: list[ReportRow]) -> float:
-    return math.exp(statistics.fmean(r.sample().level for r in rows if r.ok))
 
 
 def _status_change(a: ReportRow, b: ReportRow) -> tuple[str, str]:

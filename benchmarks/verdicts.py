@@ -160,6 +160,27 @@ def unchanged(
     return {"points slower": slower / (families * points), **{f"exit {k}": v / families for k, v in exits.items()}}
 
 
+def all_changed(seed: int, families: int, points: int, repeats: int, run_noise: float, change: float) -> float:
+    """Share of points called slower when every point of the sweep changed by `change` (no confirmation)."""
+    rng = np.random.default_rng(seed)
+    found = sum(compare_once(rng, np.full(points, change), repeats, run_noise).outcomes.count("slower")
+                for _ in range(families))  # fmt: skip
+    return found / (families * points)
+
+
+def all_changed_table(families: int) -> None:
+    print(f"\nEvery one of 500 points changed, history of {HISTORY} nights, no confirmation; % of points called slower")
+    print("| repeats | run-level sd | " + " | ".join(f"{c:+.0%}" for c in CHANGES) + " |")
+    print("|---|---|" + "---|" * len(CHANGES))
+    for repeats in REPEATS:
+        for run_noise in RUN_NOISE:
+            sweeps = max(1, families // 20)  # 500 points a sweep: a few sweeps are thousands of points
+            shares = [
+                all_changed(_seed("all", repeats, run_noise, c), sweeps, 500, repeats, run_noise, c) for c in CHANGES
+            ]
+            print(f"| {repeats} | {run_noise:.1%} | {' | '.join(f'{100 * x:.1f}' for x in shares)} |", flush=True)
+
+
 def lone_table(families: int, confirm: bool) -> None:
     title = "with confirmation of suspects" if confirm else "no confirmation"
     print(f"\nOne changed point among 1 / 36 / 500, history of {HISTORY} nights, {title}; % of draws calling it slower")
@@ -207,20 +228,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--families", type=int, default=200, help="comparisons drawn per cell")
     parser.add_argument("--quick", action="store_true", help="only the done-when figures")
+    parser.add_argument("--only", choices=("lone", "all", "unchanged"), help="one table, not every one")
     args = parser.parse_args()
     print(f"{Rule().describe(500)}; jitter {JITTER:.0%} per repeat; {args.families} compares a cell")
     started = time.process_time()
-    for confirm in (False, True):
-        share, extra = lone(1, args.families, 500, 7, 0.01, 0.10, confirm)
-        print(f"lone +10% among 500 points, 7 repeats, 1% run noise, confirm={confirm}: {100 * share:.1f}% slower, "
-              f"{extra:.1f} extra repeats per compare")  # fmt: skip
-    for history in (True, False):
-        found = unchanged(2, args.families, 500, 7, 0.01, history=history, confirm=True)
-        print(f"unchanged 500 points, 7 repeats, 1% run noise, history={history}, confirmed: "
-              f"{100 * found['exit 1']:.1f}% of compares call a point slower")  # fmt: skip
-    if not args.quick:
+    if not args.only:  # the done-when figures
+        for confirm in (False, True):
+            share, extra = lone(1, args.families, 500, 7, 0.01, 0.10, confirm)
+            print(f"lone +10% among 500 points, 7 repeats, 1% run noise, confirm={confirm}: {100 * share:.1f}% slower, "
+                  f"{extra:.1f} extra repeats per compare")  # fmt: skip
+        for history in (True, False):
+            found = unchanged(2, args.families, 500, 7, 0.01, history=history, confirm=True)
+            print(f"unchanged 500 points, 7 repeats, 1% run noise, history={history}, confirmed: "
+                  f"{100 * found['exit 1']:.1f}% of compares call a point slower")  # fmt: skip
+    tables = [] if args.quick else [args.only] if args.only else ["lone", "all", "unchanged"]
+    if "lone" in tables:
         lone_table(args.families, confirm=False)
         lone_table(args.families, confirm=True)
+    if "all" in tables:
+        all_changed_table(args.families)
+    if "unchanged" in tables:
         unchanged_table(args.families)
     print(f"\n{time.process_time() - started:.0f} CPU s")
 

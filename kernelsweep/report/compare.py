@@ -248,7 +248,7 @@ def _status_change(a: ReportRow, b: ReportRow) -> tuple[str, str]:
 def _notes(effects: list[Effect], rule: Rule) -> list[str]:
     """Up-front facts about the comparison: what cannot be decided, and on what the intervals rest."""
     notes = []
-    one_run = [e for e in effects if e.runs == (1, 1)]
+    one_run = [e for e in effects if e.runs == (1, 1) and "run-to-run noise unknown" in e.method]  # ranks only
     if one_run:
         fewest = min(min(e.repeats) for e in one_run)
         warning = reach_warning(fewest, len(effects), rule.alpha)

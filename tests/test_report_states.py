@@ -73,3 +73,15 @@ def test_a_drift_to_ten_percent_over_twenty_nights_is_flagged_by_night_twenty():
 def test_an_unchanged_history_has_no_drift():
     report = _report(_rows({"n=1": [1.0] * NIGHTS, "n=2": [1.0] * NIGHTS}, seed=6))
     assert not report.drifts and not report.regressions and report.exit_code() == 0
+
+
+def test_the_page_lists_a_blip_apart_from_the_regressions():
+    from kernelsweep.report.html import bundle
+
+    report = _report(_rows(_flat(**{"n=2": (12, NIGHTS, 0.1), "n=4": (20, 21, 0.1)})))
+    page = bundle(report)["index.html"].decode()
+    regressions = page[page.index("<h2>Regressions</h2>") : page.index("One-night excursions that came back")]
+    blips = page[page.index("One-night excursions that came back") : page.index("<h2>Drift")]
+    assert "n=2" in regressions and "n=4" not in regressions
+    assert "n=4" in blips and "blip" in blips
+    assert "1 open, 1 one-night blip(s) that came back" in page

@@ -42,9 +42,9 @@ img { max-width: 100%; border: 1px solid #ddd; }
 def bundle(report: Report) -> dict[str, bytes]:
     """File name -> bytes: `index.html`, its charts embedded."""
     charts: dict[str, tuple[str, bytes, tuple[str, ...]]] = {}  # file -> (caption, png, x labels)
-    if report.regressions:
-        charts["steps-summary.png"] = ("Every step slower, by size", plots_steps.steps_summary(report.regressions), ())
-    for step in [s for s in report.regressions if report.state(s) != "blip"][:MAX_REGRESSION_CHARTS]:
+    if report.lasting:  # blips have a table of their own
+        charts["steps-summary.png"] = ("Every step slower, by size", plots_steps.steps_summary(report.lasting), ())
+    for step in report.lasting[:MAX_REGRESSION_CHARTS]:
         history = next(h for h in report.histories if h.series == step.series)
         name = _file("regression", *step.series, step.first_after.run_date.isoformat())
         caption = f"{' '.join(p for p in step.series if p)}: step on {step.first_after.run_date}"
@@ -81,16 +81,12 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         parts.append("<p class='banner'>Simulated toolchain: these rows are not hardware measurements.</p>")
     parts += [
         "<h2>Regressions</h2>",
-        table(
-            report.regression_rows([s for s in report.regressions if report.state(s) != "blip"]),
-            empty="No series got slower.",
-            bad=("change_percent",),
-        ),  # fmt: skip
+        table(report.regression_rows(report.lasting), empty="No series got slower.", bad=("change_percent",)),
+        *(figure(name, *charts[name][:2]) for name in ("steps-summary.png",) if name in charts),
+        *(figure(name, *charts[name][:2], css="half") for name in series),
         *_blips(report),
         "<h2>Drift against the selection's first runs</h2>",
         table(report.regression_rows(report.drifts), empty="No series drifted slower.", bad=("change_percent",)),
-        *(figure(name, *charts[name][:2]) for name in ("steps-summary.png",) if name in charts),
-        *(figure(name, *charts[name][:2], css="half") for name in series),
         "<h2>Failed or incorrect points</h2>",
         table(report.failure_rows(), empty="Every point's latest run succeeded with a correct output."),
         *_search_sections(report, charts, search),

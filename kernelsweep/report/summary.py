@@ -74,6 +74,11 @@ class Report:
         return [s for s in self.drifts if reason_for(s, self.acknowledged) is None]
 
     @property
+    def lasting(self) -> list[Step]:
+        """Regressions that lasted more than one run, whatever their state: the regression table's rows."""
+        return [s for s in self.regressions if self.state(s) != "blip"]
+
+    @property
     def blips(self) -> list[Step]:
         """Regressions the very next run undid: one night's excursion, shown apart from the others."""
         return [s for s in self.regressions if self.state(s) == "blip"]

@@ -4,9 +4,12 @@ is flagged against the selection's first runs."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
+from jsonschema import Draft202012Validator
 from report_rows import FIRST, row
 
 from kernelsweep.report import formats
@@ -16,6 +19,7 @@ from kernelsweep.report.regress import drifts, regressions, track
 from kernelsweep.report.summary import Report
 
 NIGHTS, RUN_NOISE = 30, 0.005
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _rows(factors: dict[str, list[float]], seed: int = 5) -> list:
@@ -66,8 +70,9 @@ def test_a_drift_to_ten_percent_over_twenty_nights_is_flagged_by_night_twenty():
     assert not report.open_regressions  # no single step says so: the drift is what flags it
     drift = report.drifts[0]
     assert drift.effect.change > 0.05 and drift.before[0].run_date == FIRST
-    document = formats.report_json(report)
+    document = json.loads(json.dumps(formats.report_json(report)))
     assert [d["shape"] for d in document["drifts"]] == ["n=2"]
+    Draft202012Validator(json.loads((REPO / "docs" / "report.schema.json").read_text())).validate(document)
 
 
 def test_an_unchanged_history_has_no_drift():
@@ -85,3 +90,14 @@ def test_the_page_lists_a_blip_apart_from_the_regressions():
     assert "n=2" in regressions and "n=4" not in regressions
     assert "n=4" in blips and "blip" in blips
     assert "1 open, 1 one-night blip(s) that came back" in page
+
+
+def test_a_short_history_says_its_steps_cannot_be_judged_yet():
+    """Three runs: "No series got slower" would be the words of a quiet night; the page says why not."""
+    from kernelsweep.report.html import bundle
+
+    rows = [r for r in _rows(_flat(**{"n=2": (2, NIGHTS, 0.2)})) if r.run_date < FIRST.replace(day=4)]
+    page = bundle(_report(rows))["index.html"].decode()
+    assert "2 series have fewer than 4 runs: a step on them cannot be judged yet" in page
+    long_enough = bundle(_report(_rows(_flat())))["index.html"].decode()
+    assert "cannot be judged yet" not in long_enough

@@ -16,7 +16,7 @@ from html import escape
 
 from kernelsweep.report import heat, plots, plots_search, plots_steps
 from kernelsweep.report.plots_speedup import speedup_charts
-from kernelsweep.report.summary import Cell, Report
+from kernelsweep.report.summary import SHORT_RUNS, Cell, Report
 
 MAX_REGRESSION_CHARTS = 20  # the newest; the summary chart and the table show them all
 INDEX = "index.html"
@@ -81,6 +81,7 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         parts.append("<p class='banner'>Simulated toolchain: these rows are not hardware measurements.</p>")
     parts += [
         "<h2>Regressions</h2>",
+        *_short(report),
         table(report.regression_rows(report.lasting), empty="No series got slower.", bad=("change_percent",)),
         *(figure(name, *charts[name][:2]) for name in ("steps-summary.png",) if name in charts),
         *(figure(name, *charts[name][:2], css="half") for name in series),
@@ -106,6 +107,16 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         parts += ["<h2>Hot source lines (share of instruction time)</h2>", heat.section(hot)]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _short(report: Report) -> list[str]:
+    """Where "no series got slower" cannot be said yet: series too short for a step to be judged."""
+    if not report.short_series:
+        return []
+    return [
+        f"<p class='bad'>{report.short_series} series have fewer than {SHORT_RUNS} runs: a step on them cannot be "
+        "judged yet; compare their runs (kernelsweep compare --runs) instead.</p>"
+    ]
 
 
 def _blips(report: Report) -> list[str]:

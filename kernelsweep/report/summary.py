@@ -20,6 +20,7 @@ from kernelsweep.report.speedup import Speedup, speedups
 from kernelsweep.report.stats import Rule
 
 Cell = str | int | float | bool | None
+SHORT_RUNS = 4  # a lone series' step needs about 3 runs before it (the second review: 0/10 with 2, 4/10 with 3)
 MEDIAN_CONFIDENCE = 0.95  # the latest-results table's interval of each median (order statistics)
 
 
@@ -72,6 +73,11 @@ class Report:
     @property
     def open_drifts(self) -> list[Step]:
         return [s for s in self.drifts if reason_for(s, self.acknowledged) is None]
+
+    @property
+    def short_series(self) -> int:
+        """Series with too few runs for a step on them to be judged (with one run after it)."""
+        return sum(len(h.runs) < SHORT_RUNS for h in self.histories)
 
     @property
     def lasting(self) -> list[Step]:

@@ -36,7 +36,7 @@ def run_shifts(
         a, b = side_a[key], side_b[key]
         if a[0].kernel in control and a[0].ok and b[0].ok:
             changes.setdefault(group(b[0]), []).append(math.log(level(b) / level(a)))
-    return {group: shift for group, found in changes.items() if (shift := controls.measure(found)) is not None}
+    return {name: shift for name, found in changes.items() if (shift := controls.measure(found)) is not None}
 
 
 def shift_notes(shifts: dict[Group, controls.RunShift], control: Sequence[str]) -> list[str]:

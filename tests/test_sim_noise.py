@@ -20,16 +20,24 @@ def _config(tmp_path: Path, **changes: object) -> SimConfig:
 
 
 def test_run_noise_is_on_by_default_and_each_session_shifts_each_point_on_its_own(tmp_path, monkeypatch):
-    for name in ("KERNELSWEEP_SIM_RUN_NOISE", "KERNELSWEEP_SIM_HOST_NOISE", "KERNELSWEEP_SIM_SESSION"):
+    for name in ("KERNELSWEEP_SIM_RUN_NOISE", "KERNELSWEEP_SIM_HOST_NOISE", "KERNELSWEEP_SIM_SHARED_NOISE",
+                 "KERNELSWEEP_SIM_SESSION"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     assert SimConfig.from_env().run_noise == DEFAULT_RUN_NOISE == 0.01
+    assert SimConfig.from_env().shared_noise == 0.005
     sessions = [new_session(tmp_path) for _ in range(200)]
     assert [s.split(":")[0] for s in sessions[:3]] == ["0", "1", "2"]  # numbered per state dir
     seeded = [_config(tmp_path, session=s, noise_seed="7") for s in sessions]
     shifts = np.array([run_factor(c, "point-a") for c in seeded])
-    assert 0.0075 < shifts.std() < 0.0125  # run-level sd 1% (the host's shift is a constant here)
+    assert 0.0085 < shifts.std() < 0.0140  # 1% per point and 0.5% shared: 1.1% (the host's is a constant here)
     other = np.array([run_factor(c, "point-b") for c in seeded])
-    assert abs(np.corrcoef(shifts, other)[0, 1]) < 0.2  # each point has its own shift in a run
+    assert 0.05 < np.corrcoef(shifts, other)[0, 1] < 0.45  # each point its own shift, and the run's shared one
+    alone = np.array([run_factor(replace(c, shared_noise=0.0), "point-a") for c in seeded])
+    apart = np.array([run_factor(replace(c, shared_noise=0.0), "point-b") for c in seeded])
+    assert abs(np.corrcoef(alone, apart)[0, 1]) < 0.2  # without the shared shift, points move on their own
+    common = np.array([run_factor(replace(c, run_noise=0.0), "point-a") for c in seeded])
+    assert 0.003 < common.std() < 0.007
+    assert common.tolist() == [run_factor(replace(c, run_noise=0.0), "point-b") for c in seeded]  # the whole run
     again = [run_factor(_config(tmp_path, session=s, noise_seed="7"), "point-a") for s in sessions[:5]]
     assert again == list(shifts[:5])  # seeded: the k-th session draws the same shift
     assert run_factor(_config(tmp_path, session=sessions[0], noise_seed="8"), "point-a") != shifts[0]
@@ -37,9 +45,10 @@ def test_run_noise_is_on_by_default_and_each_session_shifts_each_point_on_its_ow
 
 def test_hosts_differ_and_noise_can_be_turned_off(tmp_path):
     session = new_session(tmp_path)
-    quiet = _config(tmp_path, session=session, run_noise=0.0, host_noise=0.0)
+    quiet = _config(tmp_path, session=session, run_noise=0.0, host_noise=0.0, shared_noise=0.0)
     assert run_factor(quiet, "p") == 1.0
-    hosts = {run_factor(_config(tmp_path, session=session, run_noise=0.0, host=f"h{i}"), "p") for i in range(20)}
+    hosts = {run_factor(_config(tmp_path, session=session, run_noise=0.0, shared_noise=0.0, host=f"h{i}"), "p")
+             for i in range(20)}  # fmt: skip
     assert len(hosts) == 20 and all(0.97 < h < 1.03 for h in hosts)
 
 

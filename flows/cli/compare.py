@@ -24,7 +24,7 @@ from kernelsweep.report.results import Results
 from kernelsweep.report.stats import Rule, interval
 
 # 0, 1 and 3 come from Comparison.exit_code; 2 is usage; a comparison that could not be made at all
-# (the results unreadable) is 4, never 3, which means "measured, but inconclusive".
+# (the results unreadable) is 4, never 3, which means "measured, and a regression is suspected".
 EXIT_NOT_COMPARED = EXIT_INTERNAL
 _STYLES = {
     "slower": "red",
@@ -49,6 +49,14 @@ _STYLES = {
     help="What to judge: latency, or the compile's time or peak memory (rows that compiled).",
 )
 @click.option(
+    "--control",
+    "control",
+    multiple=True,
+    metavar="KERNEL",
+    help="A kernel nobody changed between A and B: its points measure the shift B's whole run took, "
+    "divided out of every other point of the platform (--runs, --versions; repeatable).",
+)
+@click.option(
     "--html",
     "html_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -64,6 +72,7 @@ def compare(
     run_pair: tuple[str, str] | None,
     tool_versions: tuple[str, str, str] | None,
     metric: str,
+    control: tuple[str, ...],
     html_dir: Path | None,
     **filters: Any,
 ) -> None:
@@ -74,11 +83,14 @@ def compare(
     same (inside +-threshold), or inconclusive, with the reason (docs/reports.md).
 
     Exit code 0: nothing regressed; 1: some point is slower, or fails or computes wrong where A did
-    not; 3: nothing regressed but some verdicts are inconclusive; 2: bad input; 4: no comparison.
+    not; 3: nothing proven, but some inconclusive point is a suspect (its own test leans slower:
+    one more run of each side settles it); 2: bad input; 4: no comparison.
     """
     modes = (kernel_pair, run_pair, tool_versions)
     if sum(bool(value) for value in modes) != 1:
         raise UsageError("compare needs exactly one of --kernels A B, --runs A B or --versions TOOL A B")
+    if control and kernel_pair:
+        raise UsageError("--control needs --runs or --versions: two kernels of one run share its shift already")
     rule = rule_from(alpha, thresholds, correction)
     try:
         rows = Indexed(results_uri, selection_from(**filters))
@@ -87,7 +99,7 @@ def compare(
     except KernelsweepError as exc:
         fail(exc.message, EXIT_NOT_COMPARED)
     chosen = measure(metric)
-    comparison = _compared(as_measure(rows, chosen), rule, kernel_pair, run_pair, tool_versions)
+    comparison = _compared(as_measure(rows, chosen), rule, kernel_pair, run_pair, tool_versions, control)
     if chosen.column is not None:
         title = f"{chosen.name}: {comparison.title}"
         comparison = replace(comparison, title=title, metric=chosen.name, unit=chosen.unit)
@@ -108,6 +120,7 @@ def _compared(
     kernel_pair: tuple[str, str] | None,
     run_pair: tuple[str, str] | None,
     tool_versions: tuple[str, str, str] | None,
+    control: tuple[str, ...] = (),
 ) -> Comparison:
     """The one comparison the options ask for (exactly one of the three pairs)."""
     from kernelsweep.report.compare import compare_kernels, compare_runs, compare_versions
@@ -115,9 +128,9 @@ def _compared(
     if kernel_pair:
         return compare_kernels(rows, *kernel_pair, rule=rule)
     if run_pair:
-        return compare_runs(rows, *run_pair, rule=rule)
+        return compare_runs(rows, *run_pair, rule=rule, control=control)
     assert tool_versions is not None
-    return compare_versions(rows, *tool_versions, rule=rule)
+    return compare_versions(rows, *tool_versions, rule=rule, control=control)
 
 
 def emit(output_format: str, comparison: Comparison) -> None:

@@ -10,7 +10,6 @@ reads the exit code (`Comparison.exit_code`).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,11 +17,11 @@ import numpy as np
 from scipy.special import stdtrit
 
 from kernelsweep.errors import UsageError
-from kernelsweep.report import history
+from kernelsweep.report import controls, run_noise
 from kernelsweep.report.load import ReportRow
 from kernelsweep.report.ranks import reach_warning
 from kernelsweep.report.results import SIDE_RUNS, Results, as_results
-from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of
+from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of, suspected
 from kernelsweep.sweepspec.shapes import natural_order
 
 TOOL_COLUMNS: dict[str, str] = {
@@ -48,6 +47,7 @@ class PointComparison:
     why: str
     effect: Effect | None = None
     adjusted_p: float | None = None
+    suspect: bool = False  # inconclusive, but its own interval leans beyond +threshold: what exit 3 means
     a_us: float | None = None  # each side's latency: its run's median (geometric mean over several runs)
     b_us: float | None = None
 
@@ -99,7 +99,7 @@ class Comparison:
     def exit_code(self) -> int:
         if any(p.outcome in REGRESSED for p in self.points):
             return EXIT_REGRESSED
-        if self.count("inconclusive"):
+        if any(p.suspect for p in self.points):
             return EXIT_INCONCLUSIVE
         return EXIT_NONE_REGRESSED
 
@@ -120,7 +120,9 @@ def compare_kernels(results: Results | list[ReportRow], a: str, b: str, rule: Ru
     return _compare(title, a, b, ("shape", "dtype", "platform", "variant"), side_a, side_b, source, rule or Rule())
 
 
-def compare_runs(results: Results | list[ReportRow], a: str, b: str, rule: Rule | None = None) -> Comparison:
+def compare_runs(
+    results: Results | list[ReportRow], a: str, b: str, rule: Rule | None = None, control: Sequence[str] = ()
+) -> Comparison:
     """Two flow runs (ids, unique id prefixes, or `latest` / `previous`), point by point."""
     source = as_results(results)
     runs = source.runs_newest_first()
@@ -130,11 +132,11 @@ def compare_runs(results: Results | list[ReportRow], a: str, b: str, rule: Rule 
     side_a = _sides(source.select("flow_run_id", lambda run: run == run_a))
     side_b = _sides(source.select("flow_run_id", lambda run: run == run_b))
     title = f"run {run_b} against run {run_a}"
-    return _compare(title, run_a, run_b, _SERIES, side_a, side_b, source, rule or Rule())
+    return _compare(title, run_a, run_b, _SERIES, side_a, side_b, source, rule or Rule(), control)
 
 
 def compare_versions(
-    results: Results | list[ReportRow], tool: str, a: str, b: str, rule: Rule | None = None
+    results: Results | list[ReportRow], tool: str, a: str, b: str, rule: Rule | None = None, control: Sequence[str] = ()
 ) -> Comparison:
     """Rows made with tool version A against rows made with version B; a version matches itself and
     its longer forms (`2.21` matches `2.21.33363.0+...`). A side holds the point's runs with it (its
@@ -154,7 +156,7 @@ def compare_versions(
     side_a = _sides(source.select(column, lambda v: _version_matches(v, a), newest=SIDE_RUNS), across_toolchains=True)
     side_b = _sides(source.select(column, lambda v: _version_matches(v, b), newest=SIDE_RUNS), across_toolchains=True)
     title = f"{tool} {b} against {tool} {a}"
-    return _compare(title, a, b, _SERIES, side_a, side_b, source, rule or Rule())
+    return _compare(title, a, b, _SERIES, side_a, side_b, source, rule or Rule(), control)
 
 
 _SERIES = ("kernel", "shape", "dtype", "platform", "variant")
@@ -169,13 +171,15 @@ def _compare(
     side_b: dict[Key, list[ReportRow]],
     results: Results,
     rule: Rule,
+    control: Sequence[str] = (),
 ) -> Comparison:
     if len({key[-1] for key in side_a.keys() | side_b.keys()}) <= 1:  # one variant: no variant column
         key_names, side_a, side_b = key_names[:-1], _without_variant(side_a), _without_variant(side_b)
     shared = sorted(side_a.keys() & side_b.keys(), key=natural_order)
     if not shared:
         raise UsageError(f"{a_label} and {b_label} have no point in common; nothing to compare")
-    spreads = history.Spreads(results, used={r.row_id for rows in (*side_a.values(), *side_b.values()) for r in rows})
+    shifts = run_noise.run_shifts(shared, side_a, side_b, control)
+    spreads = run_noise.moderated(shared, side_a, side_b, results, shifts)
     points: list[PointComparison] = []
     measured: list[tuple[Key, Effect]] = []
     for key in shared:
@@ -183,12 +187,17 @@ def _compare(
         a_ok, b_ok = a_rows[0].ok, b_rows[0].ok  # the newest row of each side decides its status
         if a_ok and b_ok:
             a_runs, b_runs = [r for r in a_rows if r.ok], [r for r in b_rows if r.ok]
-            threshold = rule.threshold_for(a_rows[0].kernel)
-            spread_a, spread_b = spreads.of(a_rows[0].series), spreads.of(b_rows[0].series)
+            spread_a, spread_b = spreads[a_rows[0].series], spreads[b_rows[0].series]
+            b_samples = [r.sample() for r in b_runs]
+            shift = shifts.get(run_noise.group(b_rows[0]))  # the controls' own points too: what is left of them
+            if shift is not None:
+                b_samples = [controls.removed(s, shift) for s in b_samples]
+                widened = controls.widened(spread_a, shift)
+                spread_a, spread_b = widened, widened if spread_b is spread_a else controls.widened(spread_b, shift)
             found = effect(
                 [r.sample() for r in a_runs],
-                [r.sample() for r in b_runs],
-                threshold=threshold,
+                b_samples,
+                threshold=rule.threshold_for(a_rows[0].kernel),
                 alpha=rule.alpha,
                 spread_a=spread_a,
                 spread_b=spread_b,
@@ -196,9 +205,9 @@ def _compare(
             measured.append((key, found))
             continue
         points.append(PointComparison(key, a_rows, b_rows, *_status_change(a_rows[0], b_rows[0])))
-    for (key, found), (decided, why, q) in zip(measured, decide([e for _, e in measured], rule), strict=True):
+    for (key, _), judged in zip(measured, judge([e for _, e in measured], rule), strict=True):
         a_rows, b_rows = side_a[key], side_b[key]
-        points.append(PointComparison(key, a_rows, b_rows, decided, why, found, q, _level(a_rows), _level(b_rows)))
+        points.append(PointComparison(key, a_rows, b_rows, *judged, run_noise.level(a_rows), run_noise.level(b_rows)))
     points.sort(key=lambda p: natural_order(p.key))
     return Comparison(
         title,
@@ -209,12 +218,22 @@ def _compare(
         rule,
         only_a=sorted(side_a.keys() - side_b.keys(), key=natural_order),
         only_b=sorted(side_b.keys() - side_a.keys(), key=natural_order),
-        notes=_notes([e for _, e in measured], rule),
+        notes=_notes([e for _, e in measured], rule) + run_noise.shift_notes(shifts, control),
     )
 
 
-def _level(rows: list[ReportRow]) -> float:
-    return math.exp(statistics.fmean(r.sample().level for r in rows if r.ok))
+UNKNOWN_NOISE = "one run a side cannot tell a run's shift from a change"
+
+
+def judge(effects: list[Effect], rule: Rule) -> list[tuple[str, str, Effect, float, bool]]:
+    """(outcome, why, effect, adjusted p, suspect) of each measured point: the family's verdicts, with
+    none claimed slower or same on a noise no run showed (a first compare too small to lend one)."""
+    judged: list[tuple[str, str, Effect, float, bool]] = []
+    for found, (decided, why, q) in zip(effects, decide(effects, rule), strict=True):
+        if decided in ("slower", "same") and "run-to-run noise unknown" in found.method:
+            decided, why = "inconclusive", f"{why}, but the run-to-run noise is unknown: {UNKNOWN_NOISE}"
+        judged.append((decided, why, found, q, decided == "inconclusive" and suspected(found, rule.alpha)))
+    return judged
 
 
 def _status_change(a: ReportRow, b: ReportRow) -> tuple[str, str]:
@@ -229,7 +248,7 @@ def _status_change(a: ReportRow, b: ReportRow) -> tuple[str, str]:
 def _notes(effects: list[Effect], rule: Rule) -> list[str]:
     """Up-front facts about the comparison: what cannot be decided, and on what the intervals rest."""
     notes = []
-    one_run = [e for e in effects if e.runs == (1, 1)]
+    one_run = [e for e in effects if e.runs == (1, 1) and "run-to-run noise unknown" in e.method]  # ranks only
     if one_run:
         fewest = min(min(e.repeats) for e in one_run)
         warning = reach_warning(fewest, len(effects), rule.alpha)
@@ -238,8 +257,15 @@ def _notes(effects: list[Effect], rule: Rule) -> list[str]:
     unknown = sum("run-to-run noise unknown" in e.method for e in effects)
     if unknown:
         notes.append(
-            f"{unknown} point(s) have no other runs to show their run-to-run noise: their intervals cover the "
-            "repeats only, and one run a side cannot tell a run's shift from a change"
+            f"{unknown} point(s) have no other runs to show their run-to-run noise, and too few points share "
+            f"their platform and toolchain to lend it: their intervals cover the repeats only, and {UNKNOWN_NOISE}, "
+            "so none is called slower or same"
+        )
+    lent = sum("points' changes around no change" in e.method for e in effects)
+    if lent:
+        notes.append(
+            f"{lent} point(s) are compared for the first time: their run-to-run noise is the spread of the compared "
+            "points' changes (a shift the whole run took counts as noise, not as a change)"
         )
     bounded = sum("summaries" in e.method for e in effects)
     if bounded:

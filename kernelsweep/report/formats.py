@@ -11,7 +11,7 @@ from kernelsweep.report.compare import Comparison, PointComparison
 from kernelsweep.report.stats import CORRECTION_NAMES, interval
 from kernelsweep.report.summary import Cell, Report
 
-EXIT_MEANING = {0: "no regression", 1: "regression", 3: "inconclusive only"}
+EXIT_MEANING = {0: "no regression", 1: "regression", 3: "suspected regression left undecided"}
 FORMAT_VERSION = 1
 
 
@@ -46,6 +46,7 @@ def _point(c: Comparison, p: PointComparison) -> dict[str, Any]:
         "ci_high": _number(e.high) if e else None,
         "p_value": e.p_value if e else None,
         "p_adjusted": p.adjusted_p,
+        "suspect": p.suspect,
         "interval_method": e.method if e else None,
         "runs": [len(p.a), len(p.b)],
         "repeats": list(e.repeats) if e else None,
@@ -127,6 +128,7 @@ def report_json(r: Report, allow_incorrect: bool = False) -> dict[str, Any]:
         "failed": r.failure_rows(),
         "regressions": r.regression_rows(),
         "open_regressions": len(r.open_regressions),
+        "drifts": r.regression_rows(r.drifts),
         "cross_platform": r.cross_rows(),
         "best": r.best_rows(),
         "matrix": r.matrix,
@@ -146,6 +148,7 @@ def report_markdown(r: Report, allow_incorrect: bool = False) -> str:
         f"{r.selection.describe()}; {r.method}.",
     ]
     lines += ["", "#### Regressions", "", *table(r.regression_rows())]
+    lines += ["", "#### Drift against the selection's first runs", "", *table(r.regression_rows(r.drifts))]
     lines += ["", "#### Failed or incorrect points", "", *table(r.failure_rows())]
     lines += ["", "#### Latest result per point", "", *table(r.summary_rows())]
     if r.best:

@@ -16,7 +16,7 @@ from html import escape
 
 from kernelsweep.report import heat, plots, plots_search, plots_steps
 from kernelsweep.report.plots_speedup import speedup_charts
-from kernelsweep.report.summary import Cell, Report
+from kernelsweep.report.summary import SHORT_RUNS, Cell, Report
 
 MAX_REGRESSION_CHARTS = 20  # the newest; the summary chart and the table show them all
 INDEX = "index.html"
@@ -42,9 +42,9 @@ img { max-width: 100%; border: 1px solid #ddd; }
 def bundle(report: Report) -> dict[str, bytes]:
     """File name -> bytes: `index.html`, its charts embedded."""
     charts: dict[str, tuple[str, bytes, tuple[str, ...]]] = {}  # file -> (caption, png, x labels)
-    if report.regressions:
-        charts["steps-summary.png"] = ("Every step slower, by size", plots_steps.steps_summary(report.regressions), ())
-    for step in report.regressions[:MAX_REGRESSION_CHARTS]:
+    if report.lasting:  # blips have a table of their own
+        charts["steps-summary.png"] = ("Every step slower, by size", plots_steps.steps_summary(report.lasting), ())
+    for step in report.lasting[:MAX_REGRESSION_CHARTS]:
         history = next(h for h in report.histories if h.series == step.series)
         name = _file("regression", *step.series, step.first_after.run_date.isoformat())
         caption = f"{' '.join(p for p in step.series if p)}: step on {step.first_after.run_date}"
@@ -73,16 +73,21 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         f"<p>results <code>{escape(report.results_uri)}</code>; {escape(report.selection.describe())}; "
         f"generated {report.generated_at:%Y-%m-%d %H:%M} UTC; {len(report.latest)} points, "
         f"{len(report.failed)} failed, {len(report.incorrect)} incorrect, "
-        f"{len(report.regressions)} regression step(s), {len(report.open_regressions)} open.</p>",
+        f"{len(report.regressions)} regression step(s): {len(report.open_regressions)} open, "
+        f"{len(report.blips)} one-night blip(s) that came back.</p>",
         f"<p class='method'>Steps found by change-point detection (PELT) and judged with {escape(report.method)}.</p>",
     ]
     if report.is_simulation:
         parts.append("<p class='banner'>Simulated toolchain: these rows are not hardware measurements.</p>")
     parts += [
         "<h2>Regressions</h2>",
-        table(report.regression_rows(), empty="No series got slower.", bad=("change_percent",)),
+        *_short(report),
+        table(report.regression_rows(report.lasting), empty="No series got slower.", bad=("change_percent",)),
         *(figure(name, *charts[name][:2]) for name in ("steps-summary.png",) if name in charts),
         *(figure(name, *charts[name][:2], css="half") for name in series),
+        *_blips(report),
+        "<h2>Drift against the selection's first runs</h2>",
+        table(report.regression_rows(report.drifts), empty="No series drifted slower.", bad=("change_percent",)),
         "<h2>Failed or incorrect points</h2>",
         table(report.failure_rows(), empty="Every point's latest run succeeded with a correct output."),
         *_search_sections(report, charts, search),
@@ -102,6 +107,23 @@ def render(report: Report, charts: dict[str, tuple[str, bytes, tuple[str, ...]]]
         parts += ["<h2>Hot source lines (share of instruction time)</h2>", heat.section(hot)]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _short(report: Report) -> list[str]:
+    """Where "no series got slower" cannot be said yet: series too short for a step to be judged."""
+    if not report.short_series:
+        return []
+    return [
+        f"<p class='bad'>{report.short_series} series have fewer than {SHORT_RUNS} runs: a step on them cannot be "
+        "judged yet; compare their runs (kernelsweep compare --runs) instead.</p>"
+    ]
+
+
+def _blips(report: Report) -> list[str]:
+    """The one-night excursions, apart: a ticket for each would be a ticket for noise or a bad host night."""
+    if not report.blips:
+        return []
+    return ["<h3>One-night excursions that came back</h3>", table(report.regression_rows(report.blips))]
 
 
 def _search_sections(
@@ -134,7 +156,13 @@ def figure(name: str, caption: str, png: bytes, x_labels: tuple[str, ...] = (), 
     )
 
 
-def table(rows: Sequence[dict[str, Cell]], empty: str = "Nothing to show.", bad: tuple[str, ...] = ()) -> str:
+def table(
+    rows: Sequence[dict[str, Cell]],
+    empty: str = "Nothing to show.",
+    bad: tuple[str, ...] = (),
+    bad_values: tuple[str, ...] = (),
+) -> str:
+    """An HTML table; cells of the `bad` columns are marked (only those holding one of `bad_values`, if given)."""
     if not rows:
         return f"<p>{escape(empty)}</p>"
     columns = list(rows[0])
@@ -145,7 +173,8 @@ def table(rows: Sequence[dict[str, Cell]], empty: str = "Nothing to show.", bad:
         for column in columns:
             value = row[column]
             number = isinstance(value, int | float) and not isinstance(value, bool)
-            classes = " ".join(c for c in ("num" if number else "", "bad" if column in bad else "") if c)
+            marked = column in bad and (not bad_values or value in bad_values)
+            classes = " ".join(c for c in ("num" if number else "", "bad" if marked else "") if c)
             text = "-" if value is None else ("yes" if value is True else "NO" if value is False else str(value))
             cells.append(f"<td class='{classes}'>{escape(text)}</td>" if classes else f"<td>{escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")

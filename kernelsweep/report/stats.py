@@ -8,9 +8,10 @@ runs can show (docs/reports.md, "The statistics"):
   differ by more than their repeats show (another boot, core, host), so when the point's run-to-run
   spread is known (its sides hold several runs, or the series has other runs: its history) the
   interval is Student's t on the runs' levels: mean of B's levels - mean of A's, with the spread
-  pooled from the sides and the history (`Spread`). With one run a side and raw repeats, it is never
-  narrower than the repeats' own exact interval (ranks.exact_interval).
-* Without any run-to-run estimate (a point's first two runs) the interval is the exact
+  pooled from the sides, the history and the prior the sweep's other points lend (prior.py). The
+  levels already carry the repeats' noise, so the repeats' own rank test adds no floor: a floor at
+  1 / C(2n, n) would make a lone change among hundreds of points impossible to call at any size.
+* Without any run-to-run estimate (a point's first two runs, too few points to lend one) the interval is the exact
   Hodges-Lehmann interval of the two runs' repeats, and the verdict says the run-to-run noise is
   unknown: one run a side cannot tell a run's shift from a change.
 * Rows written before schema 2 have no raw repeats: the bound their summaries prove stands in.
@@ -19,7 +20,9 @@ The rule: with threshold t (default 2%) and level alpha (default 0.05), the inte
 two-sided 1 - 2 alpha interval (90%), so each directional claim is a one-sided test at alpha:
 `slower` when it lies above +t and that survives the family correction (Benjamini-Hochberg by
 default, Holm on request) over the points tested; `faster` below -t likewise; `same` only when it
-lies inside +-t (equivalence, TOST at alpha); `inconclusive` otherwise, with the reason.
+lies inside +-t (equivalence, TOST at alpha); `inconclusive` otherwise, with the reason. An
+inconclusive point whose own one-sided test passes uncorrected is a suspect (`suspected`): the one
+thing more runs must settle, and what compare's exit 3 means.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ class Spread:
     deviations and its degrees of freedom, from runs known to be alike (`source` says which)."""
 
     ss: float = 0.0
-    df: int = 0
+    df: float = 0  # fractional when a prior lends some (prior.py)
     source: str = "none"
 
     def __add__(self, other: Spread) -> Spread:
@@ -164,7 +167,6 @@ def effect(
     down, up = margins(threshold)
     spread_a, spread_b = spread_a or Spread(), spread_b or Spread()
     runs, repeats = (len(a), len(b)), (a[0].n, b[0].n)
-    rank = _rank_shift(a[0], b[0], alpha, down, up) if runs == (1, 1) else None
     own_a, own_b = spread_of([[s.level for s in a]], "runs compared"), spread_of([[s.level for s in b]], "")
     if spread_a is spread_b:
         pooled = own_a + own_b + spread_a
@@ -173,7 +175,8 @@ def effect(
         both = (own_a + spread_a, own_b + spread_b)
         per_side = both if both[0].df and both[1].df else None
     if per_side is None:
-        assert rank is not None, "several runs on a side always give a spread"
+        assert runs == (1, 1), "several runs on a side always give a spread"
+        rank = _rank_shift(a[0], b[0], alpha, down, up)
         method = "exact rank interval of the repeats" if a[0].raw and b[0].raw else "bound from the rows' summaries"
         return _from_rank(rank, f"{method}; run-to-run noise unknown", runs, repeats, threshold)
     levels = statistics.fmean(s.level for s in b) - statistics.fmean(s.level for s in a)
@@ -193,7 +196,7 @@ def effect(
         threshold=threshold,
         se=se,
     )
-    return _widened(between, rank) if rank is not None and a[0].raw and b[0].raw else between
+    return between
 
 
 def _rank_shift(a: Sample, b: Sample, alpha: float, down: float, up: float) -> ranks.RankShift:
@@ -216,23 +219,6 @@ def _from_rank(
         runs=runs,
         repeats=repeats,
         threshold=threshold,
-    )
-
-
-def _widened(between: Effect, rank: ranks.RankShift) -> Effect:
-    """Never narrower than what the repeats alone prove: the hull of both intervals, the weaker tests."""
-    return Effect(
-        ratio=between.ratio,
-        low=min(between.low, ratio_of(rank.low)),
-        high=max(between.high, ratio_of(rank.high)),
-        p_value=max(between.p_value, rank.p_value),
-        p_above=max(between.p_above, rank.p_above),
-        p_below=max(between.p_below, rank.p_below),
-        method=f"{between.method}, and the repeats' exact rank interval",
-        runs=between.runs,
-        repeats=between.repeats,
-        threshold=between.threshold,
-        se=between.se,
     )
 
 
@@ -294,6 +280,17 @@ def decide(effects: Sequence[Effect], rule: Rule, family: int | None = None) -> 
     tested = max(len(effects), family or 0)
     adjusted_p = adjusted([e.p_beyond for e in effects], rule.correction, tested)
     return [(*_verdict(e, q, rule, tested), q) for e, q in zip(effects, adjusted_p, strict=True)]
+
+
+SCREEN_ALPHA = 0.05  # the screen's level: what makes an undecided point a suspect, whatever the rule's alpha
+
+
+def suspected(e: Effect, alpha: float) -> bool:
+    """Whether a point the family did not call slower still leans there on its own: its one-sided test
+    beyond +threshold passes uncorrected (at the rule's alpha or the screen's, the looser), or its
+    interval is unbounded. A suspect is what confirmation (more runs of A and B) must settle."""
+    unbounded = not (math.isfinite(e.low) and math.isfinite(e.high))
+    return unbounded or e.p_above <= max(alpha, SCREEN_ALPHA)
 
 
 def interval(e: Effect) -> str:

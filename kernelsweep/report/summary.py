@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from kernelsweep.report.acknowledge import Acknowledgement, reason_for
 from kernelsweep.report.best import Best, best_configurations, configured, progress
@@ -15,11 +15,12 @@ from kernelsweep.report.load import ReportRow, Selection
 from kernelsweep.report.matrix import matrix_rows
 from kernelsweep.report.normalise import CrossRow, cross_platform, normalise
 from kernelsweep.report.ranks import median_interval
-from kernelsweep.report.regress import History, Step, regressions, track
+from kernelsweep.report.regress import History, Step, drifts, regressions, track
 from kernelsweep.report.speedup import Speedup, speedups
 from kernelsweep.report.stats import Rule
 
 Cell = str | int | float | bool | None
+SHORT_RUNS = 4  # a lone series' step needs about 3 runs before it (the second review: 0/10 with 2, 4/10 with 3)
 MEDIAN_CONFIDENCE = 0.95  # the latest-results table's interval of each median (order statistics)
 
 
@@ -39,6 +40,7 @@ class Report:
     search_progress: dict[str, dict[str, list[tuple[int, float | None]]]] = field(default_factory=dict)
     matrix: list[dict[str, Cell]] = field(default_factory=list)  # kernel x toolchain x LNC
     speedups: list[Speedup] = field(default_factory=list)  # each kernel against its baseline (schema 3)
+    drifts: list[Step] = field(default_factory=list)  # the newest runs against the selection's first (regress.drifts)
 
     @property
     def failed(self) -> list[ReportRow]:
@@ -64,18 +66,42 @@ class Report:
 
     @property
     def open_regressions(self) -> list[Step]:
-        """Regressions no later step of their series has undone and nobody has acknowledged."""
-        undone = set()
-        for history in self.histories:
-            for step in history.steps:
-                later = (s for s in history.steps if s.first_after.order > step.first_after.order)
-                if any(s.direction == "faster" for s in later):
-                    undone.add((step.series, step.first_after.order))
-        return [
-            s
-            for s in self.regressions
-            if (s.series, s.first_after.order) not in undone and reason_for(s, self.acknowledged) is None
-        ]
+        """Regressions no later step of their series has undone and nobody has acknowledged: they stay
+        open in every report, whatever their age, until one of those happens."""
+        return [s for s in self.regressions if self.state(s) == "open"]
+
+    @property
+    def open_drifts(self) -> list[Step]:
+        return [s for s in self.drifts if reason_for(s, self.acknowledged) is None]
+
+    @property
+    def short_series(self) -> int:
+        """Series with too few runs for a step on them to be judged (with one run after it)."""
+        return sum(len(h.runs) < SHORT_RUNS for h in self.histories)
+
+    @property
+    def lasting(self) -> list[Step]:
+        """Regressions that lasted more than one run, whatever their state: the regression table's rows."""
+        return [s for s in self.regressions if self.state(s) != "blip"]
+
+    @property
+    def blips(self) -> list[Step]:
+        """Regressions the very next run undid: one night's excursion, shown apart from the others."""
+        return [s for s in self.regressions if self.state(s) == "blip"]
+
+    def recovery(self, step: Step) -> Step | None:
+        """The first later step of the series that made it faster again: where the regression ended."""
+        later = [s for h in self.histories if h.series == step.series for s in h.steps
+                 if s.direction == "faster" and s.first_after.order > step.first_after.order]  # fmt: skip
+        return min(later, key=lambda s: s.first_after.order) if later else None
+
+    def state(self, step: Step) -> str:
+        """acknowledged, blip (undone by the next run), recovered (undone later), or open."""
+        if reason_for(step, self.acknowledged) is not None:
+            return "acknowledged"
+        if self.recovery(step) is None:
+            return "open"
+        return "blip" if len(step.after) == 1 else "recovered"
 
     @property
     def has_variants(self) -> bool:
@@ -172,11 +198,22 @@ class Report:
                 "ci_high_percent": _round(100 * (s.effect.high - 1), 1),
                 "p_adjusted": float(f"{s.adjusted_p:.2g}"),
                 "cause": s.cause,
+                "state": self.state(s),
+                "age_nights": (self._newest - s.first_after.run_date).days,
+                "recovered_on": self._recovered_on(s),
                 "acknowledged": reason_for(s, self.acknowledged),
                 "flow_run_id": (s.first_after.flow_run_id or "")[:8] or None,
             }
             for s in (self.regressions if steps is None else steps)
         ]
+
+    def _recovered_on(self, step: Step) -> str | None:
+        back = self.recovery(step)
+        return back.first_after.run_date.isoformat() if back else None
+
+    @property
+    def _newest(self) -> date:
+        return max((r.run_date for r in self.latest), default=date.min)
 
     def best_rows(self) -> list[dict[str, Cell]]:
         """The best configuration per shape, how many were tried, and the runner-up's gap with its verdict."""
@@ -200,8 +237,8 @@ class Report:
         return out
 
     def exit_code(self, allow_incorrect: bool = False) -> int:
-        """1 while any series' latest run failed, computed a wrong output, or has an open regression."""
-        problems = self.failed or self.open_regressions or (self.incorrect and not allow_incorrect)
+        """1 while any series' latest run failed, computed a wrong output, has an open regression or drifted."""
+        problems = self.failed or self.open_regressions or self.open_drifts or (self.incorrect and not allow_incorrect)
         return 1 if problems else 0
 
 
@@ -231,6 +268,7 @@ def build_report(
         search_progress=progress(configured(results)),
         matrix=matrix_rows(newest),
         speedups=speedups(results, rule),
+        drifts=drifts(histories, rule),
     )
 
 

@@ -38,6 +38,8 @@ KERNELSWEEP_SIM_NOISE_SEED  make the noise repeatable: the k-th capture of a NEF
 KERNELSWEEP_SIM_RUN_NOISE   standard deviation of the shift a point takes for a whole run (a session of the
                             simulated device: one flow run), as a fraction (default 0.01, docs/reports.md
                             says why; 0 turns it off); every repeat of the point in that run shares it
+KERNELSWEEP_SIM_SHARED_NOISE  standard deviation of the shift a whole run takes, shared by every point of it
+                            (another host of the type, a driver, thermals: default 0.005; 0 turns it off)
 KERNELSWEEP_SIM_HOST_NOISE  standard deviation of a simulated host's own lasting shift, shared by every point
                             it runs (default 0.005); the host is KERNELSWEEP_SIM_HOST (default `sim-host`)
 KERNELSWEEP_SIM_COMPILE_MEMORY  memory the simulated compiler allocates and touches while it compiles (bytes, or
@@ -66,11 +68,13 @@ CURRENT_NKI = "0.7"  # the newest generation sim.nki.generations knows
 SLOWDOWN_ENV = "KERNELSWEEP_SIM_COMPILER_SLOWDOWN"
 RUN_NOISE_ENV = "KERNELSWEEP_SIM_RUN_NOISE"
 HOST_NOISE_ENV = "KERNELSWEEP_SIM_HOST_NOISE"
+SHARED_NOISE_ENV = "KERNELSWEEP_SIM_SHARED_NOISE"
 SESSION_ENV = "KERNELSWEEP_SIM_SESSION"
 COMPILE_MEMORY_ENV = "KERNELSWEEP_SIM_COMPILE_MEMORY"
 _SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
 DEFAULT_RUN_NOISE = 0.01  # docs/reports.md, "Run-level noise": why 1%
 DEFAULT_HOST_NOISE = 0.005
+DEFAULT_SHARED_NOISE = 0.005  # half the per-point shift: real runs move together too (docs/reports.md)
 DEFAULT_HOST = "sim-host"
 
 
@@ -118,6 +122,7 @@ class SimConfig:
     tools: ToolsRelease = field(default_factory=lambda: release(None))
     run_noise: float = DEFAULT_RUN_NOISE
     host_noise: float = DEFAULT_HOST_NOISE
+    shared_noise: float = DEFAULT_SHARED_NOISE
     host: str = DEFAULT_HOST
     session: str = ""
     compile_memory_bytes: int = 0
@@ -159,6 +164,7 @@ class SimConfig:
             tools=release(env.get(TOOLS_ENV)),
             run_noise=_number(RUN_NOISE_ENV, str(DEFAULT_RUN_NOISE), float, 0),
             host_noise=_number(HOST_NOISE_ENV, str(DEFAULT_HOST_NOISE), float, 0),
+            shared_noise=_number(SHARED_NOISE_ENV, str(DEFAULT_SHARED_NOISE), float, 0),
             host=env.get("KERNELSWEEP_SIM_HOST") or DEFAULT_HOST,
             session=env.get(SESSION_ENV, ""),
             compile_memory_bytes=_size(COMPILE_MEMORY_ENV),

@@ -5,12 +5,14 @@ another NeuronCore and its HBM placement, clocks and thermals, another host of t
 repeats of one run cannot show that, so a test that only sees per-repeat jitter proves nothing about
 run-against-run verdicts. Here every capture's modelled time is multiplied by
 
-    (1 + run_noise x N_session,point) x (1 + host_noise x N_host)
+    (1 + run_noise x N_session,point) x (1 + shared_noise x N_session) x (1 + host_noise x N_host)
 
 where N_session,point is one standard normal draw per point per session of the simulated device (a
 session: each time the simulated toolchain is set up, i.e. once per flow run), shared by all the
-repeats of that point in that run, and N_host one per host name, shared by everything the host
-runs. With KERNELSWEEP_SIM_NOISE_SEED the k-th session of a state dir draws the same shifts.
+repeats of that point in that run; N_session one per session, shared by every point of the run (a
+whole run on a slower host of the type, another driver, a hot rack: the points move together, so
+their false calls would come together too); and N_host one per host name, shared by everything the
+host runs. With KERNELSWEEP_SIM_NOISE_SEED the k-th session of a state dir draws the same shifts.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ def run_factor(config: SimConfig, point: str) -> float:
     """What this capture's session (for this point) and host multiply every execution's time by."""
     number, _, token = config.session.partition(":")
     session = f"seed {config.noise_seed}:session {number}" if config.noise_seed else f"session {token or number}"
-    session = f"{session}:{point}"
     host = f"host {config.host}:seed {config.noise_seed or ''}"
-    run = 1 + config.run_noise * unit_normal(session) if config.session else 1.0
+    run = 1.0
+    if config.session:
+        run = (1 + config.run_noise * unit_normal(f"{session}:{point}")) * (
+            1 + config.shared_noise * unit_normal(session)
+        )
     return run * (1 + config.host_noise * unit_normal(host))

@@ -272,6 +272,7 @@ STEPS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
     ("tracers: which NKI API this host has", lambda s, step: s.probe(step), ("N7",)),
     ("signatures: the SDK's compile API, as installed", smoke_mix.driver_signatures, ("O1",)),
     ("trace and compile the bf16 matmul", _trace, ("N1",)),
+    ("trace and compile the matmul at non-default tunables", smoke_mix.tuned, ("R2",)),
     ("what _write_tensorizer_ir writes", _tensorizer_ir, ()),
     ("does `acc += nl.matmul(...)` trace", _plus_equals, ("O5",)),
     ("capture: every 2nd of 4 executions", _capture, ()),

@@ -133,6 +133,25 @@ def mlp(state: Smoke, step: Step) -> None:
     step.verdict = f"{point.kernel} {point.shape} {point.dtype}: outputs {verdict.split(':')[0]}; {judged}"
 
 
+# Not the matmul's defaults (tile_n=512, loop_order="mn"): what a search or a tunables axis hands over
+TUNED = {"tile_n": 256, "loop_order": "nm"}
+
+
+def tuned(state: Smoke, step: Step) -> None:
+    """The matmul at non-default tunables: they are bound into the kernel, so the compiler is handed
+    its two tensors alone (neuronxcc cannot take 0-d inputs: kernelsweep.toolchain.tracing.binding)."""
+    if state.tracer is None:
+        raise Skipped("needs a usable tracer")
+    point = state.point.model_copy(update={"tunables": TUNED})
+    request = tracing.TraceRequest.for_point(point, load_kernel(point.kernel_ref), state.target)
+    out = tracing.trace(state.toolchain, request, state.fresh("tuned-trace"), tracer=state.tracer,
+                        timeout_seconds=STEP_TIMEOUT_SECONDS)  # fmt: skip
+    neff = out.neff_path or state.compile_legacy(out.ir_path)
+    bound = ", ".join(f"{k}={v}" for k, v in TUNED.items())
+    step.details.append(f"inputs handed to the compiler: {[t.name for t in request.inputs]}; bound: {bound}")
+    step.verdict = f"{out.tracer} traced and compiled the matmul at {bound} ({neff.name}, {neff.stat().st_size} bytes)"
+
+
 def driver_signatures(state: Smoke, step: Step) -> None:
     """What the SDK's compile API looks like here (kernelsweep.doctor.signatures, in its own process)."""
     if state.toolchain.is_simulation:

@@ -26,8 +26,20 @@ DEBUG_INFO_FILE = "kernel_debug_info.json"
 PAGE_BYTES = 4096
 
 
+def scalar_inputs(names: Sequence[str]) -> str | None:
+    """What the compiler says to 0-d inputs ("neuronxcc cannot handle 0-d tensor inputs", the reason
+    awslabs/nki-autotune inlines a kernel's scalars before compiling: runner/compile.py @ d57bcc3),
+    or None when there are none. The words are AWS Labs'; no public log shows the compiler's own."""
+    if not names:
+        return None
+    return f"neuronxcc cannot handle 0-d tensor inputs: {', '.join(names)} (bind scalars into the kernel)"
+
+
 def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str | None:
     """The compiler's diagnostic for this kernel, or None when it compiles."""
+    scalars = scalar_inputs([t["name"] for t in ir["inputs"] if not t["shape"]])
+    if scalars:
+        return scalars
     if lnc == 2 and not target.startswith(("trn2", "trn3")):
         return f"[NCC_EARG001] --lnc 2 is not supported for target {target}"
     kernel_lnc = ir.get("kernel_lnc")

@@ -43,8 +43,8 @@ class TraceRequest:
     # What the adapter passes as the API's `output_names`; without them a frontend NEFF names its
     # outputs output_0, output_1, ... (reference Corrections 1). Production always passes them.
     output_names: tuple[str, ...] | None
-    # The kernel's tunables at this point: keyword arguments of the NKI kernel beside its tensors, as
-    # nki-autotune passes its configs (`specialize(*args, **configs)`).
+    # The kernel's tunables at this point: parameters of the NKI kernel that are bound into it as
+    # constants before tracing, never handed to the compiler as inputs (tracing.binding).
     tunables: dict[str, int | str] = field(default_factory=dict)
 
     @classmethod

@@ -87,7 +87,7 @@ def _load_driver() -> SimpleNamespace:
 
 
 def _run_driver(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     ir = fresh(workdir / "ir")
     options = compile_options(api, request, workdir, ir / "artifacts")
     call = dict(frontend=api.Frontend(), inputs=inputs, compile_opts=options)
@@ -134,7 +134,7 @@ def _load_frontend() -> SimpleNamespace:
 
 
 def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     ir = fresh(workdir / "ir")
     call: dict[str, Any] = dict(
         inputs=inputs, target=request.target, lnc=request.lnc, artifacts_dir=str(fresh(ir / "frontend"))
@@ -177,7 +177,7 @@ def _run_standalone(api: SimpleNamespace, request: TraceRequest, workdir: Path) 
     """Positional arguments exactly as aws-neuron/nki-library's `compile_kernel_to_neff` passes them."""
     from kernelsweep.dtypes import numpy_dtype  # the stubs' dtypes are numpy's, as the inputs'
 
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     out_dir = fresh(workdir / "ir")
     stubs = [TensorStub(o.shape, numpy_dtype(o.dtype), o.name) for o in request.outputs]
     args: list[Any] = [kernel, inputs, stubs, request.target, request.lnc, str(out_dir), api.NKI_IR_VERSION.beta2]
@@ -206,7 +206,7 @@ def _load_legacy() -> SimpleNamespace:
 
 def _run_legacy(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
     """Seed 000's steps; the IR folder keeps penguin.py AND its weights folder for the compiler."""
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     ir = fresh(workdir / "ir")
     weights = fresh(ir / "weights")
     builder = api.IRBuilder()
@@ -240,7 +240,7 @@ def _run_tensorizer_ir(api: SimpleNamespace, request: TraceRequest, workdir: Pat
     """nki-library's `trace_kernel_only` positional call; the folder is whatever it writes."""
     from kernelsweep.dtypes import numpy_dtype
 
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     out = fresh(workdir / "ir")
     stubs = [TensorStub(o.shape, numpy_dtype(o.dtype), o.name) for o in request.outputs]
     ir_module, _ = api.to_ir(kernel, request.target, request.lnc, inputs, stubs, api.NKI_IR_VERSION.beta2)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import inspect
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import ExtractError, InvalidShapeError, TraceError
 from kernelsweep.iterations import IterationTiming, time_iterations
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
+from kernelsweep.locks import CoreLease
 from kernelsweep.metrics import LatencyStats, read_profile
 from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.neff import NeffFormatError, read_neff
@@ -86,6 +87,7 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
             debug_info=hotspots.wanted(ctx.capture),
             memory_limit_bytes=ctx.compile_memory_limit_bytes,
             slots=ctx.compile_gate,
+            lease=_executing_lease(ctx, point),
         )
         seconds = out.worker_seconds - (out.compile_seconds or 0.0)
         refs = {"ir": ctx.store.put_file(out.ir_path)}
@@ -115,6 +117,14 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
         nki_source=nki_source,
         compile_cost=cost,
     )
+
+
+def _executing_lease(ctx: StageContext, point: Point) -> Callable[[], AbstractContextManager[CoreLease]] | None:
+    """The point's core lease for a tracer that executes the kernel (NKI 0.7's nki.jit route), on a
+    host with cores to lease; None elsewhere (a compile host), where that route is not tried."""
+    if point.lnc not in ctx.leasers:
+        return None
+    return lambda: ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id)
 
 
 def _trace_key(ctx: StageContext, point: Point, source_sha256: str, nki_sha256: str | None, tracer: str | None) -> str:

@@ -36,8 +36,13 @@ from kernelsweep.errors import TraceError
 
 BOUND_FOLDER = "bound"  # in the point's work folder: the rewritten kernel module, kept out of the IR
 SCALAR_TYPES = (bool, int, float, str)
-_COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef, ast.AsyncFor,
-             ast.AsyncWith, ast.AsyncFunctionDef, getattr(ast, "Match", ast.If), getattr(ast, "TryStar", ast.Try))  # fmt: skip
+# Statements that cannot follow `x = 1; ` on one line (ast.Match is 3.10's, ast.TryStar 3.11's)
+_COMPOUND = tuple(
+    getattr(ast, name)
+    for name in ("If", "For", "While", "With", "Try", "TryStar", "Match", "FunctionDef", "ClassDef",
+                 "AsyncFor", "AsyncWith", "AsyncFunctionDef")
+    if hasattr(ast, name)
+)  # fmt: skip
 
 
 def specialise(source: str, function: str, constants: Mapping[str, Any]) -> str:

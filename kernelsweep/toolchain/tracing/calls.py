@@ -20,6 +20,7 @@ from typing import Any
 
 from kernelsweep import names
 from kernelsweep.errors import TraceError
+from kernelsweep.toolchain.tracing.binding import BOUND_FOLDER, bound_kernel
 from kernelsweep.toolchain.tracing.request import TraceRequest
 
 LEGACY_TRACE_KERNEL_MODULES = (
@@ -143,7 +144,6 @@ def kernel_and_inputs(request: TraceRequest, workdir: Path) -> tuple[Any, dict[s
     compiler as inputs: kernelsweep.toolchain.tracing.binding), and its tensor inputs, built exactly
     as the inputs stage builds them, by the kernel's parameter names."""
     from kernelsweep.kernels import load_kernel
-    from kernelsweep.toolchain.tracing.binding import BOUND_FOLDER, bound_kernel
 
     if request.tunables:
         kernel = bound_kernel(request.nki_kernel, request.tunables, workdir / BOUND_FOLDER)

@@ -107,6 +107,9 @@ class Tracer:
     load: Callable[[], SimpleNamespace]  # imports the API and probes its signatures; raises if absent or unfit
     run: Callable[[SimpleNamespace, TraceRequest, Path], TraceProducts]
     best_effort: bool = False  # no public code confirms this API: results are a best effort
+    # The route runs the kernel on a NeuronCore (nki.jit with NumPy arrays): tried last, in a worker
+    # of its own that holds the point's core lease (kernelsweep.toolchain.tracing.artifacts)
+    executes: bool = False
 
 
 @dataclass(frozen=True)

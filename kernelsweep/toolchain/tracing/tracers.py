@@ -18,6 +18,9 @@
   legacy-penguin            SDK <= 2.26: KLIR TraceKernel + penguin IRBuilder/IRWriter -> penguin.py and
                             its weights folder, for `neuronx-cc compile` (seed 000; best effort, no
                             public code confirms these private APIs)
+  nki.jit/artifacts         the route AWS documents for NKI 0.7: NKI_ARTIFACTS_DIR, then the kernel
+                            called with NumPy arrays (tracing.artifacts); it executes the kernel, so it
+                            is tried last, in a worker of its own holding the point's core lease
 
 The frontend is ParserFrontend, as nki-library's harness uses, except on NKI 0.7+, which specializes
 by Python tracing: there TracerFrontend (the `tracer-frontend` variant) unless NKI_COMPILER_FRONTEND
@@ -37,6 +40,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kernelsweep import names
+from kernelsweep.toolchain.tracing.artifacts import ARTIFACTS
 from kernelsweep.toolchain.tracing.calls import (
     CONTEXT_MODULES,
     LEGACY_TRACE_KERNEL_MODULES,
@@ -257,5 +261,6 @@ TRACERS: tuple[Tracer, ...] = (
     Tracer("nki.compiler.frontend", f"{__name__}:FRONTEND", _load_frontend, _run_frontend),
     Tracer("neuronxcc.nki_standalone", f"{__name__}:STANDALONE", _load_standalone, _run_standalone),
     Tracer("legacy-penguin", f"{__name__}:LEGACY", _load_legacy, _run_legacy, best_effort=True),
+    ARTIFACTS,  # the last resort: it executes the kernel, so it needs a core lease and a worker of its own
 )
-DRIVER, FRONTEND, STANDALONE, LEGACY = TRACERS
+DRIVER, FRONTEND, STANDALONE, LEGACY, _ = TRACERS

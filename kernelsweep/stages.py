@@ -47,6 +47,8 @@ COMPILE_TIMEOUT_SECONDS = 1800.0
 # missed the store): what the row's `neff_compile_host` says. Not part of any key: a NEFF is the same
 # NEFF whichever host built it with the same versions.
 HOST_META = "host"
+# What shaped a traced NEFF (schema 5): compiled with NKI_DEBUG_INFO, and whether NKI's allocator fell back
+DEBUG_INFO_META, ALLOC_FALLBACK_META = "debug_info", "alloc_fallback"
 VIEW_TIMEOUT_SECONDS = 600.0
 
 
@@ -103,6 +105,8 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
         "nki_compiler_frontend": out.nki_compiler_frontend or "",
         "simulate_note": out.simulate_note or "",
         HOST_META: (ctx.host_name or "") if out.neff_path else "",
+        DEBUG_INFO_META: _flag(hotspots.wanted(ctx.capture) if out.neff_path else None),
+        ALLOC_FALLBACK_META: _flag(out.alloc_fallback),
     }
     cache.record(ctx.store, "trace", ctx.versions.compiler, key, refs, meta)
     made = _cached_trace(cache.Entry(refs, meta), source, choice)
@@ -163,7 +167,18 @@ def _cached_trace(entry: cache.Entry, source: ArtifactRef, choice: tracing.Trace
         model=model,
         fell_through=choice.fell_through(meta["tracer"]),
         compile_host=meta.get(HOST_META) or None,
+        debug_info=_unflag(meta.get(DEBUG_INFO_META)),
+        alloc_fallback=_unflag(meta.get(ALLOC_FALLBACK_META)),
     )
+
+
+def _flag(value: bool | None) -> str:
+    """A cache entry's meta holds strings: "" for unknown."""
+    return "" if value is None else str(value).lower()
+
+
+def _unflag(text: str | None) -> bool | None:
+    return None if not text else text == "true"
 
 
 def _nki_source(ctx: StageContext, definition: KernelDefinition) -> ArtifactRef | None:
@@ -188,6 +203,8 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             model=traced.model,
             compile_cost=traced.compile_cost,
             compile_host=traced.compile_host,
+            debug_info=traced.debug_info,
+            alloc_fallback=traced.alloc_fallback,
         )
     platform = get_platform(point.platform)
     target, lnc = platform.compiler_target, platform.compile_lnc(point.lnc)
@@ -211,6 +228,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             compile_options=options,
             model=traced.model,
             compile_host=hit.meta.get(HOST_META) or None,
+            debug_info=False,  # `neuronx-cc compile` runs without NKI_DEBUG_INFO
         )
     with _scratch("compile") as workdir:
         folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
@@ -223,8 +241,9 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
         ref = ctx.store.put_file(neff)
     cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref}, {HOST_META: ctx.host_name or ""})
     return CompileResult(
-        neff=ref, seconds=seconds, compile_options=options, model=traced.model, compile_host=ctx.host_name
-    )
+        neff=ref, seconds=seconds, compile_options=options, model=traced.model, compile_host=ctx.host_name,
+        debug_info=False,
+    )  # fmt: skip
 
 
 def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:

@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from kernelsweep.metrics import METRIC_FIELDS
 
-# 2 added `latencies_us`, 3 the insight columns (results.insight), 4 `neff_compile_host`; older rows read them as null
-SCHEMA_VERSION = 4
+# 2 added `latencies_us`, 3 the insight columns (results.insight), 4 `neff_compile_host`, 5 `neff_debug_info`
+# and `alloc_fallback`; older rows read them as null
+SCHEMA_VERSION = 5
 PARAM_PREFIX = "param_"
 OK, FAILED, INCORRECT = "ok", "failed", "incorrect"  # a row's status: docs/schema.md
 
@@ -152,7 +153,12 @@ _INSIGHT = [
 ]
 
 # Schema 4 (issue 23): which host compiled the point's NEFF (a compile-farm host, when it came from the store).
-_PROVENANCE = [pa.field("neff_compile_host", pa.string())]
+# Schema 5 (issue 33): what shaped the NEFF: debug info compiled in, and an allocator fallback.
+_PROVENANCE = [
+    pa.field("neff_compile_host", pa.string()),
+    pa.field("neff_debug_info", pa.bool_()),
+    pa.field("alloc_fallback", pa.bool_()),
+]
 
 BASE_SCHEMA = pa.schema(
     _IDENTITY + _STATUS + _METRICS + _DERIVED + _CORRECTNESS + _LINEAGE + _VARIANT + _INSIGHT + _PROVENANCE

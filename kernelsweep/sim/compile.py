@@ -59,6 +59,15 @@ def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str |
     return None
 
 
+def allocation(ir: dict, config: SimConfig) -> None:
+    """NKI's allocator falling back to neuronx-cc's (KERNELSWEEP_SIM_FAULTS alloc-fallback=K): a line on
+    fd 2, where the compiler's words go. Its wording is the SDK's description of the setting (NKI 0.7
+    CompileConfig.nki_alloc_fallback); no public log shows the compiler's own."""
+    if ir["kernel"] in config.faults.alloc_fallbacks:
+        os.write(2, f"WARNING: NKI LinearScanAllocation failed for '{ir['kernel']}'; falling back to the default "
+                    f"neuronx-cc allocation flow ({INJECTED})\n".encode())  # fmt: skip
+
+
 def emulate_compile_time(ir: dict, config: SimConfig) -> None:
     """Hold the configured compile memory (KERNELSWEEP_SIM_COMPILE_MEMORY) while sleeping the modelled
     compile time (scaled), recording it in the state dir (sim.latency). The memory is written, page by

@@ -33,7 +33,7 @@ from kernelsweep.errors import TraceError
 from kernelsweep.kernels import KernelSourceNotFound, load_kernel
 from kernelsweep.platforms import get_platform
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
-from kernelsweep.sim.compile import debug_info_requested, diagnose, emulate_compile_time, write_sim_neff
+from kernelsweep.sim.compile import allocation, debug_info_requested, diagnose, emulate_compile_time, write_sim_neff
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.ir import write_ir
 from kernelsweep.sim.nki.generations import Generation, get_generation
@@ -154,6 +154,7 @@ def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) ->
     problem = diagnose(ir, request.target, request.lnc, config)
     if problem:
         raise compiler_failed(problem)
+    allocation(ir, config)
     emulate_compile_time(ir, config)
     neff = write_sim_neff(
         workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config, debug_info_requested()

@@ -208,6 +208,7 @@ def trace(
         simulate_note=result.get("simulate_note"),
         compile_cost=result.get("compile_cost"),
         worker_seconds=seconds,
+        alloc_fallback=result.get("alloc_fallback"),
     )
 
 

@@ -178,6 +178,8 @@ class TraceOutput:
     # the worker's wall time from its go (kernelsweep.toolchain.process.Slots) to its exit: not its
     # start-up, which overlapped the wait for a compile slot
     worker_seconds: float = 0.0
+    # NKI's allocator fell back to neuronx-cc's in the compile (its words on fd 2); None: no compile here
+    alloc_fallback: bool | None = None
 
 
 def pack(folder: Path, archive: Path) -> Path:

@@ -96,6 +96,15 @@ def test_a_family_outside_the_installed_nkis_support_is_warned_on_its_own_host(n
     assert checks["support inf2"].status == "info" and checks["support trn2"].status == "ok"
 
 
+def test_a_host_left_with_only_nki_0_7s_documented_route_is_warned(tmp_path, python_packages):
+    """No compile API fits (the tutorial-shaped stand-in): sweeps compile by executing, the row says so."""
+    python_packages("jit_artifacts")
+    host = doctor.Host(path=str(TOOLS / "bin"), dev_dir=tmp_path, dmi_product_name=tmp_path / "none")
+    tracer = by_name(doctor.diagnose(host))["NKI tracer"]
+    assert tracer.status == "warn" and tracer.found.startswith("nki.jit/artifacts (nki 0.7.0+standin")
+    assert "compiled by executing it on its leased core" in tracer.found and "step 4" in tracer.fix
+
+
 def test_the_neuron_host_rendering(neuron_host):
     text, code = doctor.report(neuron_host)
     assert code == 0

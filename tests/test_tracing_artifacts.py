@@ -22,6 +22,7 @@ from kernelsweep.neff import read_neff
 from kernelsweep.spec import CaptureSettings
 from kernelsweep.stages import trace_stage
 from kernelsweep.toolchain import tracing
+from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
 from kernelsweep.toolchain.tracing.artifacts import ARTIFACTS_FOLDER
 from kernelsweep.toolchain.versions import collect
 
@@ -96,3 +97,14 @@ def test_the_row_names_the_route_and_the_stage_leases_the_points_core(host, tmp_
     traced = trace_stage(ctx, POINT)
     assert tracing.tracer_label(traced.tracer, traced.fell_through) == "nki.jit/artifacts"
     assert recorded(calls)["nki.jit call"]["lease_held"] is True and traced.neff is not None
+
+
+@pytest.mark.skipif(any(package_version(n).version for n in SDK_PACKAGES), reason="this host has Neuron SDK packages")
+def test_when_the_last_resort_is_unusable_too_the_error_names_every_tracer(host, tmp_path, leaser):
+    host()  # no SDK at all
+    with pytest.raises(TraceError) as info:
+        run(tmp_path / "work", lease=leaser.lease)
+    message = info.value.message
+    assert info.value.error_class == "TracerUnavailable"
+    assert "nki.compiler.driver (ModuleNotFoundError: No module named 'nki')" in message
+    assert "Then: no NKI tracing API is usable: tried nki.jit/artifacts (ModuleNotFoundError" in message

@@ -174,6 +174,7 @@ def trace(
     compiling = tuple(t for t in toolchain.tracers if not t.executes)
     executing = tuple(t for t in toolchain.tracers if t.executes)
     fallbacks: tuple[Fallback, ...] = ()
+    unavailable: dict[str, Any] = {}  # the compiling tracers' TracerUnavailable, when the last resort follows it
     last_resort = any(tracer == t.name for t in executing)
     if not last_resort:
         run = (toolchain, workdir, job, timeout_seconds, what, env, memory_limit_bytes, slots, compiling)
@@ -183,7 +184,7 @@ def trace(
         if executing and lease is not None and error.get("error_class") == "TracerUnavailable":
             passed = {f.tracer.split("/")[0] for f in fallbacks}
             fallbacks += tuple(Fallback(t.name, error["message"]) for t in compiling if t.name not in passed)
-            last_resort = True
+            last_resort, unavailable = True, error
     if last_resort:
         if lease is None:
             raise TraceError(f"{what}: {tracer} executes the kernel and needs a NeuronCore lease, which this "
@@ -191,6 +192,9 @@ def trace(
         argv, result, seconds = _executing(toolchain, request, workdir, job, timeout_seconds, env, lease, executing,
                                            memory_limit_bytes, slots)  # fmt: skip
         fallbacks += tuple(Fallback(**f) for f in result.get("fallbacks", ()))
+        error = result.get("error") or {}
+        if unavailable and error.get("error_class") == "TracerUnavailable":  # neither: say why for both
+            result = {**result, "error": {**error, "message": f"{unavailable['message']} Then: {error['message']}"}}
     if choice is not None:
         choice.learn(fallbacks, result.get("tracer"))
     _raise_error(result, argv)

@@ -95,7 +95,7 @@ def test_the_simulators_legacy_route_binds_tunables_too(host, tmp_path):
     assert read_ir(ir / "penguin.py")["traced_dma_count"] == 36
 
 
-def test_binding_keeps_every_line_and_refuses_what_the_kernel_does_not_take():
+def test_binding_moves_no_line_but_after_a_compound_first_statement_and_refuses_unknown_tunables():
     source = "@jit\ndef k(a, b,\n      t=1, *, u='x'):\n    for i in range(t):\n        pass\n    return a\n"
     bound = specialise(source, "k", {"u": "y"})
     assert bound.splitlines()[1:3] == ["def k(a, b, t=1", "):"]  # the signature keeps its two lines

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 
@@ -29,7 +31,7 @@ from kernelsweep.search.study import ShapeSearch
 from kernelsweep.sim.config import CURRENT_NKI
 from kernelsweep.sim.model import CALIBRATION, model_timing, predict
 from kernelsweep.sim.nki.generations import get_generation
-from kernelsweep.sim.tracer import payload
+from kernelsweep.sim.tracer import bound, payload
 from kernelsweep.sim.views import workload
 from kernelsweep.sweepspec.blocks import SearchTarget, point_check
 from kernelsweep.sweepspec.expansion import expand_spec
@@ -79,7 +81,8 @@ class Model:
 
     def workload(self, point: Point):  # noqa: ANN201 (sim.model.Workload)
         request = TraceRequest.for_point(point, self.definition, point.platform)
-        return workload(payload(request, self.generation, "benchmark"))
+        with tempfile.TemporaryDirectory() as folder:  # the point's tunables bound into the kernel, as tracers do
+            return workload(payload(request, self.generation, "benchmark", bound(request, Path(folder))))
 
     def latency(self, point: Point) -> float:
         key = point.model_copy(update={"search_trial": None}).point_id

@@ -167,7 +167,9 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `iteration_median_us` double,
   `iteration_p99_us` double,
   `iteration_tool` string,
-  `neff_compile_host` string
+  `neff_compile_host` string,
+  `neff_debug_info` boolean,
+  `alloc_fallback` boolean
 )
 PARTITIONED BY (
   `platform` string,

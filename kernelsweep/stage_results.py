@@ -29,6 +29,8 @@ class TraceResult:
     nki_source: ArtifactRef | None = None  # the NKI kernel's source file: what hotspots' line numbers point into
     compile_cost: CompileCost | None = None  # of the compile inside the tracing call; None on a cache hit
     compile_host: str | None = None  # the host that compiled `neff` (its cache entry's, on a hit); None: unknown
+    debug_info: bool | None = None  # `neff` was compiled with NKI_DEBUG_INFO=True; None: no NEFF, or an older entry
+    alloc_fallback: bool | None = None  # NKI's allocator fell back to neuronx-cc's compiling `neff`
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class CompileResult:
     model: ModelRun | None = None
     compile_cost: CompileCost | None = None
     compile_host: str | None = None  # the host that compiled `neff`: this one, or the one whose NEFF the store had
+    debug_info: bool | None = None  # what shaped the NEFF: compiled with NKI_DEBUG_INFO=True
+    alloc_fallback: bool | None = None  # NKI's allocator fell back to neuronx-cc's; None: not known
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import inspect
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from kernelsweep.correctness import Correctness, check_outputs
 from kernelsweep.dtypes import numpy_dtype
 from kernelsweep.errors import ExtractError, InvalidShapeError, TraceError
 from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_kernel, nki_kernel_source
+from kernelsweep.locks import CoreLease
 from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.platforms import get_platform
 from kernelsweep.profiles.metrics import LatencyStats, read_profile
@@ -47,6 +48,8 @@ COMPILE_TIMEOUT_SECONDS = 1800.0
 # missed the store): what the row's `neff_compile_host` says. Not part of any key: a NEFF is the same
 # NEFF whichever host built it with the same versions.
 HOST_META = "host"
+# What shaped a traced NEFF (schema 5): compiled with NKI_DEBUG_INFO, and whether NKI's allocator fell back
+DEBUG_INFO_META, ALLOC_FALLBACK_META = "debug_info", "alloc_fallback"
 VIEW_TIMEOUT_SECONDS = 600.0
 
 
@@ -87,6 +90,7 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
             debug_info=hotspots.wanted(ctx.capture),
             memory_limit_bytes=ctx.compile_memory_limit_bytes,
             slots=ctx.compile_gate,
+            lease=_executing_lease(ctx, point),
         )
         seconds = out.worker_seconds - (out.compile_seconds or 0.0)
         refs = {"ir": ctx.store.put_file(out.ir_path)}
@@ -102,6 +106,8 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
         "nki_compiler_frontend": out.nki_compiler_frontend or "",
         "simulate_note": out.simulate_note or "",
         HOST_META: (ctx.host_name or "") if out.neff_path else "",
+        DEBUG_INFO_META: _flag(hotspots.wanted(ctx.capture) if out.neff_path else None),
+        ALLOC_FALLBACK_META: _flag(out.alloc_fallback),
     }
     cache.record(ctx.store, "trace", ctx.versions.compiler, key, refs, meta)
     made = _cached_trace(cache.Entry(refs, meta), source, choice)
@@ -116,6 +122,14 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
         nki_source=nki_source,
         compile_cost=cost,
     )
+
+
+def _executing_lease(ctx: StageContext, point: Point) -> Callable[[], AbstractContextManager[CoreLease]] | None:
+    """The point's core lease for a tracer that executes the kernel (NKI 0.7's nki.jit route), on a
+    host with cores to lease; None elsewhere (a compile host), where that route is not tried."""
+    if point.lnc not in ctx.leasers:
+        return None
+    return lambda: ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id)
 
 
 def _trace_key(ctx: StageContext, point: Point, source_sha256: str, nki_sha256: str | None, tracer: str | None) -> str:
@@ -154,7 +168,18 @@ def _cached_trace(entry: cache.Entry, source: ArtifactRef, choice: tracing.Trace
         model=model,
         fell_through=choice.fell_through(meta["tracer"]),
         compile_host=meta.get(HOST_META) or None,
+        debug_info=_unflag(meta.get(DEBUG_INFO_META)),
+        alloc_fallback=_unflag(meta.get(ALLOC_FALLBACK_META)),
     )
+
+
+def _flag(value: bool | None) -> str:
+    """A cache entry's meta holds strings: "" for unknown."""
+    return "" if value is None else str(value).lower()
+
+
+def _unflag(text: str | None) -> bool | None:
+    return None if not text else text == "true"
 
 
 def _nki_source(ctx: StageContext, definition: KernelDefinition) -> ArtifactRef | None:
@@ -179,6 +204,8 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             model=traced.model,
             compile_cost=traced.compile_cost,
             compile_host=traced.compile_host,
+            debug_info=traced.debug_info,
+            alloc_fallback=traced.alloc_fallback,
         )
     platform = get_platform(point.platform)
     target, lnc = platform.compiler_target, platform.compile_lnc(point.lnc)
@@ -202,6 +229,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             compile_options=options,
             model=traced.model,
             compile_host=hit.meta.get(HOST_META) or None,
+            debug_info=False,  # `neuronx-cc compile` runs without NKI_DEBUG_INFO
         )
     with _scratch("compile") as workdir:
         folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
@@ -214,8 +242,9 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
         ref = ctx.store.put_file(neff)
     cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref}, {HOST_META: ctx.host_name or ""})
     return CompileResult(
-        neff=ref, seconds=seconds, compile_options=options, model=traced.model, compile_host=ctx.host_name
-    )
+        neff=ref, seconds=seconds, compile_options=options, model=traced.model, compile_host=ctx.host_name,
+        debug_info=False,
+    )  # fmt: skip
 
 
 def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:

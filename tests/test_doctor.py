@@ -96,6 +96,15 @@ def test_a_family_outside_the_installed_nkis_support_is_warned_on_its_own_host(n
     assert checks["support inf2"].status == "info" and checks["support trn2"].status == "ok"
 
 
+def test_a_host_left_with_only_nki_0_7s_documented_route_is_warned(tmp_path, python_packages):
+    """No compile API fits (the tutorial-shaped stand-in): sweeps compile by executing, the row says so."""
+    python_packages("jit_artifacts")
+    host = doctor.Host(path=str(TOOLS / "bin"), dev_dir=tmp_path, dmi_product_name=tmp_path / "none")
+    tracer = by_name(doctor.diagnose(host))["NKI tracer"]
+    assert tracer.status == "warn" and tracer.found.startswith("nki.jit/artifacts (nki 0.7.0+standin")
+    assert "compiled by executing it on its leased core" in tracer.found and "step 4" in tracer.fix
+
+
 def test_the_neuron_host_rendering(neuron_host):
     text, code = doctor.report(neuron_host)
     assert code == 0
@@ -233,12 +242,14 @@ SMOKE_TITLES = (
     "tracers: which NKI API this host has",
     "signatures: the SDK's compile API, as installed",
     "trace and compile the bf16 matmul",
+    "trace and compile the matmul at non-default tunables",
     "what _write_tensorizer_ir writes",
     "does `acc += nl.matmul(...)` trace",
     "capture: every 2nd of 4 executions",
     "outputs: saved by name, checked against numpy",
     "view: summary-json, its entries at this LNC",
     "plausibility: time, MFU, hardware FLOPs",
+    "summary entries: which reading of them held",
     "DGE notifications: a capture with and one without",
     "the bf16 MLP: trace, capture, outputs, plausibility",
     "profile schema: what this Explorer names",
@@ -265,12 +276,12 @@ def test_smoke_runs_end_to_end_on_the_simulated_toolchain(tmp_path, monkeypatch,
     )
     assert lines[1].startswith("points: matmul M=256,K=256,N=1024 bfloat16, then mlp; host ")
     titles = [line.removeprefix("== ").split(" ", 1) for line in lines if line.startswith("== ")]
-    assert titles == [[f"{i}/17", title] for i, title in enumerate(SMOKE_TITLES, 1)]
+    assert titles == [[f"{i}/19", title] for i, title in enumerate(SMOKE_TITLES, 1)]
     verdicts = [
         line.split()[0] for line in lines if line.split() and line.split()[0] in ("ok", "warn", "fail", "info", "skip")
     ]
-    assert len(verdicts) == 17 and "fail" not in verdicts
-    assert lines[-1] == f"smoke check: 13 ok, 2 info, 2 skip; report: {report}"
+    assert len(verdicts) == 19 and "fail" not in verdicts
+    assert lines[-1] == f"smoke check: 15 ok, 2 info, 2 skip; report: {report}"
     assert "$ NEURON_LOGICAL_NC_CONFIG=2 NEURON_RT_VISIBLE_CORES=0 " in result.output  # the capture, as run
     # the new checks: entries combined, plausibility, DGE compared, the MLP, each naming the risk it settles
     assert "ok    2 summary entries at LNC=2: rows combine them" in result.output
@@ -279,11 +290,14 @@ def test_smoke_runs_end_to_end_on_the_simulated_toolchain(tmp_path, monkeypatch,
     assert "  dma_transfer_total_bytes: without 589824, with 1179648" in result.output
     assert "view warning without: WARN[0000] DMA results may not be accurate" in result.output
     assert "ok    mlp b=1,s=128,h=256,i=256 bfloat16: outputs correct; plausible: " in result.output
-    assert "  N3  ruled out (step 12): DMA and MBU figures understated" in result.output
+    assert "  N3  ruled out (step 14): DMA and MBU figures understated" in result.output
+    assert "sim-nki-frontend traced and compiled the matmul at tile_n=256, loop_order=nm" in result.output
+    assert "ok    2 entries, one per physical core: summing their counters (as rows do) held" in result.output
     assert "  N8  not checked by the smoke" in result.output and "  O1  open (step 4)" in result.output
     text = report.read_text()
     assert "more lines in the report" in result.output and "more lines in the report" not in text  # all of it
-    assert '"n_' in text and text.splitlines()[-1] == "smoke check: 13 ok, 2 info, 2 skip"
+    assert '"n_' in text and text.splitlines()[-1] == "smoke check: 15 ok, 2 info, 2 skip"
+    assert "fields (name: unit), for the 12.x map: total_time: seconds, neuroncore_cycle_count: cycles" in text
 
 
 @pytest.mark.slow
@@ -365,12 +379,14 @@ STAND_IN_STATUS = {
     "tracers: which NKI API this host has": "ok",
     "signatures: the SDK's compile API, as installed": "info",
     "trace and compile the bf16 matmul": "ok",
+    "trace and compile the matmul at non-default tunables": "ok",
     "what _write_tensorizer_ir writes": "info",
     "does `acc += nl.matmul(...)` trace": "info",
     "capture: every 2nd of 4 executions": "ok",
     "outputs: saved by name, checked against numpy": "ok",
     "view: summary-json, its entries at this LNC": "ok",
     "plausibility: time, MFU, hardware FLOPs": "ok",
+    "summary entries: which reading of them held": "ok",
     "DGE notifications: a capture with and one without": "ok",
     "the bf16 MLP: trace, capture, outputs, plausibility": "ok",
     "profile schema: what this Explorer names": "ok",
@@ -488,3 +504,30 @@ def test_a_smoke_on_a_host_nothing_names_says_its_runtime_refused_the_platform(t
     assert line.endswith("run the smoke with --platform set to this host's family (trn1, inf2, trn3)")
     assert "report this wording" not in result.output
     assert not list(tmp_path.glob("kernelsweep-smoke-*"))
+
+
+@pytest.mark.parametrize(
+    ("entries", "times_model", "status", "said"),
+    [
+        (1, 1.05, "ok", "one entry holds the whole logical core"),
+        (1, 0.5, "fail", "one entry holds one core's share only"),
+        (2, 1.05, "ok", "2 entries, one per physical core: summing their counters (as rows do) held"),
+        (2, 2.1, "fail", "each entry holds the whole logical core, so rows double its counters"),
+        (2, 1.5, "fail", "neither reading held"),
+    ],
+)
+def test_the_smoke_says_which_reading_of_lnc2_summary_entries_held(tmp_path, entries, times_model, status, said):
+    """Real-host audit 3, R6: one entry must hold hardware FLOPs >= the model's; two summed must come
+    within 10 % of it, where two whole-core entries would double it."""
+    from kernelsweep.doctor.smoke import smoke_point
+    from kernelsweep.doctor.smoke_mix import lnc_reading
+    from kernelsweep.doctor.smoke_steps import Smoke, Step
+    from kernelsweep.kernels import load_kernel
+    from kernelsweep.metrics import ProfileMetrics
+
+    point = smoke_point("trn2")
+    model = load_kernel(point.kernel_ref).model_flops(point.params)
+    metrics = ProfileMetrics({"hardware_flops": int(model * times_model)}, {}, {}, "summary-json", "percent", entries)
+    step = Step("entries")
+    lnc_reading(Smoke(sim_toolchain(tmp_path), point, tmp_path, metrics=metrics), step)
+    assert step.status == status and said in step.verdict, step.verdict

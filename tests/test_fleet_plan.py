@@ -51,12 +51,19 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
             assert deployment["parameters"]["spec"] == "{{ prefect.variables.%s }}" % NIGHTLY_VARIABLE
 
 
-@pytest.mark.slow  # four CLI subprocesses, each importing Prefect
+@pytest.mark.slow  # five CLI subprocesses, each importing Prefect
 @pytest.mark.parametrize(
     ("argv", "env", "code", "says"),
     [
         (["status"], {}, 2, "PREFECT_API_URL is not set; point it at the fleet's server"),
         (["status"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 3, "does not answer"),
+        (
+            ["status"],
+            {"PREFECT_API_URL": "not a url"},
+            2,
+            "the Prefect server at not a url does not answer (Request URL is missing an 'http://' or 'https://' "
+            "protocol.); start it or fix the URL",
+        ),  # a malformed URL is the user's mistake, not a server down
         (["up", "--spec", "nosuch.toml"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "no such spec file"),
         (["up", "--spec", "{unwritable}"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "cannot be written"),
     ],

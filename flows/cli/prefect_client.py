@@ -25,8 +25,13 @@ def server_client() -> Iterator[SyncPrefectClient]:
     url = PREFECT_API_URL.value()
     if not url:
         raise UsageError("PREFECT_API_URL is not set; point it at the fleet's server, e.g. http://prefect:4200/api")
+    import httpx  # deferred with prefect, whose client raises its errors
+
     with get_client(sync_client=True) as client:
         error = client.api_healthcheck()
         if error is not None:
-            raise KernelsweepError(f"the Prefect server at {url} does not answer ({error}); start it or fix the URL")
+            said = f"the Prefect server at {url} does not answer ({error}); start it or fix the URL"
+            # a URL no client can request is the user's mistake (exit 2), not a server that is down (3)
+            mistake = isinstance(error, httpx.UnsupportedProtocol | httpx.InvalidURL)
+            raise UsageError(said) if mistake else KernelsweepError(said)
         yield client

@@ -28,6 +28,7 @@ from kernelsweep.toolchain.resolve import (
     neuron_devices,
     tool_search_path,
 )
+from kernelsweep.toolchain.tracing.artifacts import ARTIFACTS
 from kernelsweep.toolchain.tracing.interpreter import (
     NEURON_PYTHON_ENV,
     SDK_VENV_GLOBS,
@@ -213,6 +214,11 @@ def _tracer(probed: tracing.TracerProbe | None) -> Check:
         return Check("NKI tracer", MISSING, f"none usable ({tried})", f"{NEURON_PIP} neuronx-cc nki")
     effort = ", best effort" if chosen.best_effort else ""
     found = f"{chosen.tracer_id} (nki {chosen.nki_version}; newest usable API{effort})"
+    if chosen.name == ARTIFACTS.name:  # no compile API fits: NKI 0.7's documented route, which executes
+        return Check(
+            "NKI tracer", WARN, f"{found}: no compile API kernelsweep knows fits; each point is compiled by "
+            "executing it on its leased core", "send `kernelsweep doctor --smoke`'s report: step 4 prints the API",
+        )  # fmt: skip
     if probed.nki_compiler_frontend:  # NKI 0.7's way back to the old specialization (addendum F2)
         return Check(
             "NKI tracer", WARN, f"{found}; NKI_COMPILER_FRONTEND={probed.nki_compiler_frontend} (recorded in rows)",

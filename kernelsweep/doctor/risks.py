@@ -1,6 +1,7 @@
 """The risks a first real host must settle, and which smoke step settles each.
 
-N1..N8 are the second real-host audit's (../shared/reviews/real-host-audit-2.md, section 2); O1 and
+N1..N8 are the second real-host audit's (../shared/reviews/real-host-audit-2.md, section 2), R2 and R6 the
+third's (real-host-audit-3.md, section 1); O1 and
 O5 the NKI 0.7 addendum's open questions (nki-0.7-addendum.md, section 4); C3, F16 and F17 the
 format changes of SDK 2.33/2.34 (user-needs.md section 4, the addendum's facts). A step rules a risk
 out when it passes; a step that warns, fails or is skipped leaves it open, and the report says so.
@@ -22,6 +23,8 @@ RISKS: dict[str, str] = {
     "N7": "the stand-ins accept what the SDK rejects",
     "N8": "compile options and the SBUF budget differ from nki-library's",
     "O1": "NKI 0.7's programmatic driver signatures are unpublished",
+    "R2": "a tuned point hands its tunables to the compiler as 0-d inputs, which neuronxcc refuses",
+    "R6": "at LNC=2 summary entries are combined by a rule no AWS source confirms (summed counters)",
     "O5": "`acc += nl.matmul(...)` under the tracing front end",
     "C3": "this Explorer's profile schema lacks Summary fields rows name (12.x is a MAJOR bump)",
     "F16": "Explorer's Parquet profile, full JSON's successor after SDK 2.33, is misread",
@@ -38,7 +41,7 @@ def risk_lines(step: Step) -> list[str]:
 
 def summary(steps: Sequence[Step]) -> str:
     """Every risk, the steps that ruled it out or left it open; `not checked` where none does."""
-    lines = ["risks (real-host audit 2 N1-N8, NKI 0.7 addendum O1/O5, SDK 2.33/2.34 formats):"]
+    lines = ["risks (real-host audits 2 N1-N8 and 3 R2/R6, NKI 0.7 addendum O1/O5, SDK 2.33/2.34 formats):"]
     for risk, text in RISKS.items():
         found = [(index, step) for index, step in enumerate(steps, 1) if risk in step.risks]
         if not found:

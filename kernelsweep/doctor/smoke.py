@@ -83,9 +83,8 @@ def run_smoke(toolchain: Toolchain, point: Point, workdir: Path) -> Iterator[Ste
 
 def _trace(state: Smoke, step: Step) -> None:
     request = tracing.TraceRequest.for_point(state.point, load_kernel(state.point.kernel_ref), state.target)
-    out = tracing.trace(
-        state.toolchain, request, state.workdir / "trace", tracer=state.tracer, timeout_seconds=STEP_TIMEOUT_SECONDS
-    )
+    out = tracing.trace(state.toolchain, request, state.workdir / "trace", tracer=state.tracer,
+                        timeout_seconds=STEP_TIMEOUT_SECONDS, lease=state.lease)  # fmt: skip
     state.neff = out.neff_path or state.compile_legacy(out.ir_path)
     info = state.neff_info()
     step.details += [f"trace {out.trace_seconds:.1f} s, of which compile {out.compile_seconds or 0:.1f} s"]
@@ -128,6 +127,7 @@ def _plus_equals(state: Smoke, step: Step) -> None:
             state.workdir / "plus-equals",
             tracer=state.tracer,
             timeout_seconds=STEP_TIMEOUT_SECONDS,
+            lease=state.lease,
         )
     except KernelsweepError as exc:
         step.verdict = f"refused: {exc.message}"
@@ -177,7 +177,7 @@ def _summary_json(state: Smoke, step: Step) -> None:
     count = state.metrics.entries
     step.verdict = f"{count} summary entr{'y' if count == 1 else 'ies'} at LNC={state.point.lnc}"
     if count > 1:
-        step.verdict += ": rows combine them (max of times, sum of counters; docs/schema.md)"
+        step.verdict += ": rows combine them (max of times, sum of counters; docs/schema.md); the next steps judge it"
     if view_warning:
         step.details.append(f"view warning: {view_warning}")
 
@@ -272,12 +272,14 @@ STEPS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
     ("tracers: which NKI API this host has", lambda s, step: s.probe(step), ("N7",)),
     ("signatures: the SDK's compile API, as installed", smoke_mix.driver_signatures, ("O1",)),
     ("trace and compile the bf16 matmul", _trace, ("N1",)),
+    ("trace and compile the matmul at non-default tunables", smoke_mix.tuned, ("R2",)),
     ("what _write_tensorizer_ir writes", _tensorizer_ir, ()),
     ("does `acc += nl.matmul(...)` trace", _plus_equals, ("O5",)),
     ("capture: every 2nd of 4 executions", _capture, ()),
     ("outputs: saved by name, checked against numpy", correctness, ("N6",)),
     ("view: summary-json, its entries at this LNC", _summary_json, ("N4",)),
     ("plausibility: time, MFU, hardware FLOPs", smoke_mix.plausibility, ("N4", "N6")),
+    ("summary entries: which reading of them held", smoke_mix.lnc_reading, ("R6",)),
     ("DGE notifications: a capture with and one without", smoke_mix.dge_comparison, ("N3",)),
     ("the bf16 MLP: trace, capture, outputs, plausibility", smoke_mix.mlp, ("N6", "N7")),
     ("profile schema: what this Explorer names", smoke_mix.profile_schema, ("C3",)),

@@ -25,6 +25,7 @@ from kernelsweep.toolchain.neff import read_neff
 from kernelsweep.toolchain.process import run_tool
 
 STEP_TIMEOUT_SECONDS = 900.0
+ABOUT_MODEL = 0.10  # how near the model's FLOPs summed entries must come (real-host audit 3, R6)
 DMA_FIELDS = ("dma_active_time_us", "dma_transfer_count", "dma_transfer_total_bytes", "mbu_estimated_percent")
 
 
@@ -76,6 +77,33 @@ def plausibility(state: Smoke, step: Step) -> None:
     step.details += details
 
 
+def lnc_reading(state: Smoke, step: Step) -> None:
+    """Which reading of the summary entries held (real-host audit 3, R6): one entry holding the whole
+    logical core (its hardware FLOPs >= the model's as they are), or one entry per physical core
+    (their sum within ABOUT_MODEL of the model's, where the whole-core reading would double it)."""
+    metrics = needs(state.metrics, "the summary-json profile")
+    hardware = metrics.values.get("hardware_flops")
+    if hardware is None:
+        raise Skipped("the profile has no hardware_flops to judge the entries by")
+    ratio = hardware / load_kernel(state.point.kernel_ref).model_flops(state.point.params)
+    entries = metrics.entries
+    step.details.append(f"{entries} entr{'y' if entries == 1 else 'ies'}; hardware_flops (summed) / model FLOPs "
+                        f"= {ratio:.3f}")  # fmt: skip
+    if entries == 1:
+        held = ratio >= 1
+        step.verdict = "one entry holds the whole logical core" if held else "one entry holds one core's share only"
+    elif abs(ratio - 1) <= ABOUT_MODEL:
+        held = True
+        step.verdict = f"{entries} entries, one per physical core: summing their counters (as rows do) held"
+    else:
+        held = False
+        whole = abs(ratio - entries) <= ABOUT_MODEL * entries
+        step.verdict = f"{entries} entries summed to {ratio:.2f}x the model's FLOPs: " + (
+            "each entry holds the whole logical core, so rows double its counters" if whole else "neither reading held"
+        )
+    step.status = OK if held else FAIL
+
+
 Viewed = tuple[ProfileMetrics, profiler.View, profiler.CaptureOutput]
 
 
@@ -119,7 +147,7 @@ def mlp(state: Smoke, step: Step) -> None:
     point = mix_point("mlp", state.point.platform)
     request = tracing.TraceRequest.for_point(point, load_kernel(point.kernel_ref), state.target)
     out = tracing.trace(state.toolchain, request, state.fresh("mlp-trace"), tracer=state.tracer,
-                        timeout_seconds=STEP_TIMEOUT_SECONDS)  # fmt: skip
+                        timeout_seconds=STEP_TIMEOUT_SECONDS, lease=state.lease)  # fmt: skip
     neff = needs(out.neff_path, "a NEFF from the tracer (the legacy route compiles separately)")
     step.details.append(
         f"traced by {out.tracer} in {out.trace_seconds:.1f} s (compile {out.compile_seconds or 0:.1f} s)"
@@ -131,6 +159,25 @@ def mlp(state: Smoke, step: Step) -> None:
     step.details += details
     step.status = FAIL if FAIL in (status, sane) else OK
     step.verdict = f"{point.kernel} {point.shape} {point.dtype}: outputs {verdict.split(':')[0]}; {judged}"
+
+
+# Not the matmul's defaults (tile_n=512, loop_order="mn"): what a search or a tunables axis hands over
+TUNED = {"tile_n": 256, "loop_order": "nm"}
+
+
+def tuned(state: Smoke, step: Step) -> None:
+    """The matmul at non-default tunables: they are bound into the kernel, so the compiler is handed
+    its two tensors alone (neuronxcc cannot take 0-d inputs: kernelsweep.toolchain.tracing.binding)."""
+    if state.tracer is None:
+        raise Skipped("needs a usable tracer")
+    point = state.point.model_copy(update={"tunables": TUNED})
+    request = tracing.TraceRequest.for_point(point, load_kernel(point.kernel_ref), state.target)
+    out = tracing.trace(state.toolchain, request, state.fresh("tuned-trace"), tracer=state.tracer,
+                        timeout_seconds=STEP_TIMEOUT_SECONDS, lease=state.lease)  # fmt: skip
+    neff = out.neff_path or state.compile_legacy(out.ir_path)
+    bound = ", ".join(f"{k}={v}" for k, v in TUNED.items())
+    step.details.append(f"inputs handed to the compiler: {[t.name for t in request.inputs]}; bound: {bound}")
+    step.verdict = f"{out.tracer} traced and compiled the matmul at {bound} ({neff.name}, {neff.stat().st_size} bytes)"
 
 
 def driver_signatures(state: Smoke, step: Step) -> None:
@@ -157,6 +204,8 @@ def profile_schema(state: Smoke, step: Step) -> None:
     missing = schema.missing()
     times = sorted({unit for name, unit in schema.units.items() if name.endswith("_time")})
     step.details.append(f"Summary fields {len(schema.units)}; time unit(s): {', '.join(times) or 'not stated'}")
+    step.details.append("fields (name: unit), for the 12.x map: " + ", ".join(
+        f"{name}: {unit or '-'}" for name, unit in schema.units.items()))  # fmt: skip
     if missing:
         step.status = WARN
         step.details.append(f"named fields this schema lacks: {', '.join(missing)}")

@@ -32,7 +32,7 @@ from kernelsweep.errors import ExtractError
 from kernelsweep.profiles import files as profile_files
 from kernelsweep.profiles.entries import combine
 from kernelsweep.profiles.parquet import read_parquet
-from kernelsweep.profiles.schema import SUMMARY_FIELDS, SummarySchema, from_schema_fields, to_reference
+from kernelsweep.profiles.schema import SUMMARY_FIELDS, SummarySchema, from_schema_fields, to_reference, unreadable
 
 __all__ = ["FORMATS", "METRIC_FIELDS", "LatencyStats", "ProfileMetrics", "normalise_record", "read_profile"]
 
@@ -245,9 +245,8 @@ def read_profile(
     raw = READERS[source_format](path)
     schema = _schema_of(raw, schema)
     records = [to_reference(record, schema) for record in raw.records]
-    if not any(record.keys() & _KNOWN_TYPES.keys() for record in records):
-        names = ", ".join(list(_KNOWN_TYPES)[:3])
-        raise profile_files.fail(path, f"has none of the profile summary fields ({names}, ...): not a Neuron profile")
+    if not any(record.keys() & _KNOWN_TYPES.keys() for record in records):  # a row of nulls is no measurement
+        raise ExtractError(f"{path}: {unreadable(schema)}", error_class="UnreadableProfileSchema")
     entries = [_normalise(record, source_format, raw.metadata, str(path)) for record in records]
     units = {entry.percent_unit for entry in entries}
     if len(units) > 1:

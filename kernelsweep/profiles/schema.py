@@ -116,6 +116,18 @@ class SummarySchema:
         return [name for name, _ in SUMMARY_FIELDS if renamed.get(name, name) not in self.units]
 
 
+def unreadable(schema: SummarySchema) -> str:
+    """Why a profile with none of the named fields fails its point: the schema it was read as, the
+    majors kernelsweep can read, and how to get this schema's names (never a row of nulls)."""
+    names = ", ".join(name for name, _ in SUMMARY_FIELDS[:3])
+    return (
+        f"has none of the profile summary fields ({names}, ...) read as profile schema "
+        f"{schema.version or 'of unknown version'} ({schema.source}); kernelsweep maps schema majors "
+        f"{', '.join(map(str, sorted(FIELD_NAMES)))}: if this is a Neuron profile, run `kernelsweep doctor "
+        "--smoke` here, whose profile-schema step lists this schema's fields, and report them"
+    )
+
+
 def to_reference(record: Mapping[str, object], schema: SummarySchema) -> dict[str, object]:
     """One record in 7.4.0's names and time unit: renamed fields get their canonical names back, and a
     time the schema states in another unit (nanoseconds, say) is converted to seconds."""

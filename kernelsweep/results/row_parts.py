@@ -176,6 +176,8 @@ class Lineage:
     compile_options: str | None = None
     nki_compiler_frontend: str | None = None
     neff_compile_host: str | None = None  # schema 4: where the NEFF came from (kernelsweep.stages.HOST_META)
+    neff_debug_info: bool | None = None  # schema 5: what shaped the NEFF
+    alloc_fallback: bool | None = None
 
     @classmethod
     def of(
@@ -206,6 +208,8 @@ class Lineage:
             compile_options=compiled.compile_options if compiled else trace.compile_options if trace else None,
             nki_compiler_frontend=trace.nki_compiler_frontend if trace else None,
             neff_compile_host=compiled.compile_host if compiled else None,
+            neff_debug_info=compiled.debug_info if compiled else None,
+            alloc_fallback=compiled.alloc_fallback if compiled else None,
         )
 
 

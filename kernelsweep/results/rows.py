@@ -159,6 +159,9 @@ class Row:
     iteration_tool: str | None = None
     # schema 4: the host whose compiler built the NEFF (a compile-farm host's when it came from the store)
     neff_compile_host: str | None = None
+    # schema 5: what shaped the NEFF: compiled with NKI_DEBUG_INFO; NKI's allocator fell back to neuronx-cc's
+    neff_debug_info: bool | None = None
+    alloc_fallback: bool | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.metrics) - METRIC_NAMES

@@ -26,8 +26,20 @@ DEBUG_INFO_FILE = "kernel_debug_info.json"
 PAGE_BYTES = 4096
 
 
+def scalar_inputs(names: Sequence[str]) -> str | None:
+    """What the compiler says to 0-d inputs ("neuronxcc cannot handle 0-d tensor inputs", the reason
+    awslabs/nki-autotune inlines a kernel's scalars before compiling: runner/compile.py @ d57bcc3),
+    or None when there are none. The words are AWS Labs'; no public log shows the compiler's own."""
+    if not names:
+        return None
+    return f"neuronxcc cannot handle 0-d tensor inputs: {', '.join(names)} (bind scalars into the kernel)"
+
+
 def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str | None:
     """The compiler's diagnostic for this kernel, or None when it compiles."""
+    scalars = scalar_inputs([t["name"] for t in ir["inputs"] if not t["shape"]])
+    if scalars:
+        return scalars
     if lnc == 2 and not target.startswith(("trn2", "trn3")):
         return f"[NCC_EARG001] --lnc 2 is not supported for target {target}"
     kernel_lnc = ir.get("kernel_lnc")
@@ -45,6 +57,15 @@ def diagnose(ir: dict, target: str, lnc: int | None, config: SimConfig) -> str |
     if ir["kernel"] in config.faults.compile_errors:
         return f"[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit ({INJECTED})"
     return None
+
+
+def allocation(ir: dict, config: SimConfig) -> None:
+    """NKI's allocator falling back to neuronx-cc's (KERNELSWEEP_SIM_FAULTS alloc-fallback=K): a line on
+    fd 2, where the compiler's words go. Its wording is the SDK's description of the setting (NKI 0.7
+    CompileConfig.nki_alloc_fallback); no public log shows the compiler's own."""
+    if ir["kernel"] in config.faults.alloc_fallbacks:
+        os.write(2, f"WARNING: NKI LinearScanAllocation failed for '{ir['kernel']}'; falling back to the default "
+                    f"neuronx-cc allocation flow ({INJECTED})\n".encode())  # fmt: skip
 
 
 def emulate_compile_time(ir: dict, config: SimConfig) -> None:

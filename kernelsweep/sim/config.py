@@ -20,6 +20,7 @@ KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=
                               capture-timeout=N  first N captures hang until the caller's timeout
                               compile-error=K    compiles of kernel K: an NCC diagnostic (deterministic)
                               compile-error-lnc2=K  compiles of kernel K at LNC=2 only: NCC_IXLV002
+                              alloc-fallback=K   compiles of kernel K: NKI's allocator falls back
                               dge-timeout=N      first N captures with --enable-dge-notifs: NRT_TIMEOUT
 KERNELSWEEP_SIM_TOOLS       the aws-neuronx-tools generation the stand-in profiler and neuron-ls speak: 2.31
                             (default: profile schema 7.4.0), 2.33 (schema 12.0.1) or 2.34 (no full JSON, no

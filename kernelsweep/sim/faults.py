@@ -12,6 +12,8 @@
                           as Explorer warns the flag can for large NEFFs (troubleshooting.rst:229-233)
     zeros=KERNEL          every capture of KERNEL runs but writes all-zero outputs, as kernels that
                           silently return zeros after an SDK update do (nki-samples#134); repeatable
+    alloc-fallback=KERNEL every compile of KERNEL succeeds after NKI's allocator fell back to
+                          neuronx-cc's (NKI 0.7 CompileConfig.nki_alloc_fallback, on by default); repeatable
 
 Counts are kept in the simulator's state dir under an exclusive lock, so they hold across the
 separate processes a sweep runs the tools in, and each test's own state dir starts from zero.
@@ -26,7 +28,7 @@ from pathlib import Path
 
 FAULTS_ENV = "KERNELSWEEP_SIM_FAULTS"
 _COUNTED = ("capture-busy", "capture-timeout", "dge-timeout")
-_BY_KERNEL = ("compile-error", "zeros", "compile-error-lnc2")
+_BY_KERNEL = ("compile-error", "zeros", "compile-error-lnc2", "alloc-fallback")
 _KNOWN = (*_COUNTED, *_BY_KERNEL)
 
 
@@ -38,6 +40,7 @@ class Faults:
     zero_outputs: frozenset[str] = frozenset()
     dge_timeout: int = 0
     lnc2_compile_errors: frozenset[str] = frozenset()
+    alloc_fallbacks: frozenset[str] = frozenset()
 
 
 def parse_faults(text: str) -> Faults:
@@ -61,6 +64,7 @@ def parse_faults(text: str) -> Faults:
         frozenset(kernels["zeros"]),
         counts["dge-timeout"],
         frozenset(kernels["compile-error-lnc2"]),
+        frozenset(kernels["alloc-fallback"]),
     )
 
 

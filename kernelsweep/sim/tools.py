@@ -8,6 +8,8 @@
         last release; `neuron-ls -j` still there
   2.34  as 2.33, minus full-profile JSON and `neuron-ls -j`, which 2.34 removes; `neuron-ls
         --output-format json` instead, whose new top-level fields are announced, not yet published
+  renamed  no release: 2.34 with a profile schema 99.0.0 that renames every Summary field (camelCase),
+        the case of a MAJOR bump kernelsweep has no field map for, which must fail points loudly
 
 What 12.0.1 renames could not be read here (see kernelsweep.profiles.schema). The 12.0.1 stand-in
 therefore carries one change of the kind a MAJOR version allows, a HYPOTHESIS to exercise the path,
@@ -34,6 +36,7 @@ class ToolsRelease:
     schema_under_view: bool  # `view --show-profile-schema` (12.x) rather than `--show-profile-schema`
     full_json: bool  # `view --output-format json`
     neuron_ls_j: bool  # `neuron-ls -j`; without it, `--output-format json`
+    renamed: bool = False  # every Summary field renamed (camelCase): a schema kernelsweep has no map for
 
     @property
     def time_scale(self) -> float:
@@ -45,7 +48,9 @@ RELEASES = {
     "2.31": ToolsRelease("2.31", PROFILER_VERSION, "7.4.0", "seconds", False, True, True),
     "2.33": ToolsRelease("2.33", "2.33.38.0" + SIM_VERSION_SUFFIX, "12.0.1", "nanoseconds", True, True, True),
     "2.34": ToolsRelease("2.34", "2.34.0.0" + SIM_VERSION_SUFFIX, "12.0.1", "nanoseconds", True, False, False),
-}
+    "renamed": ToolsRelease("renamed", "2.99.0.0" + SIM_VERSION_SUFFIX, "99.0.0", "nanoseconds", True, False, False,
+                            renamed=True),
+}  # fmt: skip
 DEFAULT_RELEASE = "2.31"
 
 

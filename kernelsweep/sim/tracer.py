@@ -33,13 +33,14 @@ from kernelsweep.errors import TraceError
 from kernelsweep.kernels import KernelSourceNotFound, load_kernel
 from kernelsweep.platforms import get_platform
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
-from kernelsweep.sim.compile import debug_info_requested, diagnose, emulate_compile_time, write_sim_neff
+from kernelsweep.sim.compile import allocation, debug_info_requested, diagnose, emulate_compile_time, write_sim_neff
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.ir import write_ir
 from kernelsweep.sim.nki.generations import Generation, get_generation
 from kernelsweep.sim.nki.tensor import NkiError
 from kernelsweep.sim.nki.trace import KernelSignatureError, trace_kernel
 from kernelsweep.toolchain.tracing import TensorSpec, TraceProducts, Tracer, TraceRequest
+from kernelsweep.toolchain.tracing.binding import BOUND_FOLDER, bound_source
 
 if TYPE_CHECKING:
     from kernelsweep.kernels import KernelDefinition
@@ -58,19 +59,23 @@ def _load(legacy: bool) -> SimpleNamespace:
     return SimpleNamespace(generation=generation, variant="", nki_version=version)
 
 
-def payload(request: TraceRequest, generation: Generation, tracer: str, kernel_lnc: int | None = None) -> dict:
-    """Trace the kernel on the model (raising what the emulated tracer raises) and describe it;
-    `kernel_lnc` is the LNC the kernel itself runs at when it differs from the compile's (NKI 0.7)."""
+def bound(request: TraceRequest, workdir: Path) -> tuple[Path, str]:
+    """The (file, function) to trace: the kernel with the point's tunables bound in, as every tracer
+    binds them (kernelsweep.toolchain.tracing.binding)."""
+    return bound_source(request.nki_kernel, request.tunables, workdir / BOUND_FOLDER)
+
+
+def payload(
+    request: TraceRequest, generation: Generation, tracer: str, source: tuple[Path, str], kernel_lnc: int | None = None
+) -> dict:
+    """Trace the kernel in `source` (file, function) on the model, on its tensors alone (raising what
+    the emulated tracer raises), and describe it; `kernel_lnc` is the LNC the kernel itself runs at
+    when it differs from the compile's (NKI 0.7)."""
     definition = load_kernel(request.kernel_ref)
     programs = kernel_lnc or request.lnc
     try:
         traced = trace_kernel(
-            request.nki_kernel,
-            _specs(request.inputs),
-            _specs(request.outputs),
-            generation,
-            programs,
-            options=request.tunables,
+            request.nki_kernel, _specs(request.inputs), _specs(request.outputs), generation, programs, source=source
         )
     except KernelSourceNotFound as exc:
         raise TraceError(f"{tracer}: {exc}; check the definition's nki_kernel", error_class="KernelImport") from None
@@ -140,7 +145,7 @@ def compiler_failed(diagnostic: str) -> RuntimeError:
 
 
 def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
-    ir = payload(request, api.generation, FRONTEND_NAME, kernel_lnc(api.generation))
+    ir = payload(request, api.generation, FRONTEND_NAME, bound(request, workdir), kernel_lnc(api.generation))
     folder = workdir / "ir"
     folder.mkdir()
     write_ir(folder / SIM_IR, ir)
@@ -149,6 +154,7 @@ def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) ->
     problem = diagnose(ir, request.target, request.lnc, config)
     if problem:
         raise compiler_failed(problem)
+    allocation(ir, config)
     emulate_compile_time(ir, config)
     neff = write_sim_neff(
         workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config, debug_info_requested()
@@ -160,7 +166,7 @@ def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) ->
 def _run_penguin(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
     folder = workdir / "ir"
     (folder / "weights").mkdir(parents=True)  # IRWriter's weights folder: the compiler reads it too
-    write_ir(folder / names.PENGUIN, payload(request, api.generation, PENGUIN_NAME))
+    write_ir(folder / names.PENGUIN, payload(request, api.generation, PENGUIN_NAME, bound(request, workdir)))
     (folder / "weights" / "README").write_text("SIMULATED: the simulated kernels have no constant weights.\n")
     return TraceProducts(folder, None)
 
@@ -175,7 +181,7 @@ def model_neff(point: Point, definition: KernelDefinition, workdir: Path) -> Pat
     real NEFF (a real NEFF holds no model to time). Traced at the current generation, in this process."""
     request = TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
     config = SimConfig.from_env()
-    ir = payload(request, get_generation(config.nki), FRONTEND_NAME)
+    ir = payload(request, get_generation(config.nki), FRONTEND_NAME, bound(request, workdir))
     return write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config, True)
 
 
@@ -184,5 +190,6 @@ def sim_trace(point: Point, definition: KernelDefinition, workdir: Path) -> Path
     calibration fits and its tests check, the same payload a sweep's simulated profiler models."""
     request = TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
     path = workdir / SIM_IR
-    write_ir(path, payload(request, get_generation(SimConfig.from_env().nki), FRONTEND_NAME))
+    ir = payload(request, get_generation(SimConfig.from_env().nki), FRONTEND_NAME, bound(request, workdir))
+    write_ir(path, ir)
     return path

@@ -149,9 +149,18 @@ def per_core(whole: dict[str, float | int], w: Workload) -> list[dict[str, float
 
 
 def _in_release_units(entry: dict[str, float | int], tools: ToolsRelease) -> dict[str, float | int]:
-    if tools.time_scale == 1.0:
-        return entry
-    return {k: round(v * tools.time_scale) if k.endswith("_time") else v for k, v in entry.items()}
+    """The entry in the release's units and names."""
+    scale = tools.time_scale
+    scaled = {k: round(v * scale) if k.endswith("_time") and scale != 1.0 else v for k, v in entry.items()}
+    return {_name(k, tools): v for k, v in scaled.items()}
+
+
+def _name(field: str, tools: ToolsRelease) -> str:
+    """A Summary field as the release spells it: 7.4.0's name, or its camelCase in a renaming schema."""
+    if not tools.renamed:
+        return field
+    head, *rest = field.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def _entry_id(record: dict, core: int) -> str:
@@ -194,14 +203,14 @@ def units(tools: ToolsRelease) -> dict[str, str]:
     def unit(name: str) -> str:
         return next((found for suffix, found in suffixes.items() if name.endswith(suffix)), "")
 
-    return {name: unit(name) for name, _ in SUMMARY_FIELDS}
+    return {_name(name, tools): unit(name) for name, _ in SUMMARY_FIELDS}
 
 
 def schema_printout(tools: ToolsRelease) -> str:
     """`--show-profile-schema`: the Summary table of the release's schema as OpenAPI YAML."""
     import yaml  # deferred: only this command prints YAML
 
-    kinds = dict(SUMMARY_FIELDS)
+    kinds = {_name(name, tools): kind for name, kind in SUMMARY_FIELDS}
     properties = {
         name: {"type": "integer" if kinds[name] is int or unit == "nanoseconds" else "number", "x-unit": unit}
         for name, unit in units(tools).items()

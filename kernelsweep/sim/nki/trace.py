@@ -76,20 +76,20 @@ def trace_kernel(
     generation: Generation,
     lnc: int,
     values: Mapping[str, Any] | None = None,
-    options: Mapping[str, int | str] | None = None,
+    source: tuple[Path, str] | None = None,
 ) -> KernelTrace:
-    """Check the source, then run the kernel as programs 0..lnc-1; values given: compute outputs too.
-    `options` are the kernel's keyword arguments beside its tensors (a point's tunables).
+    """Check the source, then run the kernel as programs 0..lnc-1 on its tensors alone; values given:
+    compute outputs too. `source` is the (file, function) to run in place of `ref`'s own: the kernel
+    with a point's tunables bound in (kernelsweep.toolchain.tracing.binding).
 
     A parsing front end checks the whole source, dead branches included; NKI 0.7's tracing one only
     what runs, unless NKI_COMPILER_FRONTEND=custom keeps the parser (generations.traces_python)."""
-    path, function = nki_kernel_source(ref)
+    path, function = source or nki_kernel_source(ref)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     parses = not generation.traces_python or os.environ.get(FRONTEND_ENV) == "custom"
-    kwargs = tuple(sorted((options or {}).items()))
     if values is None:
-        return _cached(ref, str(path), sha, function, tuple(inputs), tuple(outputs), generation, lnc, parses, kwargs)
-    return _trace(ref, path, sha, function, inputs, outputs, generation, lnc, parses, values, kwargs)
+        return _cached(ref, str(path), sha, function, tuple(inputs), tuple(outputs), generation, lnc, parses)
+    return _trace(ref, path, sha, function, inputs, outputs, generation, lnc, parses, values)
 
 
 @lru_cache(maxsize=64)
@@ -103,9 +103,8 @@ def _cached(
     generation: Generation,
     lnc: int,
     parses: bool,
-    kwargs: tuple[tuple[str, int | str], ...],
 ) -> KernelTrace:
-    return _trace(ref, Path(path), sha, function, inputs, outputs, generation, lnc, parses, None, kwargs)
+    return _trace(ref, Path(path), sha, function, inputs, outputs, generation, lnc, parses, None)
 
 
 def _trace(
@@ -119,7 +118,6 @@ def _trace(
     lnc: int,
     parses: bool,
     values: Mapping[str, Any] | None,
-    kwargs: tuple[tuple[str, int | str], ...] = (),
 ) -> KernelTrace:
     warnings = check_source(path, function, generation, whole=parses)
     kernel = _load(path, function, generation)
@@ -138,7 +136,7 @@ def _trace(
     for program in range(lnc):
         trace = nki_lang.Trace(generation, program, lnc, values is not None, shared, source=str(path))
         tensors = {n: NkiTensor(s, s.shape) for n, s in input_storages.items()}
-        arguments = _bind(kernel, {**tensors, **dict(kwargs)}, ref)
+        arguments = _bind(kernel, tensors, ref)
         nki_lang._current.append(trace)
         try:
             result = kernel(**arguments)

@@ -20,6 +20,7 @@ from typing import Any
 
 from kernelsweep import names
 from kernelsweep.errors import TraceError
+from kernelsweep.toolchain.tracing.binding import BOUND_FOLDER, bound_kernel
 from kernelsweep.toolchain.tracing.request import TraceRequest
 
 LEGACY_TRACE_KERNEL_MODULES = (
@@ -138,14 +139,18 @@ def check_compiled(compiled: Any) -> Any:
     return compiled
 
 
-def kernel_and_inputs(request: TraceRequest) -> tuple[Any, dict[str, Any]]:
-    """The NKI kernel object and its inputs, built exactly as the inputs stage builds them, with the
-    point's tunables beside them as keyword arguments (the APIs take the kernel's arguments by name)."""
+def kernel_and_inputs(request: TraceRequest, workdir: Path) -> tuple[Any, dict[str, Any]]:
+    """The NKI kernel object, the point's tunables bound into it as constants (never handed to the
+    compiler as inputs: kernelsweep.toolchain.tracing.binding), and its tensor inputs, built exactly
+    as the inputs stage builds them, by the kernel's parameter names."""
     from kernelsweep.kernels import load_kernel
 
-    kernel = load_nki_kernel(request.nki_kernel)
+    if request.tunables:
+        kernel = bound_kernel(request.nki_kernel, request.tunables, workdir / BOUND_FOLDER)
+    else:
+        kernel = load_nki_kernel(request.nki_kernel)
     arrays = load_kernel(request.kernel_ref).build_inputs(request.params, request.dtype, request.seed)
-    return kernel, bind(kernel, {**arrays, **request.tunables})
+    return kernel, bind(kernel, arrays)
 
 
 def load_nki_kernel(ref: str) -> Any:
@@ -160,7 +165,7 @@ def load_nki_kernel(ref: str) -> Any:
 
 
 def bind(kernel: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Inputs (and tunables) in the kernel's parameter order, checked against its signature by name."""
+    """Inputs in the kernel's parameter order, checked against its signature by name."""
     func = getattr(kernel, "func", kernel)  # @nki.jit objects keep the Python function in .func
     try:
         return dict(inspect.signature(func).bind(**inputs).arguments)

@@ -63,6 +63,8 @@ WORKER_MODULES = (
     "kernelsweep.toolchain.packages",
     "kernelsweep.toolchain.process",
     "kernelsweep.toolchain.tracing",
+    "kernelsweep.toolchain.tracing.artifacts",
+    "kernelsweep.toolchain.tracing.binding",
     "kernelsweep.toolchain.tracing.calls",
     "kernelsweep.toolchain.tracing.interpreter",
     "kernelsweep.toolchain.tracing.job",

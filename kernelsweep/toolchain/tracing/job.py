@@ -27,17 +27,27 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import tarfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelsweep.errors import CompileError, KernelsweepError, TraceError
 from kernelsweep.toolchain.tracing.interpreter import own_python, worker_argv, worker_env, worker_path
-from kernelsweep.toolchain.tracing.request import Fallback, TraceOutput, TraceRequest, TracerProbe, TracerStatus
+from kernelsweep.toolchain.tracing.request import (
+    Fallback,
+    TraceOutput,
+    Tracer,
+    TraceRequest,
+    TracerProbe,
+    TracerStatus,
+)
 
 if TYPE_CHECKING:
+    from kernelsweep.locks import CoreLease
     from kernelsweep.toolchain.process import Slots
     from kernelsweep.toolchain.resolve import Toolchain
 
@@ -137,6 +147,7 @@ def trace(
     debug_info: bool = False,
     memory_limit_bytes: int | None = None,
     slots: Slots | None = None,
+    lease: Callable[[], AbstractContextManager[CoreLease]] | None = None,
 ) -> TraceOutput:
     """Trace (and, where the API does, compile) one point in a worker. `tracer` pins the probed
     choice; a `choice` (the run's) supplies it instead and learns the tracers found unusable. With
@@ -144,7 +155,9 @@ def trace(
     `debug_info`, the compile writes the NEFF's kernel_debug_info.json (DEBUG_INFO_ENV); the worker
     caps its own address space at `memory_limit_bytes` (kernelsweep.toolchain.compile_cost). With `slots` (the
     host's compile slots), the worker starts and imports its tracers while it waits for one, and
-    traces once it holds it."""
+    traces once it holds it. When none of the tracers that only compile is usable, a tracer that
+    executes the kernel (NKI 0.7's nki.jit route) is tried last, in a fresh worker, holding a core
+    from `lease` (none given: it is not tried)."""
     if choice is not None:
         tracer = choice.first
     job = {
@@ -158,8 +171,30 @@ def trace(
     env = {"NEURON_PLATFORM_TARGET_OVERRIDE": request.target, "NEURON_LOGICAL_NC_CONFIG": str(request.lnc)}
     env |= DEBUG_INFO_ENV if debug_info else {}
     what = f"tracing {request.nki_kernel}"
-    argv, result, seconds = _run_worker(toolchain, workdir, job, timeout_seconds, what, env, memory_limit_bytes, slots)
-    fallbacks = tuple(Fallback(**f) for f in result.get("fallbacks", ()))
+    compiling = tuple(t for t in toolchain.tracers if not t.executes)
+    executing = tuple(t for t in toolchain.tracers if t.executes)
+    fallbacks: tuple[Fallback, ...] = ()
+    unavailable: dict[str, Any] = {}  # the compiling tracers' TracerUnavailable, when the last resort follows it
+    last_resort = any(tracer == t.name for t in executing)
+    if not last_resort:
+        run = (toolchain, workdir, job, timeout_seconds, what, env, memory_limit_bytes, slots, compiling)
+        argv, result, seconds = _run_worker(*run)
+        fallbacks = tuple(Fallback(**f) for f in result.get("fallbacks", ()))
+        error = result.get("error") or {}
+        if executing and lease is not None and error.get("error_class") == "TracerUnavailable":
+            passed = {f.tracer.split("/")[0] for f in fallbacks}
+            fallbacks += tuple(Fallback(t.name, error["message"]) for t in compiling if t.name not in passed)
+            last_resort, unavailable = True, error
+    if last_resort:
+        if lease is None:
+            raise TraceError(f"{what}: {tracer} executes the kernel and needs a NeuronCore lease, which this "
+                             "stage has none of", error_class="TracerUnavailable")  # fmt: skip
+        argv, result, seconds = _executing(toolchain, request, workdir, job, timeout_seconds, env, lease, executing,
+                                           memory_limit_bytes, slots)  # fmt: skip
+        fallbacks += tuple(Fallback(**f) for f in result.get("fallbacks", ()))
+        error = result.get("error") or {}
+        if unavailable and error.get("error_class") == "TracerUnavailable":  # neither: say why for both
+            result = {**result, "error": {**error, "message": f"{unavailable['message']} Then: {error['message']}"}}
     if choice is not None:
         choice.learn(fallbacks, result.get("tracer"))
     _raise_error(result, argv)
@@ -177,7 +212,32 @@ def trace(
         simulate_note=result.get("simulate_note"),
         compile_cost=result.get("compile_cost"),
         worker_seconds=seconds,
+        alloc_fallback=result.get("alloc_fallback"),
     )
+
+
+def _executing(
+    toolchain: Toolchain,
+    request: TraceRequest,
+    workdir: Path,
+    job: dict[str, Any],
+    timeout_seconds: float,
+    env: Mapping[str, str],
+    lease: Callable[[], AbstractContextManager[CoreLease]],
+    tracers: tuple[Tracer, ...],
+    memory_limit_bytes: int | None,
+    slots: Slots | None,
+) -> tuple[list[str], dict[str, Any], float]:
+    """The tracers that execute the kernel, in a fresh worker started with NKI_ARTIFACTS_DIR (read
+    when nki is imported) and the leased core as its only visible one, for as long as it runs."""
+    from kernelsweep.toolchain.tracing.artifacts import ARTIFACTS_ENV, ARTIFACTS_FOLDER
+
+    shutil.rmtree(workdir / ARTIFACTS_FOLDER, ignore_errors=True)
+    alone = {**job, "tracer": None, "unusable": []}
+    with lease() as held:
+        env = {**env, ARTIFACTS_ENV: str(workdir / ARTIFACTS_FOLDER), "NEURON_RT_VISIBLE_CORES": held.visible_cores}
+        what = f"tracing {request.nki_kernel} by executing it on core {held.visible_cores}"
+        return _run_worker(toolchain, workdir, alone, timeout_seconds, what, env, memory_limit_bytes, slots, tracers)
 
 
 def _run_worker(
@@ -189,13 +249,16 @@ def _run_worker(
     env: Mapping[str, str] | None = None,
     memory_limit_bytes: int | None = None,
     slots: Slots | None = None,
+    tracers: tuple[Tracer, ...] | None = None,
 ) -> tuple[list[str], dict[str, Any], float]:
     """The worker's argv, its answer, and its wall time (from its go, when started early)."""
     from kernelsweep.toolchain.process import run_tool  # deferred: the worker imports this module, never runs tools
 
     python = toolchain.neuron_python or own_python()
     workdir.mkdir(parents=True, exist_ok=True)
-    job = {**job, "tracers": [t.ref for t in toolchain.tracers], "sys_path": worker_path(python), "wait": bool(slots)}
+    refs = [t.ref for t in (toolchain.tracers if tracers is None else tracers)]
+    job = {**job, "tracers": refs, "sys_path": worker_path(python), "wait": bool(slots)}
+    (workdir / RESULT_FILE).unlink(missing_ok=True)  # an earlier worker's answer is not this one's
     (workdir / JOB_FILE).write_text(json.dumps(job))
     argv = worker_argv(python, workdir, workdir / JOB_FILE)
     result = run_tool(

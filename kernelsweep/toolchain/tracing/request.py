@@ -43,8 +43,8 @@ class TraceRequest:
     # What the adapter passes as the API's `output_names`; without them a frontend NEFF names its
     # outputs output_0, output_1, ... (reference Corrections 1). Production always passes them.
     output_names: tuple[str, ...] | None
-    # The kernel's tunables at this point: keyword arguments of the NKI kernel beside its tensors, as
-    # nki-autotune passes its configs (`specialize(*args, **configs)`).
+    # The kernel's tunables at this point: parameters of the NKI kernel that are bound into it as
+    # constants before tracing, never handed to the compiler as inputs (tracing.binding).
     tunables: dict[str, int | str] = field(default_factory=dict)
 
     @classmethod
@@ -107,6 +107,9 @@ class Tracer:
     load: Callable[[], SimpleNamespace]  # imports the API and probes its signatures; raises if absent or unfit
     run: Callable[[SimpleNamespace, TraceRequest, Path], TraceProducts]
     best_effort: bool = False  # no public code confirms this API: results are a best effort
+    # The route runs the kernel on a NeuronCore (nki.jit with NumPy arrays): tried last, in a worker
+    # of its own that holds the point's core lease (kernelsweep.toolchain.tracing.artifacts)
+    executes: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,8 @@ class TraceOutput:
     # the worker's wall time from its go (kernelsweep.toolchain.process.Slots) to its exit: not its
     # start-up, which overlapped the wait for a compile slot
     worker_seconds: float = 0.0
+    # NKI's allocator fell back to neuronx-cc's in the compile (its words on fd 2); None: no compile here
+    alloc_fallback: bool | None = None
 
 
 def pack(folder: Path, archive: Path) -> Path:

@@ -28,7 +28,7 @@ def simulate_outputs(request: Any, workdir: Path) -> tuple[dict[str, str], str |
         return {}, f"this NKI has no nki.simulate ({type(exc).__name__}); it came with NKI 0.3"
     from kernelsweep.toolchain.tracing.calls import kernel_and_inputs, nki_at_least
 
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     try:
         launch = kernel[request.lnc] if request.lnc > 1 and not nki_at_least(0, 7) else kernel
         returned = simulate(launch)(*inputs.values())

@@ -18,6 +18,9 @@
   legacy-penguin            SDK <= 2.26: KLIR TraceKernel + penguin IRBuilder/IRWriter -> penguin.py and
                             its weights folder, for `neuronx-cc compile` (seed 000; best effort, no
                             public code confirms these private APIs)
+  nki.jit/artifacts         the route AWS documents for NKI 0.7: NKI_ARTIFACTS_DIR, then the kernel
+                            called with NumPy arrays (tracing.artifacts); it executes the kernel, so it
+                            is tried last, in a worker of its own holding the point's core lease
 
 The frontend is ParserFrontend, as nki-library's harness uses, except on NKI 0.7+, which specializes
 by Python tracing: there TracerFrontend (the `tracer-frontend` variant) unless NKI_COMPILER_FRONTEND
@@ -37,6 +40,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kernelsweep import names
+from kernelsweep.toolchain.tracing.artifacts import ARTIFACTS
 from kernelsweep.toolchain.tracing.calls import (
     CONTEXT_MODULES,
     LEGACY_TRACE_KERNEL_MODULES,
@@ -87,7 +91,7 @@ def _load_driver() -> SimpleNamespace:
 
 
 def _run_driver(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     ir = fresh(workdir / "ir")
     options = compile_options(api, request, workdir, ir / "artifacts")
     call = dict(frontend=api.Frontend(), inputs=inputs, compile_opts=options)
@@ -134,7 +138,7 @@ def _load_frontend() -> SimpleNamespace:
 
 
 def _run_frontend(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     ir = fresh(workdir / "ir")
     call: dict[str, Any] = dict(
         inputs=inputs, target=request.target, lnc=request.lnc, artifacts_dir=str(fresh(ir / "frontend"))
@@ -177,7 +181,7 @@ def _run_standalone(api: SimpleNamespace, request: TraceRequest, workdir: Path) 
     """Positional arguments exactly as aws-neuron/nki-library's `compile_kernel_to_neff` passes them."""
     from kernelsweep.dtypes import numpy_dtype  # the stubs' dtypes are numpy's, as the inputs'
 
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     out_dir = fresh(workdir / "ir")
     stubs = [TensorStub(o.shape, numpy_dtype(o.dtype), o.name) for o in request.outputs]
     args: list[Any] = [kernel, inputs, stubs, request.target, request.lnc, str(out_dir), api.NKI_IR_VERSION.beta2]
@@ -206,7 +210,7 @@ def _load_legacy() -> SimpleNamespace:
 
 def _run_legacy(api: SimpleNamespace, request: TraceRequest, workdir: Path) -> TraceProducts:
     """Seed 000's steps; the IR folder keeps penguin.py AND its weights folder for the compiler."""
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     ir = fresh(workdir / "ir")
     weights = fresh(ir / "weights")
     builder = api.IRBuilder()
@@ -240,7 +244,7 @@ def _run_tensorizer_ir(api: SimpleNamespace, request: TraceRequest, workdir: Pat
     """nki-library's `trace_kernel_only` positional call; the folder is whatever it writes."""
     from kernelsweep.dtypes import numpy_dtype
 
-    kernel, inputs = kernel_and_inputs(request)
+    kernel, inputs = kernel_and_inputs(request, workdir)
     out = fresh(workdir / "ir")
     stubs = [TensorStub(o.shape, numpy_dtype(o.dtype), o.name) for o in request.outputs]
     ir_module, _ = api.to_ir(kernel, request.target, request.lnc, inputs, stubs, api.NKI_IR_VERSION.beta2)
@@ -257,5 +261,6 @@ TRACERS: tuple[Tracer, ...] = (
     Tracer("nki.compiler.frontend", f"{__name__}:FRONTEND", _load_frontend, _run_frontend),
     Tracer("neuronxcc.nki_standalone", f"{__name__}:STANDALONE", _load_standalone, _run_standalone),
     Tracer("legacy-penguin", f"{__name__}:LEGACY", _load_legacy, _run_legacy, best_effort=True),
+    ARTIFACTS,  # the last resort: it executes the kernel, so it needs a core lease and a worker of its own
 )
-DRIVER, FRONTEND, STANDALONE, LEGACY = TRACERS
+DRIVER, FRONTEND, STANDALONE, LEGACY, _ = TRACERS

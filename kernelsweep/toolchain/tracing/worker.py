@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -40,6 +41,10 @@ from kernelsweep.toolchain.tracing.request import Fallback, Tracer, TraceRequest
 IR_ARCHIVE = "ir.tar"
 STDERR_FILE = "tracer-stderr.log"
 STDERR_KEPT_BYTES = 64 * 1024
+# NKI's own allocator gave up and the compile went on with neuronx-cc's (NKI 0.7's default,
+# CompileConfig.nki_alloc_fallback: "Fall back to the default neuronx-cc allocation flow when NKI's own
+# LinearScanAllocation fails"). The compiler's wording is unpublished: these are the setting's words.
+ALLOC_FALLBACK = re.compile(r"(?i)LinearScanAllocation.*fail|fall(?:s|ing)?\s*back to the default neuronx-cc alloc")
 
 
 def load_tracer(ref: str) -> Tracer:
@@ -210,6 +215,7 @@ def _answer(
         "compile_seconds": products.compile_seconds,
         "compile_options": json.dumps(products.compile_options, sort_keys=True) if products.compile_options else None,
         "nki_compiler_frontend": os.environ.get(FRONTEND_ENV) or None,
+        "alloc_fallback": bool(ALLOC_FALLBACK.search(_tail(workdir / STDERR_FILE))) if neff else None,
     }
     if simulate:
         from kernelsweep.toolchain.tracing.simulate import simulate_outputs

@@ -523,7 +523,7 @@ def test_the_smoke_says_which_reading_of_lnc2_summary_entries_held(tmp_path, ent
     from kernelsweep.doctor.smoke_mix import lnc_reading
     from kernelsweep.doctor.smoke_steps import Smoke, Step
     from kernelsweep.kernels import load_kernel
-    from kernelsweep.metrics import ProfileMetrics
+    from kernelsweep.profiles.metrics import ProfileMetrics
 
     point = smoke_point("trn2")
     model = load_kernel(point.kernel_ref).model_flops(point.params)

@@ -14,14 +14,14 @@ import json
 import pytest
 from standin_host import NEURON, POINT, installer, recorded, run
 
-from kernelsweep.artifacts import LocalArtifactStore
-from kernelsweep.context import StageContext
 from kernelsweep.errors import TraceError
 from kernelsweep.locks import CoreLeaser
-from kernelsweep.neff import read_neff
-from kernelsweep.spec import CaptureSettings
 from kernelsweep.stages import trace_stage
+from kernelsweep.stores.artifacts import LocalArtifactStore
+from kernelsweep.sweepspec.models import CaptureSettings
+from kernelsweep.this_host.context import StageContext
 from kernelsweep.toolchain import tracing
+from kernelsweep.toolchain.neff import read_neff
 from kernelsweep.toolchain.packages import SDK_PACKAGES, package_version
 from kernelsweep.toolchain.tracing.artifacts import ARTIFACTS_FOLDER
 from kernelsweep.toolchain.versions import collect

@@ -14,11 +14,11 @@ from standin_host import installer, recorded, run
 from kernelsweep.errors import TraceError
 from kernelsweep.kernels import nki_kernel_source
 from kernelsweep.kernels.vector_add import VectorAdd
-from kernelsweep.neff import read_neff
 from kernelsweep.sim.ir import read_ir
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.spec import Point
+from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import tracing
+from kernelsweep.toolchain.neff import read_neff
 from kernelsweep.toolchain.tracing.binding import specialise
 
 TUNED = Point(

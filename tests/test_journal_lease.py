@@ -139,7 +139,12 @@ def test_an_s3_lease_of_a_dead_process_of_this_host_is_taken_over(bucket, moto_e
     _s3_lease(moto_endpoint, bucket, key, host=socket.gethostname(), pid=int(gone.stdout), expires_at=soon)
     uri, lease = journal_lease.open_lease(results, key)
     journal_lease.acquire(uri, lease, "a run of this spec")
-    journal_lease.release(uri)
+    client = boto3.client("s3", endpoint_url=moto_endpoint)
+    try:
+        note = json.loads(client.get_object(Bucket=bucket, Key=f"results/_journal/{key}.lease.json")["Body"].read())
+        assert (note["pid"], note["host"]) == (os.getpid(), socket.gethostname())  # the dead one's note replaced
+    finally:
+        journal_lease.release(uri)
 
 
 def test_a_run_refused_between_the_holders_lock_and_its_note_waits_for_the_note(tmp_path, monkeypatch):

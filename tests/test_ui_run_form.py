@@ -115,6 +115,5 @@ def test_a_sweep_started_from_the_typed_run_form_completes(fleet_server, tmp_pat
         rows = reader.read(str(results), columns=["shape", "platform", "status", "flow_run_id"]).to_pylist()
         assert sorted(r["shape"].split(",")[0] for r in rows) == ["n=2048", "n=4096"]
         assert {(r["platform"], r["status"], r["flow_run_id"]) for r in rows} == {("trn2", "ok", flow_run_id)}
-        assert (tmp_path / "run-form.png").stat().st_size > 10_000
     finally:
         worker.stop()

@@ -6,6 +6,10 @@ run for as long as it hangs, holding its NeuronCore. The simulated capture hangs
 capture-timeout) under a capture timeout of 10 minutes; the test finds it by a marker in its
 environment, kills the CLI alone, and polls until no process with the marker is left (the run's own
 Prefect server carries it too, and must go as well).
+
+kernelsweep's own entry points (the simulator's tools, the trace worker) arm the signal themselves and
+start without the launcher interpreter; a foreign tool still gets the launcher. A run process that
+holds one of each, hung, is killed the same way, and all three must go with it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from kernelsweep.sim.latency import LATENCY_FILE
+from kernelsweep.toolchain.parent_death import PARENT_ENV
 
 SPEC = """
 name = "hung"
@@ -64,7 +69,11 @@ def _hung_capture(marker: str, cli: subprocess.Popen) -> int:
     raise AssertionError(f"no capture started within {START_TIMEOUT_S} s")
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+
+
+@pytest.mark.slow
+@linux_only
 def test_a_hung_tool_dies_with_a_run_killed_outright(tmp_path, prefect_home):
     (tmp_path / "spec.toml").write_text(SPEC)
     marker = f"KERNELSWEEP_TEST_MARKER={uuid.uuid4()}"
@@ -101,3 +110,95 @@ def test_a_hung_tool_dies_with_a_run_killed_outright(tmp_path, prefect_home):
                 pass
         if cli.poll() is None:
             cli.kill()
+
+
+# A run that holds three hung tools: a capture (a simulated tool, `-P -m`), a trace worker (`-c`, its
+# modelled compile slept at a huge time scale) and a foreign tool (a plain Python sleeping).
+HUNG_TOOLS = """
+import sys, threading
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from stage_context import point, sim_context
+from kernelsweep import stages
+from kernelsweep.toolchain.process import run_tool
+
+root = Path(sys.argv[1])
+ready = sim_context(root)
+p = point()
+compiled = stages.compile_stage(ready, p, stages.trace_stage(ready, p))
+inputs = stages.inputs_stage(ready, p)
+hung = sim_context(root, env={"KERNELSWEEP_SIM_TIME_SCALE": "100000"})
+for work in (
+    lambda: stages.capture_stage(hung, p, compiled, inputs),
+    lambda: stages.trace_stage(hung, point(n=4096)),
+    lambda: run_tool([sys.executable, "-c", "import time; time.sleep(600)"], timeout_seconds=600),
+):
+    threading.Thread(target=work).start()
+"""
+
+
+def _environ(pid: int) -> dict[str, str]:
+    entries = (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0")
+    return dict(e.decode(errors="replace").partition("=")[::2] for e in entries if b"=" in e)
+
+
+def _hung(marker: str, run: subprocess.Popen, sim_state: Path) -> dict[str, int]:
+    """The three tools' pids, once the simulated two are asleep in their modelled latency."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()
+        found = {}
+        for pid, cmd in _marked(marker).items():
+            if pid == run.pid:
+                continue
+            kind = next((k for k, part in KINDS.items() if part in cmd), None)
+            if kind:
+                found[kind] = pid
+        slept = (
+            (sim_state / LATENCY_FILE).read_text().count('"time_scale": 100000')
+            if (sim_state / LATENCY_FILE).exists()
+            else 0
+        )
+        if len(found) == len(KINDS) and slept == 2:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"the three tools did not hang within {START_TIMEOUT_S} s: {_marked(marker)}")
+
+
+KINDS = {"capture": " capture -n ", "trace worker": "tracing.worker", "foreign": "time.sleep(600)"}
+
+
+@linux_only
+def test_own_tools_start_without_the_launcher_and_still_die_with_a_run_killed_outright(tmp_path):
+    marker = str(uuid.uuid4())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELSWEEP_")} | {
+        "KERNELSWEEP_TEST_MARKER": marker
+    }
+    run = subprocess.Popen(
+        [sys.executable, "-c", HUNG_TOOLS, str(tmp_path), str(Path(__file__).parent)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        tools = _hung(f"KERNELSWEEP_TEST_MARKER={marker}", run, tmp_path / "sim")
+        told = {kind: _environ(pid).get(PARENT_ENV) for kind, pid in tools.items()}
+        # kernelsweep's own tools were started as they are and told the run's pid; the foreign one
+        # went through the launcher (the launcher execs the tool, so the pid is the tool's)
+        assert told == {"capture": str(run.pid), "trace worker": str(run.pid), "foreign": None}
+        assert all(os.getsid(pid) != os.getsid(run.pid) for pid in tools.values())  # group kills miss them
+        run.kill()
+        run.wait(timeout=30)
+        deadline = time.monotonic() + GONE_TIMEOUT_S
+        while _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _marked(marker), f"left running after the run was killed: {_marked(marker)}"
+    finally:
+        for pid in _marked(marker):  # only what this test started
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if run.poll() is None:
+            run.kill()

@@ -176,9 +176,7 @@ def _finish(
         raise
 
 
-def _dies_with_run(
-    argv: list[str], env: Mapping[str, str], cwd: str | Path | None
-) -> tuple[list[str], dict[str, str]]:
+def _dies_with_run(argv: list[str], env: Mapping[str, str], cwd: str | Path | None) -> tuple[list[str], dict[str, str]]:
     """What to start (Linux): kernelsweep's own entry point as it is, told this run's pid; any other
     tool inside the launcher. The launched tool is found here, so a missing one raises FileNotFoundError
     in the caller as Popen would."""

@@ -34,15 +34,12 @@ import math
 from dataclasses import dataclass, replace
 
 from kernelsweep.platforms import Platform
+from kernelsweep.sim.nki.cycles import MATMUL_FIXED_CYCLES
 
 HARDWARE_FLOPS_FACTOR = 1.0625  # transposes and padding the profiler counts beyond model FLOPs (seed 000)
 HBM_READ_AMPLIFICATION = 1.92  # tiles re-read from HBM per input byte in seed 000's MLP (6,553,600 / 3,407,872)
 PE_CELLS = 128 * 128  # the TensorE's processing elements
 FULL_TILE_MOVING = 512  # moving columns of a full tile (gemm_moving_fmax)
-# TensorE cycles a matmul spends besides streaming its moving columns through the PE array (loading
-# the stationary tile): a modelling choice, so a matmul over a narrow moving tile costs more per MAC.
-# Here, not in sim.nki.lang, which charges it too: the profile's views need the model, not the tracer.
-MATMUL_FIXED_CYCLES = 64
 DMA_ENGINES = 16  # "Each NeuronCore (v2-v4) is paired with 16 DMA engines" (NKI DMA overview)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from kernelsweep.dtypes import ITEMSIZE
 from kernelsweep.kernels.base import SBUF_PARTITION_BYTES
-from kernelsweep.sim.model import MATMUL_FIXED_CYCLES
+from kernelsweep.sim.nki.cycles import MATMUL_FIXED_CYCLES
 from kernelsweep.sim.nki.generations import Generation
 from kernelsweep.sim.nki.tensor import HBM, NkiError, NkiTensor, Storage
 

@@ -57,7 +57,8 @@ def _locations() -> Locations:
     return Locations(sim_state_dir=Path(env["KERNELSWEEP_SIM_STATE"]), lock_dir=Path(env["KERNELSWEEP_LOCK_DIR"]))
 
 
-def _chain(ctx: StageContext, point: Point) -> PointRecord:
+def run_point(ctx: StageContext, point: Point) -> PointRecord:
+    """The five stages of one point; a failure ends them and is kept in the record, as in the flow."""
     record = PointRecord(point=point, started_at=datetime.now(UTC))
     try:
         record.trace = stages.trace_stage(ctx, point)
@@ -79,7 +80,7 @@ def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started
     journal = begin(spec.results, fresh, RUN_ID, date.today(), spec.name, datetime.now(UTC))
 
     def chain(point: Point) -> Row:
-        record = _chain(ctx, point)
+        record = run_point(ctx, point)
         row = build_row(
             record, flow_run_id=RUN_ID, toolchain=ctx.toolchain.kind, is_simulation=ctx.toolchain.is_simulation,
             versions=ctx.versions,

@@ -54,4 +54,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from kernelsweep.toolchain.parent_death import arm
+
+    arm()  # first: this tool dies with the run that started it (process.run_tool)
     sys.exit(main())

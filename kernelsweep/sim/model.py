@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, replace
 
 from kernelsweep.platforms import Platform
-from kernelsweep.sim.nki.lang import MATMUL_FIXED_CYCLES
+from kernelsweep.sim.nki.cycles import MATMUL_FIXED_CYCLES
 
 HARDWARE_FLOPS_FACTOR = 1.0625  # transposes and padding the profiler counts beyond model FLOPs (seed 000)
 HBM_READ_AMPLIFICATION = 1.92  # tiles re-read from HBM per input byte in seed 000's MLP (6,553,600 / 3,407,872)

@@ -5,4 +5,7 @@ import sys
 from kernelsweep.sim.neuron_profile import main
 
 if __name__ == "__main__":
+    from kernelsweep.toolchain.parent_death import arm
+
+    arm()  # first: this tool dies with the run that started it (process.run_tool)
     sys.exit(main(prog="neuron-explorer"))

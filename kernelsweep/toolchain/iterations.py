@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kernelsweep.errors import CaptureError
 from kernelsweep.toolchain.failures import capture_failure
+from kernelsweep.toolchain.parent_death import bootstrap
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.tracing.interpreter import package_folder
@@ -30,10 +31,7 @@ from kernelsweep.toolchain.tracing.interpreter import package_folder
 WARMUP_ITERATIONS = 5  # nrtpy's own default warm-up: the first executions load the GpSimd library (aws-neuron-sdk#994)
 JOB_FILE, RESULT_FILE = "bench-job.json", "bench-result.json"
 # Run with -c under the runtime's interpreter, which need not have kernelsweep's dependencies.
-BOOTSTRAP = (
-    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "from kernelsweep.toolchain.iteration_worker import main; sys.exit(main(sys.argv[1:]))"
-)
+BOOTSTRAP = bootstrap("kernelsweep.toolchain.iteration_worker")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """Run one external tool: argv list, no shell, a timeout that kills the whole process group, and (on
 Linux) a parent-death signal, so a hung tool never outlives a run killed outright (SIGKILL, OOM).
 
-The signal is armed by a tiny launcher (`python -I -S -c`, no user code on its path) that then
-execs the tool, as kernelsweep.flows.server does for the Prefect server: `preexec_fn` is unsafe in
-a threaded process. The kernel sends it when the thread that started the tool ends; a tool is
+A foreign tool gets the signal from a tiny launcher (`python -I -S -c`, no user code on its path)
+that arms it and then execs the tool, as kernelsweep.flows.server does for the Prefect server:
+`preexec_fn` is unsafe in a threaded process. kernelsweep's own entry points (the simulator's tools,
+the trace and benchmark workers) arm it themselves and skip the launcher's interpreter start
+(`parent_death`). The kernel sends it when the thread that started the tool ends; a tool is
 started and waited for by the same thread, which lives as long as the call does.
 
 A tool run through `Slots` starts at once and is told to go (one line on its stdin) when a slot is
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
+
+from kernelsweep.toolchain.parent_death import PARENT_ENV, arms_itself
 
 logger = logging.getLogger(__name__)
 _running: set[subprocess.Popen] = set()  # for `kill_running_tools`: a second Ctrl-C ends them at once
@@ -141,8 +145,9 @@ def run_tool(
 
 
 def _start(argv: list[str], env: Mapping[str, str], cwd: str | Path | None, early: bool) -> subprocess.Popen:
+    launched, env = _dies_with_run(argv, env, cwd)
     proc = subprocess.Popen(
-        _dies_with_run(argv, env, cwd),
+        launched,
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -171,11 +176,15 @@ def _finish(
         raise
 
 
-def _dies_with_run(argv: list[str], env: Mapping[str, str], cwd: str | Path | None) -> list[str]:
-    """The launcher's argv around the tool's (Linux); the tool is found here, so a missing one raises
-    FileNotFoundError in the caller as Popen would."""
+def _dies_with_run(argv: list[str], env: Mapping[str, str], cwd: str | Path | None) -> tuple[list[str], dict[str, str]]:
+    """What to start (Linux): kernelsweep's own entry point as it is, told this run's pid; any other
+    tool inside the launcher. The launched tool is found here, so a missing one raises FileNotFoundError
+    in the caller as Popen would."""
+    env = {k: v for k, v in env.items() if k != PARENT_ENV}  # never inherited: only run_tool says it
     if sys.platform != "linux":
-        return argv
+        return argv, env
+    if arms_itself(argv):
+        return argv, {**env, PARENT_ENV: str(os.getpid())}
     exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH", os.defpath))
     if exe is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
@@ -183,7 +192,7 @@ def _dies_with_run(argv: list[str], env: Mapping[str, str], cwd: str | Path | No
         exe = os.path.join(cwd, exe)  # a relative path, as Popen resolves it: from the tool's folder
     if not os.access(exe, os.X_OK) or os.path.isdir(exe):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), argv[0])
-    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_RUN, str(os.getpid()), exe, *argv]
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_RUN, str(os.getpid()), exe, *argv], env
 
 
 def kill_running_tools() -> int:

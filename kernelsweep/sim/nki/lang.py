@@ -25,6 +25,7 @@ from typing import Any
 
 from kernelsweep.dtypes import ITEMSIZE
 from kernelsweep.kernels.base import SBUF_PARTITION_BYTES
+from kernelsweep.sim.nki.cycles import MATMUL_FIXED_CYCLES
 from kernelsweep.sim.nki.generations import Generation
 from kernelsweep.sim.nki.tensor import HBM, NkiError, NkiTensor, Storage
 
@@ -32,9 +33,6 @@ PMAX = 128
 STATIONARY_FMAX = 128
 MOVING_FMAX = 512  # NeuronCore-v2/v3
 PSUM_BANK_BYTES = 2048  # per partition: 512 fp32
-# TensorE cycles a matmul spends besides streaming its moving columns through the PE array (loading
-# the stationary tile): a modelling choice, so a matmul over a narrow moving tile costs more per MAC.
-MATMUL_FIXED_CYCLES = 64
 NKI_PARTITION_ERROR = (  # the NKI tracer's own wording (seed 004)
     "number of partitions {parts} exceed architecture limitation of {limit}. Info on how to fix: "
     "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/nki/api/nki.errors.html"

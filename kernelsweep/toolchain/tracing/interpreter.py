@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep.errors import UsageError
+from kernelsweep.toolchain.parent_death import bootstrap
 
 NEURON_PYTHON_ENV = "KERNELSWEEP_NEURON_PYTHON"
 # The Deep Learning AMI's SDK venvs, e.g. /opt/aws_neuronx_venv_pytorch_2_9_nxd_inference (aws-neuron-sdk#1306),
@@ -32,11 +33,7 @@ NEURON_PYTHON_ENV = "KERNELSWEEP_NEURON_PYTHON"
 SDK_VENV_GLOBS = ("/opt/aws_neuronx_venv_*/bin/python", "/opt/aws_neuron_venv_*/bin/python")
 SDK_DIST_GLOBS = ("nki-*.dist-info", "neuronx_cc-*.dist-info")
 PATH_FOLDER = ".kernelsweep-path"  # in the worker's folder: holds only the link to kernelsweep's package
-# Run with `-c`, not `-m`: `-P` (keep the working folder off the path) only exists from Python 3.11.
-BOOTSTRAP = (
-    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "from kernelsweep.toolchain.tracing.worker import main; sys.exit(main(sys.argv[1:]))"
-)
+BOOTSTRAP = bootstrap("kernelsweep.toolchain.tracing.worker")
 # Every kernelsweep module the trace worker imports, under any tracer: the modules that must run on
 # Python 3.10 with numpy and the SDK alone. The simulator's tracers run under kernelsweep's own Python.
 WORKER_MODULES = (
@@ -61,6 +58,7 @@ WORKER_MODULES = (
     "kernelsweep.toolchain.iteration_worker",
     "kernelsweep.toolchain.failures",
     "kernelsweep.toolchain.packages",
+    "kernelsweep.toolchain.parent_death",
     "kernelsweep.toolchain.process",
     "kernelsweep.toolchain.tracing",
     "kernelsweep.toolchain.tracing.artifacts",

@@ -264,4 +264,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from kernelsweep.toolchain.parent_death import arm
+
+    arm()  # first: this tool dies with the run that started it (process.run_tool)
     sys.exit(main(sys.argv[1:]))

@@ -38,11 +38,15 @@ SHARD_FLOWS = [SHARD_FLOW, "compile-shard"]  # a compile farm's shard is retried
 
 
 def install(client: SyncPrefectClient, automation: AutomationCore) -> None:
+    """Create it, or update the one of its name; left alone when unchanged. An update gives the server's
+    trigger a new id, which forgets what it was waiting for: a `fleet up` run again during a night would
+    have dropped the silence clock of every running shard, and a host that died just before it would
+    never have been marked Crashed."""
     existing = client.read_automations_by_name(automation.name)
-    if existing:
-        client.update_automation(existing[0].id, automation)
-    else:
+    if not existing:
         client.create_automation(automation)
+    elif existing[0].model_dump(include=set(AutomationCore.model_fields)) != automation.model_dump():
+        client.update_automation(existing[0].id, automation)
 
 
 def crash_detection(seconds: int) -> AutomationCore:

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prefect_server import poll
+from prefect_server import bench_servers, poll
 
 from kernelsweep.flows import server as launcher
 
@@ -113,11 +113,19 @@ def _submit_from_the_ui(port: int, deployment_id: str, shot: Path) -> dict:
     return run
 
 
-def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanly(tmp_path):
+@pytest.fixture
+def database():
+    """A throwaway PostgreSQL for the demo's server: on SQLite its five workers met "database is locked"."""
+    with bench_servers().postgres() as cluster:
+        yield cluster
+
+
+def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanly(tmp_path, database):
     assert shutil.which(CHROMIUM), "Debian's chromium is missing: `apt-get install chromium` (.ci/run installs it)"
     port, home = _free_pair(), tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_"))}
     argv = [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", "demo", "--home", str(home), "--port", str(port)]
+    argv += ["--database", database.url]
     log = (tmp_path / "demo.out").open("w")
     demo = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -155,7 +163,7 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
             assert b"vector_add" in page.read()
 
         stopped = subprocess.run(
-            [*argv[:-4], "--home", str(home), "--stop"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+            [*argv[:-6], "--home", str(home), "--stop"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
         )
         assert stopped.returncode == 0 and "stopped the demo" in stopped.stdout + stopped.stderr, stopped.stderr
         assert demo.wait(timeout=60) == 0
@@ -163,6 +171,7 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
         assert not _listening(port) and not _listening(port + 1)  # the server and the reports' web server
         assert not _processes_in(home)  # the server, the workers and their flow runs all ended
         assert not (home / "demo.json").exists()
+        assert database.query(f"SELECT state_type FROM flow_run WHERE id = '{run['id']}'") == [["COMPLETED"]]
     finally:
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGKILL)

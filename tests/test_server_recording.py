@@ -74,7 +74,7 @@ def test_the_fleet_docs_give_a_fleet_server_the_same_settings():
     assert not missing, f"docs/fleet.md does not export {missing}"
 
 
-def _setup(root: Path) -> tuple[Path, dict[str, str]]:
+def _setup(root: Path, time_scale: str = "0.3") -> tuple[Path, dict[str, str]]:
     """The spec (POINTS points) and the environment of a user on a simulated 2-core trn2 host."""
     spec = root / "spec.toml"
     spec.write_text(SPEC.format(root=root, sizes=", ".join(str(1024 * k) for k in range(1, POINTS + 1))))
@@ -82,7 +82,7 @@ def _setup(root: Path) -> tuple[Path, dict[str, str]]:
     env |= {
         "PREFECT_HOME": str(root / "prefect-home"),
         "KERNELSWEEP_SIM_CORES": "2",
-        "KERNELSWEEP_SIM_TIME_SCALE": "0.3",  # long enough to be running after CHECKPOINT_SECONDS
+        "KERNELSWEEP_SIM_TIME_SCALE": time_scale,
         "KERNELSWEEP_SIM_STATE": str(root / "sim"),
         "KERNELSWEEP_LOCK_DIR": str(root / "leases"),
     }
@@ -162,7 +162,10 @@ def test_a_server_killed_mid_sweep_loses_no_row_and_at_most_a_batch_of_states(tm
     same address and database, the sweep left to finish on its own. The kill comes after the client's
     first time-based checkpoint: events sent before a checkpoint are the ones the client no longer
     keeps to send again, so only they can be lost with the server."""
-    spec, env = _setup(tmp_path)
+    # The modelled latencies slept at 0.8 (about 2 s of compile a point on 2 compile slots): about a minute
+    # of sleep, so the sweep still runs after CHECKPOINT_SECONDS however fast the machine does the rest (at
+    # 0.3 a quiet machine once finished it first)
+    spec, env = _setup(tmp_path, time_scale="0.8")
     with bench_servers().postgres() as pg:
         port = free_port()
         base = {**env, "PREFECT_API_DATABASE_CONNECTION_URL": pg.url}

@@ -9,8 +9,9 @@ the results' `reports/` folder, so the report link in the UI opens in a browser.
 address and waits; Ctrl-C (or `kernelsweep fleet demo --stop` from another shell) stops every
 process it started and keeps the demo's folder (results, reports, logs) for a look afterwards.
 
-The server uses SQLite, which is enough for this (see docs/fleet.md: SQLite answers "database is
-locked" under a real fleet's load; use PostgreSQL there).
+The server uses SQLite unless `--database` (or PREFECT_API_DATABASE_CONNECTION_URL) names a PostgreSQL,
+as `kernelsweep server start` does: under the demo's five workers SQLite answers "database is locked" at
+times, which Prefect's clients retry but the UI's run form does not (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.fleet.plan import pool_name
 from kernelsweep.flows import server as launcher
 from kernelsweep.flows.cli.output import console, out
-from kernelsweep.flows.cli.server import server_env
+from kernelsweep.flows.cli.server import DATABASE_ENV, chosen_database, server_env
 from kernelsweep.flows.settings import REPORTS_URL_ENV, state_folder
 from kernelsweep.locks import private_folder
 
@@ -69,13 +70,19 @@ timezone = "UTC"
 @click.option("--port", type=int, default=4300, show_default=True, help="The Prefect server's port (UI and API).")
 @click.option("--time-scale", type=float, default=0.2, show_default=True, help="Simulated tool latencies x this.")
 @click.option("--file", "file_path", default="deployments/prefect.yaml", show_default=True, help="The prefect.yaml.")
+@click.option(
+    "--database",
+    metavar="URL",
+    help=f"Keep the demo server's runs in this PostgreSQL, postgresql+asyncpg://... [{DATABASE_ENV}, else SQLite].",
+)
 @click.option("--stop", "stop_it", is_flag=True, help="Stop the demo running from another shell.")
-def demo(home: Path | None, port: int, time_scale: float, file_path: str, stop_it: bool) -> None:
+def demo(home: Path | None, port: int, time_scale: float, file_path: str, database: str | None, stop_it: bool) -> None:
     """A local fleet: a Prefect server, the fleet's pools and deployments, simulated hosts of every family."""
     home = (home or state_folder() / "demo").expanduser().absolute()
     if stop_it:
         _stop_recorded(home)
         return
+    database = chosen_database(database)  # a bad URL is refused before anything starts
     if not Path(file_path).is_file():
         raise UsageError(f"{file_path}: no such file; run from the repository's root folder or pass --file")
     private_folder(home, "demo folder")
@@ -85,10 +92,10 @@ def demo(home: Path | None, port: int, time_scale: float, file_path: str, stop_i
     for wanted in (port, port + 1):
         if not launcher.port_free(launcher.LOOPBACK, wanted):
             raise UsageError(f"port {wanted} is in use; choose another with --port (the demo takes it and the next)")
-    _run(home, port, time_scale, Path(file_path).resolve())
+    _run(home, port, time_scale, Path(file_path).resolve(), database)
 
 
-def _run(home: Path, port: int, time_scale: float, prefect_yaml: Path) -> None:
+def _run(home: Path, port: int, time_scale: float, prefect_yaml: Path, database: str | None) -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -97,7 +104,7 @@ def _run(home: Path, port: int, time_scale: float, prefect_yaml: Path) -> None:
     reports = _serve_reports(home / "results" / "reports", port + 1)
     env = _client_env(home, port)
     try:
-        served = server_env(launcher.LOOPBACK, port, env)
+        served = server_env(launcher.LOOPBACK, port, {**env, **({DATABASE_ENV: database} if database else {})})
         processes.append(launcher.launch(launcher.LOOPBACK, port, served, home / "logs" / "server.log", cwd=home))
         with console.status("starting the Prefect server and setting the fleet up (about a minute)"):
             launcher.wait_healthy(processes[0], env["PREFECT_API_URL"], log=home / "logs" / "server.log")

@@ -117,7 +117,7 @@ def server() -> None:
 )
 def start(port: int, host: str, database: str | None) -> None:
     """Start the server (or say where the running one is) and print the PREFECT_API_URL to export."""
-    database = _database(database)
+    database = chosen_database(database)
     home = prefect_home()
     running = _recorded(home)
     if running is not None and running.healthy():
@@ -138,8 +138,8 @@ def start(port: int, host: str, database: str | None) -> None:
     _tell(started)
 
 
-def _database(option: str | None) -> str | None:
-    """The database the option names, else the environment's, checked (SQLite in the home: None)."""
+def chosen_database(option: str | None) -> str | None:
+    """The database `--database` names, else the environment's, checked (SQLite in the home: None)."""
     if option:
         return checked_database_url(option, "--database")
     from_env = os.environ.get(DATABASE_ENV)

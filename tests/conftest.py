@@ -59,6 +59,20 @@ def bucket(moto_endpoint, monkeypatch) -> str:
     return create_bucket(moto_endpoint)
 
 
+# Groups started first, in this order: xdist (--no-loadscope-reorder) gives the first two groups one to each
+# process, so the two fleet groups, minutes of fleet runs each on their process's server, run side by side.
+FIRST_GROUPS = ("fleet", "fleet-ops", "nights")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("xdist_group")
+        group = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
+        return FIRST_GROUPS.index(group) if group in FIRST_GROUPS else len(FIRST_GROUPS)
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 def slow_stage(config: pytest.Config) -> bool:
     """`pytest -m slow`: its session has a real server (`fleet_server`) that the in-process flows share."""
     return config.getoption("markexpr") == "slow"

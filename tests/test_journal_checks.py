@@ -143,6 +143,18 @@ def test_a_header_nothing_can_resume_is_removed_with_one_warning_and_the_run_sta
     assert run.run_id in said and "removed" in said
 
 
+def test_a_header_with_a_key_holding_a_line_break_is_removed_with_a_one_line_warning(sweep, caplog):
+    """Found by tests/test_journal_fuzz.py: the unknown key was echoed into the warning as it was."""
+    spec, points, key = sweep
+    run = _interrupted(spec, points, key)
+    doc = json.loads(_header(run).read_bytes())
+    _header(run).write_bytes(json.dumps({**doc, "\n": 1}).encode())
+    plan = _plan(spec, points, key, caplog)
+    assert plan.resumed is None
+    [said] = [r.getMessage() for r in caplog.records]
+    assert "removed" in said and "'\\n'" in said and "\n" not in said
+
+
 def test_a_header_whose_time_is_not_text_is_not_resumed(sweep, caplog):
     """Was: `started_at` a number made every later run exit 4 (comparing it with text)."""
     spec, points, key = sweep

@@ -140,8 +140,13 @@ class RunHeader:
 
 def _pydantic_line(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "top level"
+    where = ".".join(_printable(str(p)) for p in err["loc"]) or "top level"
     return f"{where}: {err['msg']}"
+
+
+def _printable(key: str) -> str:
+    """A key as it can stand in a one-line message: quoted when it is empty, padded or holds a line break."""
+    return key if key.isprintable() and key.strip() == key and key else repr(key)
 
 
 def _first_line(exc: BaseException) -> str:

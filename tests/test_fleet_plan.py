@@ -118,3 +118,21 @@ def test_the_fleet_flow_loads_the_notice_names_without_the_report_and_its_scipy(
     """Each fleet flow run imports the automations (their event names); the report's modules load scipy
     and ruptures, about a second of every flow run's start."""
     assert not _modules_after("import kernelsweep.flows.fleet.automations") & {"scipy", "ruptures"}
+
+
+def test_the_worker_puts_its_own_interpreter_on_path_as_python(tmp_path, monkeypatch):
+    """The fleet's pools start flow runs as `python -m prefect.engine`: `python` must be the worker's own
+    interpreter, also where the install has only a `python3` (a wrapper in a folder of its own then)."""
+    from kernelsweep.flows.cli.fleet_worker import python_folder
+
+    own = Path(python_folder()) / "python"
+    ran = subprocess.run([str(own), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True)
+    assert ran.stdout.strip() == sys.prefix  # this venv's
+    only_python3 = tmp_path / "bin" / "python3"
+    only_python3.parent.mkdir()
+    only_python3.symlink_to(sys.executable)
+    monkeypatch.setattr(sys, "executable", str(only_python3))
+    wrapper = Path(python_folder()) / "python"
+    assert wrapper.parent != only_python3.parent and python_folder() == str(wrapper.parent)  # the same one again
+    ran = subprocess.run([str(wrapper), "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
+    assert ran.stdout.strip() == str(only_python3)

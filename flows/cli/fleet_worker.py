@@ -16,6 +16,7 @@ else the host's PATH holds.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import sys
@@ -57,7 +58,11 @@ def python_folder() -> str:
     own = Path(sys.executable).parent
     if (own / "python").is_file() and (own / "python").resolve() == Path(sys.executable).resolve():
         return str(own)
-    folder = Path(tempfile.mkdtemp(prefix="kernelsweep-worker-python-"))
-    (folder / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    (folder / "python").chmod(0o755)
+    # One folder per interpreter, written again at each start (a worker restarted nightly leaves no trail).
+    tag = hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"kernelsweep-worker-python-{os.getuid()}-{tag}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    script = folder / "python"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    script.chmod(0o755)
     return str(folder)

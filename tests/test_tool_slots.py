@@ -16,8 +16,8 @@ from kernelsweep.kernels.vector_add import VectorAdd
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.toolchain import tracing
 from kernelsweep.toolchain.process import Slots, ToolResult, run_tool
+from kernelsweep.toolchain.tracing import JOB_FILE, RESULT_FILE
 from kernelsweep.toolchain.tracing.interpreter import own_python, worker_argv
-from kernelsweep.toolchain.tracing.job import JOB_FILE, RESULT_FILE
 
 DEADLINE_S = 60
 READ_SYSCALLS = {"0", "63"}

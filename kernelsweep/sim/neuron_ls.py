@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from kernelsweep.sim.config import SimConfig
 
@@ -78,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from kernelsweep.toolchain.parent_death import arm
+    from kernelsweep.sim.entry import run_tool_main
 
-    arm()  # first: this tool dies with the run that started it (process.run_tool)
-    sys.exit(main())
+    run_tool_main(main)  # dies with its run; no interpreter shutdown

@@ -155,7 +155,6 @@ def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
 
 
 if __name__ == "__main__":
-    from kernelsweep.toolchain.parent_death import arm
+    from kernelsweep.sim.entry import run_tool_main
 
-    arm()  # first: this tool dies with the run that started it (process.run_tool)
-    sys.exit(main())
+    run_tool_main(main)  # dies with its run; no interpreter shutdown

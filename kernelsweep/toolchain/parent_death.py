@@ -18,6 +18,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+GO = "go\n"  # what a tool run_tool started early reads on its stdin once it holds a slot (process.Slots)
 PARENT_ENV = "KERNELSWEEP_TOOL_PARENT"  # the pid of the run that started this tool without the launcher
 PR_SET_PDEATHSIG = 1
 _ARMED = "import sys; sys.path.insert(0, sys.argv.pop(1)); from kernelsweep.toolchain.parent_death import arm; arm(); "

@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from kernelsweep.toolchain.parent_death import PARENT_ENV, arms_itself
+from kernelsweep.toolchain.parent_death import GO, PARENT_ENV, arms_itself
 
 logger = logging.getLogger(__name__)
 _running: set[subprocess.Popen] = set()  # for `kill_running_tools`: a second Ctrl-C ends them at once
@@ -62,7 +62,6 @@ class ToolResult:
 
 
 T = TypeVar("T")
-GO = "go\n"  # what a tool started early reads on its stdin once it holds a slot
 
 
 class Slots:

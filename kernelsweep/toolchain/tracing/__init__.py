@@ -5,28 +5,47 @@ timeout, and the run's tracer choice), `interpreter` (the Neuron SDK's Python it
 `tracers` (one adapter per NKI API generation AWS has shipped), `calls` (what every adapter does
 the same way: signature probes, result shapes, output names), `simulate` (nki.simulate, for
 `--toolchain cpu`), `worker` (the process itself).
+
+The names below load their module on first use (PEP 562): the trace worker, started once per point,
+imports `request` and `calls` only, and loading `job` with it (logging, tarfile, threading, the
+interpreter probes) cost it about a fifth of its start-up CPU.
 """
 
-from kernelsweep.toolchain.tracing.job import (
-    JOB_FILE,
-    RESULT_FILE,
-    TracerChoice,
-    probe,
-    trace,
-    tracer_label,
-    unpack,
-)
-from kernelsweep.toolchain.tracing.request import (
-    Fallback,
-    TensorSpec,
-    TraceOutput,
-    TraceProducts,
-    Tracer,
-    TraceRequest,
-    TracerProbe,
-    TracerStatus,
-    pack,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernelsweep.toolchain.tracing.job import JOB_FILE, TracerChoice, probe, trace, tracer_label, unpack
+    from kernelsweep.toolchain.tracing.request import (
+        RESULT_FILE,
+        Fallback,
+        TensorSpec,
+        TraceOutput,
+        TraceProducts,
+        Tracer,
+        TraceRequest,
+        TracerProbe,
+        TracerStatus,
+        pack,
+    )
+
+_HOME = {
+    **dict.fromkeys(("JOB_FILE", "TracerChoice", "probe", "trace", "tracer_label", "unpack"), "job"),
+    **dict.fromkeys(
+        ("RESULT_FILE", "Fallback", "TensorSpec", "TraceOutput", "TraceProducts", "Tracer", "TraceRequest",
+         "TracerProbe", "TracerStatus", "pack"),
+        "request",
+    ),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+
 
 __all__ = [
     "JOB_FILE",

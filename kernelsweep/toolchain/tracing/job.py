@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from kernelsweep.errors import CompileError, KernelsweepError, TraceError
 from kernelsweep.toolchain.tracing.interpreter import own_python, worker_argv, worker_env, worker_path
 from kernelsweep.toolchain.tracing.request import (
+    RESULT_FILE,
     Fallback,
     TraceOutput,
     Tracer,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from kernelsweep.toolchain.resolve import Toolchain
 
 logger = logging.getLogger(__name__)
-JOB_FILE, RESULT_FILE = "trace-job.json", "trace-result.json"
+JOB_FILE = "trace-job.json"
 PROBE_TIMEOUT_SECONDS = 120.0
 # Removed from the worker's environment: the compile workers of awslabs/nki-autotune drop it too, so
 # that importing the SDK cannot claim the NeuronCores a concurrent capture holds.

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from kernelsweep.kernels import KernelDefinition
     from kernelsweep.sweepspec.point import Point
 
+RESULT_FILE = "trace-result.json"  # what the worker writes beside its job file
+
 
 @dataclass(frozen=True)
 class TensorSpec:

@@ -33,10 +33,9 @@ from kernelsweep import names
 from kernelsweep.errors import CompileError, KernelsweepError, TraceError
 from kernelsweep.importpath import append_last_resort
 from kernelsweep.toolchain import compile_cost
-from kernelsweep.toolchain.process import GO
+from kernelsweep.toolchain.parent_death import GO
 from kernelsweep.toolchain.tracing.calls import FRONTEND_ENV
-from kernelsweep.toolchain.tracing.job import RESULT_FILE
-from kernelsweep.toolchain.tracing.request import Fallback, Tracer, TraceRequest, TracerStatus, pack
+from kernelsweep.toolchain.tracing.request import RESULT_FILE, Fallback, Tracer, TraceRequest, TracerStatus, pack
 
 IR_ARCHIVE = "ir.tar"
 STDERR_FILE = "tracer-stderr.log"

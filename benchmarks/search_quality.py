@@ -29,7 +29,7 @@ from kernelsweep.platforms import PLATFORMS
 from kernelsweep.results.rows import Row, row_id
 from kernelsweep.search.study import ShapeSearch
 from kernelsweep.sim.config import CURRENT_NKI
-from kernelsweep.sim.model import CALIBRATION, model_timing, predict
+from kernelsweep.sim.model import CALIBRATION, Workload, model_timing, predict
 from kernelsweep.sim.nki.generations import get_generation
 from kernelsweep.sim.tracer import bound, payload
 from kernelsweep.sim.views import workload
@@ -77,19 +77,22 @@ class Model:
     def __init__(self) -> None:
         self.definition = MATMUL
         self.generation = get_generation(CURRENT_NKI)
-        self._cache: dict[str, float] = {}
+        self._workloads: dict[str, Workload] = {}
 
-    def workload(self, point: Point):  # noqa: ANN201 (sim.model.Workload)
-        request = TraceRequest.for_point(point, self.definition, point.platform)
-        with tempfile.TemporaryDirectory() as folder:  # the point's tunables bound into the kernel, as tracers do
-            return workload(payload(request, self.generation, "benchmark", bound(request, Path(folder))))
+    def workload(self, point: Point) -> Workload:
+        """Traced once per configuration: a search's trials are the grid's configurations again, and
+        the simulated trace, not the search, is what this benchmark's time went into."""
+        key = point.model_copy(update={"search_trial": None}).point_id
+        if key not in self._workloads:
+            request = TraceRequest.for_point(point, self.definition, point.platform)
+            with tempfile.TemporaryDirectory() as folder:  # the point's tunables bound into the kernel, as tracers do
+                found = payload(request, self.generation, "benchmark", bound(request, Path(folder)))
+            self._workloads[key] = workload(found)
+        return self._workloads[key]
 
     def latency(self, point: Point) -> float:
-        key = point.model_copy(update={"search_trial": None}).point_id
-        if key not in self._cache:
-            w = self.workload(point)
-            self._cache[key] = model_timing(w, CALIBRATION[w.platform.name]).total * 1e6
-        return self._cache[key]
+        w = self.workload(point)
+        return model_timing(w, CALIBRATION[w.platform.name]).total * 1e6
 
     def noisy_median(self, point: Point, seed: int) -> float:
         w = self.workload(point)

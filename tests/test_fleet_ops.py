@@ -123,7 +123,9 @@ def test_the_nightly_schedule_fires_and_runs_the_spec_the_variable_holds_then(fl
     stored = server.api(f"/variables/name/{NIGHTLY_VARIABLE}")["value"]
     edited = _spec(tmp_path, "edited-nightly", [4096])
     [host] = _hosts(server, tmp_path, {"trn2-nightly": "trn2"})
-    fire = (datetime.now(UTC) + timedelta(seconds=50)).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    # the touched deployment is planned by the server's recent-deployments pass (every 5 s): 25 s is
+    # five passes of margin, and the wait for the minute (this test's longest part) 25-85 s, not 50-110
+    fire = (datetime.now(UTC) + timedelta(seconds=25)).replace(second=0, microsecond=0) + timedelta(minutes=1)
     try:
         _set_cron(server, fleet, schedule, f"{fire.minute} {fire.hour} * * *")
         _set_variable(server, edited.model_dump(mode="json"))

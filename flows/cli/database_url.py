@@ -12,6 +12,8 @@ hands it to.
 from __future__ import annotations
 
 import socket
+from pathlib import Path
+from urllib.parse import unquote
 
 from kernelsweep.errors import UsageError
 
@@ -39,9 +41,15 @@ def checked_database_url(url: str, where: str = "--database") -> str:
             f"{where}: the server cannot use {parsed.drivername}; give {EXAMPLE} "
             f"(PostgreSQL through asyncpg), or {SQLITE_DRIVER}:///PATH"
         )
-    if not parsed.host or not parsed.database:
+    socket_folder = parsed.query.get("host")  # ?host=/folder: a Unix socket (kernelsweep.flows.postgres)
+    if not (parsed.host or socket_folder) or not parsed.database:
         raise UsageError(f"{where} {shown(url)}: name the host and the database, as in {EXAMPLE}")
-    _reachable(parsed.host, parsed.port or POSTGRES_PORT, f"{where} {shown(url)}")
+    if isinstance(socket_folder, str) and socket_folder.startswith("/"):
+        socket_file = Path(socket_folder) / f".s.PGSQL.{parsed.port or POSTGRES_PORT}"
+        if not socket_file.exists():
+            raise UsageError(f"{where} {shown(url)}: no PostgreSQL at {socket_file}; start PostgreSQL or fix the URL")
+        return url
+    _reachable(parsed.host or "", parsed.port or POSTGRES_PORT, f"{where} {shown(url)}")
     return url
 
 
@@ -60,7 +68,7 @@ def shown(url: str) -> str:
     """The URL as it may be printed and recorded: its password hidden."""
     from sqlalchemy.engine import make_url
 
-    return make_url(url).render_as_string(hide_password=True)
+    return unquote(make_url(url).render_as_string(hide_password=True))  # a socket folder as written: host=/...
 
 
 def _hidden(url: str) -> str:

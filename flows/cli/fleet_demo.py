@@ -9,9 +9,10 @@ the results' `reports/` folder, so the report link in the UI opens in a browser.
 address and waits; Ctrl-C (or `kernelsweep fleet demo --stop` from another shell) stops every
 process it started and keeps the demo's folder (results, reports, logs) for a look afterwards.
 
-The server uses SQLite unless `--database` (or PREFECT_API_DATABASE_CONNECTION_URL) names a PostgreSQL,
-as `kernelsweep server start` does: under the demo's five workers SQLite answers "database is locked" at
-times, which Prefect's clients retry but the UI's run form does not (docs/fleet.md).
+The server keeps its runs in PostgreSQL: the one `--database` (or PREFECT_API_DATABASE_CONNECTION_URL)
+names, else a private cluster of the demo's own that kernelsweep starts (kernelsweep.flows.postgres)
+and stops with the demo, keeping its runs for the next start. Under the demo's five workers SQLite
+answered "database is locked" at times, which Prefect's clients retry but the UI's run form does not.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ import click
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.fleet.plan import pool_name
 from kernelsweep.flows import server as launcher
+from kernelsweep.flows.cli.database_url import shown
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.flows.cli.server import DATABASE_ENV, chosen_database, server_env
+from kernelsweep.flows.postgres import Cluster, cluster_for
 from kernelsweep.flows.settings import REPORTS_URL_ENV, state_folder
 from kernelsweep.locks import private_folder
 
@@ -73,7 +76,8 @@ timezone = "UTC"
 @click.option(
     "--database",
     metavar="URL",
-    help=f"Keep the demo server's runs in this PostgreSQL, postgresql+asyncpg://... [{DATABASE_ENV}, else SQLite].",
+    help=f"Keep the demo server's runs in this PostgreSQL, postgresql+asyncpg://... [{DATABASE_ENV}, else a "
+    "private PostgreSQL the demo starts].",
 )
 @click.option("--stop", "stop_it", is_flag=True, help="Stop the demo running from another shell.")
 def demo(home: Path | None, port: int, time_scale: float, file_path: str, database: str | None, stop_it: bool) -> None:
@@ -92,10 +96,13 @@ def demo(home: Path | None, port: int, time_scale: float, file_path: str, databa
     for wanted in (port, port + 1):
         if not launcher.port_free(launcher.LOOPBACK, wanted):
             raise UsageError(f"port {wanted} is in use; choose another with --port (the demo takes it and the next)")
-    _run(home, port, time_scale, Path(file_path).resolve(), database)
+    cluster = None if database else cluster_for(home)  # PostgreSQL missing: one line, before anything starts
+    _run(home, port, time_scale, Path(file_path).resolve(), database, cluster)
 
 
-def _run(home: Path, port: int, time_scale: float, prefect_yaml: Path, database: str | None) -> None:
+def _run(
+    home: Path, port: int, time_scale: float, prefect_yaml: Path, database: str | None, cluster: Cluster | None
+) -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -104,7 +111,10 @@ def _run(home: Path, port: int, time_scale: float, prefect_yaml: Path, database:
     reports = _serve_reports(home / "results" / "reports", port + 1)
     env = _client_env(home, port)
     try:
-        served = server_env(launcher.LOOPBACK, port, {**env, **({DATABASE_ENV: database} if database else {})})
+        if cluster is not None:
+            with console.status("starting the demo's PostgreSQL"):
+                database = cluster.start().url
+        served = server_env(launcher.LOOPBACK, port, {**env, DATABASE_ENV: str(database)})
         processes.append(launcher.launch(launcher.LOOPBACK, port, served, home / "logs" / "server.log", cwd=home))
         with console.status("starting the Prefect server and setting the fleet up (about a minute)"):
             launcher.wait_healthy(processes[0], env["PREFECT_API_URL"], log=home / "logs" / "server.log")
@@ -115,25 +125,27 @@ def _run(home: Path, port: int, time_scale: float, prefect_yaml: Path, database:
             host = {**env, **_host_env(home, name, family, time_scale)}
             processes.append(_worker(home, name, pool_name(family), host))
         (home / STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "port": port}))
-        _tell(home, port)
+        _tell(home, port, shown(str(database)))
         while not stop.wait(1.0):
             if processes[0].poll() is not None:
                 raise KernelsweepError(f"the demo's Prefect server stopped; see {home / 'logs' / 'server.log'}")
     finally:
         for process in reversed(processes):
             launcher.terminate_tree(process, grace_seconds=STOP_SECONDS)
+        if cluster is not None:
+            cluster.stop()
         reports.shutdown()
         reports.server_close()
         (home / STATE_FILE).unlink(missing_ok=True)
     console.print(f"stopped the demo; its results, reports and logs stay in {home}", highlight=False)
 
 
-def _tell(home: Path, port: int) -> None:
+def _tell(home: Path, port: int, database: str) -> None:
     url = f"http://{launcher.LOOPBACK}:{port}"
     out.print(f"Prefect UI: {url}  (run fleet/fleet from Deployments, Run > Custom run)", highlight=False)
     console.print(
         f"hosts: {', '.join(f'{n} ({f})' for n, f in HOSTS.items())} and a control worker; reports at "
-        f"{_reports_url(port)}; logs in {home / 'logs'}",
+        f"{_reports_url(port)}; logs in {home / 'logs'}; runs kept in {database}",
         highlight=False,
         soft_wrap=True,
     )

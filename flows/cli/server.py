@@ -10,7 +10,8 @@ are after a week by default) unless the environment says otherwise (docs/fleet.m
 and server sizing"), and records task runs and events in batches (`BATCHED_RECORDING_SETTINGS`).
 Its database is SQLite in the Prefect home unless `--database` (or PREFECT_API_DATABASE_CONNECTION_URL)
 names a PostgreSQL (kernelsweep.flows.cli.database_url), which a server several workers write to
-needs (docs/fleet.md, "When SQLite stops being enough").
+needs (docs/fleet.md, "When SQLite stops being enough"); `--fleet` without a URL starts a private
+PostgreSQL for it (kernelsweep.flows.postgres), which `stop` stops too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kernelsweep.errors import UsageError
 from kernelsweep.flows import server as launcher
 from kernelsweep.flows.cli.database_url import checked_database_url, shown
 from kernelsweep.flows.cli.output import console, out
+from kernelsweep.flows.postgres import Cluster, cluster_for
 
 STATE_FILE, LOG_FILE = "kernelsweep-server.json", "kernelsweep-server.log"
 DATABASE_ENV = "PREFECT_API_DATABASE_CONNECTION_URL"
@@ -52,6 +54,7 @@ class LocalServer:
     port: int
     log: str
     database: str = "SQLite in the Prefect home"  # as it may be shown: no password
+    cluster: str | None = None  # the private PostgreSQL's folder that `stop` stops (`--fleet`)
 
     @property
     def api_url(self) -> str:
@@ -115,10 +118,16 @@ def server() -> None:
     help="Keep the server's runs in this database, e.g. postgresql+asyncpg://USER:PASSWORD@HOST:5432/DB "
     f"[{DATABASE_ENV}, else SQLite in the Prefect home].",
 )
-def start(port: int, host: str, database: str | None) -> None:
+@click.option(
+    "--fleet",
+    is_flag=True,
+    help="A server for a fleet: without a --database URL, its runs go to a private PostgreSQL kernelsweep starts.",
+)
+def start(port: int, host: str, database: str | None, fleet: bool) -> None:
     """Start the server (or say where the running one is) and print the PREFECT_API_URL to export."""
     database = chosen_database(database)
     home = prefect_home()
+    cluster = cluster_for(home) if fleet and not database else None
     running = _recorded(home)
     if running is not None and running.healthy():
         console.print("already running", highlight=False)
@@ -129,9 +138,13 @@ def start(port: int, host: str, database: str | None) -> None:
     if not launcher.port_free(host, port):
         raise UsageError(f"port {port} on {host} is in use; choose another with --port")
     log = home / LOG_FILE
+    if cluster is not None:
+        with console.status("starting the server's PostgreSQL"):
+            database = cluster.start().url
     env = server_env(host, port, {**os.environ, **({DATABASE_ENV: database} if database else {})})
     process = launcher.launch(host, port, env, log)
-    started = LocalServer(pid=process.pid, host=host, port=port, log=str(log), **_database_field(database))
+    private = {"cluster": str(cluster.folder)} if cluster else {}
+    started = LocalServer(pid=process.pid, host=host, port=port, log=str(log), **_database_field(database), **private)
     with console.status("starting the Prefect server (a fresh database takes a little longer)"):
         launcher.wait_healthy(process, started.api_url, log=log)
     (home / STATE_FILE).write_text(json.dumps(asdict(started)))
@@ -159,6 +172,8 @@ def stop() -> None:
         console.print("no server started by kernelsweep is running", highlight=False)
         return
     launcher.terminate_tree(running.pid)
+    if running.cluster:
+        Cluster(Path(running.cluster)).stop()
     (home / STATE_FILE).unlink(missing_ok=True)
     console.print(f"stopped the Prefect server (pid {running.pid})", highlight=False)
 

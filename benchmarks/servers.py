@@ -4,9 +4,9 @@ PostgreSQL, or Prefect's multi-server setup (two API processes on one address, t
 services in a process of their own, PostgreSQL, Redis), with their CPU read from /proc and their
 database size read from the files or from PostgreSQL itself.
 
-PostgreSQL is Debian's (`postgresql` 15): initdb refuses root, so the cluster belongs to the
-`postgres` user and listens on 127.0.0.1 only, with trust authentication for that address; it is
-stopped and deleted when the benchmark ends. Redis is Debian's `redis-server`, on 127.0.0.1 only,
+PostgreSQL is Debian's, the cluster `fleet demo` starts (kernelsweep.flows.postgres: the `postgres`
+user's under root, a Unix socket in its own folder, no TCP port), in a fresh folder that is stopped
+and deleted when the benchmark ends. Redis is Debian's `redis-server`, on 127.0.0.1 only,
 keeping nothing on disk, with `prefect-redis` as Prefect's messaging (`pip install prefect-redis`).
 """
 
@@ -31,7 +31,9 @@ from prefect.settings.models.server.services import (
     ServerServicesTaskRunRecorderSettings,
 )
 
+from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.server import server_env
+from kernelsweep.flows.postgres import SERVER_USER, Cluster
 from kernelsweep.flows.server import (
     BATCHED_RECORDING_SETTINGS,
     LOOPBACK,
@@ -43,7 +45,6 @@ from kernelsweep.flows.server import (
     terminate_tree,
 )
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 QUIET_CLIENT = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
@@ -100,28 +101,20 @@ def settle(cpu: Callable[[], float], *, idle_share: float = 0.03, window: float 
 
 @dataclass
 class Postgres:
-    data_dir: Path
-    port: int
-    postmaster_pid: int
+    cluster: Cluster
 
     @property
     def url(self) -> str:
-        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/prefect"
+        return self.cluster.url
 
     def cpu_seconds(self) -> float:
-        return tree_cpu_seconds(self.postmaster_pid)
+        return tree_cpu_seconds(int((self.cluster.data / "postmaster.pid").read_text().split()[0]))
 
     def database_bytes(self) -> int:
         return int(self.query("SELECT pg_database_size('prefect')")[0][0])
 
     def query(self, sql: str) -> list[list[str]]:
-        """The rows of one SQL statement on the `prefect` database, each a list of its fields as text."""
-        answer = subprocess.run(
-            ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", "prefect", "-tA", "-F", "\t",
-             "-c", sql],
-            capture_output=True, text=True, check=True, timeout=60,
-        )  # fmt: skip
-        return [line.split("\t") for line in answer.stdout.splitlines() if line]
+        return self.cluster.query(sql)
 
 
 def require(program: str, package: str) -> None:
@@ -131,46 +124,23 @@ def require(program: str, package: str) -> None:
         raise SystemExit(2)
 
 
-def _run(argv: list[str], timeout: float = 300) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {(done.stdout + done.stderr).strip()}")
-
-
 @contextmanager
 def postgres() -> Iterator[Postgres]:
-    """A fresh cluster with one `prefect` database, owned by the `postgres` user (initdb refuses root)
-    in a folder of its own under the system temp folder, on a free port of 127.0.0.1."""
-    require(str(PG_BIN / "initdb"), "postgresql")
-    base = Path(tempfile.mkdtemp(prefix="kernelsweep-pg-"))
-    shutil.chown(base, "postgres")
-    data = base / "data"
-    as_postgres = ["runuser", "-u", "postgres", "--"]
-    _run([*as_postgres, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"])
-    port = free_port()
-    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1"
-    _run(
-        [
-            *as_postgres,
-            str(PG_BIN / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            options,
-            "-l",
-            str(base / "pg.log"),
-            "-w",
-            "start",
-        ]
-    )
+    """A fresh cluster (kernelsweep.flows.postgres, as `fleet demo` starts one) in a folder of its own
+    under the system temp folder, removed afterwards; a missing PostgreSQL is one line and exit 2."""
     try:
-        pid = int((data / "postmaster.pid").read_text().split()[0])
-        _run(["createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "prefect"], timeout=60)
-        yield Postgres(data, port, pid)
+        folder = Path(tempfile.mkdtemp(prefix="kernelsweep-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(folder, SERVER_USER, SERVER_USER)
+        cluster = Cluster(folder).start()
+    except UsageError as exc:
+        print(exc.message, file=sys.stderr)
+        raise SystemExit(2) from None
+    try:
+        yield Postgres(cluster)
     finally:
-        subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                       capture_output=True, timeout=300)  # fmt: skip
-        shutil.rmtree(base, ignore_errors=True)
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass

@@ -63,12 +63,28 @@ class Cluster:
             options = f"-k {self.folder} -c listen_addresses='' -c unix_socket_permissions=0700"
             _pg_ctl(self, "start", "-o", options, "-l", str(self.log))
         present = _as_server_user(
-            [str(_binary("psql")), "-h", str(self.folder), "-U", SERVER_USER, "-d", "postgres", "-tAc",
-             f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
-        )  # fmt: skip
+            [
+                str(_binary("psql")),
+                "-h",
+                str(self.folder),
+                "-U",
+                SERVER_USER,
+                "-d",
+                "postgres",
+                "-tAc",
+                f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'",
+            ],
+        )  # fmt: skip: the server's own database, as Prefect's may not exist yet
         if present.stdout.strip() != "1":
             _as_server_user([str(_binary("createdb")), "-h", str(self.folder), "-U", SERVER_USER, DATABASE])
         return self
+
+    def query(self, sql: str) -> list[list[str]]:
+        """The rows of one SQL statement on Prefect's database, each a list of its fields as text (for
+        the checks and measurements that read what the server wrote)."""
+        argv = [str(_binary("psql")), "-h", str(self.folder), "-U", SERVER_USER, "-d", DATABASE, "-tA", "-F", "\t"]
+        done = _as_server_user([*argv, "-c", sql])
+        return [line.split("\t") for line in done.stdout.splitlines() if line]
 
     def stop(self) -> None:
         if self.running():

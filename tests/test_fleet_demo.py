@@ -20,7 +20,7 @@ import pytest
 from prefect_server import poll
 
 from kernelsweep.flows import server as launcher
-from kernelsweep.flows.postgres import Cluster, cluster_for
+from kernelsweep.flows.postgres import cluster_for
 
 pytestmark = pytest.mark.slow  # its own server and workers (`kernelsweep fleet demo`), beside the other tests
 
@@ -126,13 +126,6 @@ def _delete_run(port: int, run_id: str) -> None:
     urllib.request.urlopen(request, timeout=30).close()
 
 
-def _psql(cluster: Cluster, sql: str) -> list[list[str]]:
-    argv = ["psql", "-h", str(cluster.folder), "-U", "postgres", "-d", "prefect", "-tA", "-F", "\t", "-c", sql]
-    argv = ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
-    done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60, cwd="/")
-    return [line.split("\t") for line in done.stdout.splitlines() if line]
-
-
 SUBMITS = 10  # the fleet review's count: 4 of 5 submits failed on the demo's SQLite server
 SERVER_ERRORS = ("database is locked", " 503 ", "Traceback", "ERROR")
 
@@ -188,7 +181,7 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
         with urllib.request.urlopen(url, timeout=30) as page:
             assert b"vector_add" in page.read()
 
-        assert _psql(cluster, f"SELECT state_type FROM flow_run WHERE id = '{run['id']}'") == [["COMPLETED"]]
+        assert cluster.query(f"SELECT state_type FROM flow_run WHERE id = '{run['id']}'") == [["COMPLETED"]]
         said = (home / "logs" / "server.log").read_text()
         assert not [line for line in said.splitlines() if any(e in line for e in SERVER_ERRORS)], said[-3000:]
 

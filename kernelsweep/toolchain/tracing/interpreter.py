@@ -64,8 +64,6 @@ WORKER_MODULES = (
     "kernelsweep.toolchain.tracing.artifacts",
     "kernelsweep.toolchain.tracing.binding",
     "kernelsweep.toolchain.tracing.calls",
-    "kernelsweep.toolchain.tracing.interpreter",
-    "kernelsweep.toolchain.tracing.job",
     "kernelsweep.toolchain.tracing.request",
     "kernelsweep.toolchain.tracing.simulate",
     "kernelsweep.toolchain.tracing.tracers",

@@ -22,9 +22,9 @@ import re
 import shutil
 from pathlib import Path
 
-from sweep_child import run_point
 from tools_per_point import QUICKSTART
 
+from kernelsweep.chain import run_stages
 from kernelsweep.results.rows import build_row
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.load import load_spec
@@ -68,9 +68,10 @@ def sweep(root: Path, faults: str | None, capture: dict[str, object]) -> dict[st
     spec = spec.model_copy(update={"capture": spec.capture.model_copy(update=capture)})
     with recording() as runs:
         ctx, _ = prepare(spec, Locations(sim_state_dir=root / "sim", lock_dir=root / "locks"))
-        records = [run_point(ctx, p) for p in expand(spec, str(QUICKSTART))]
+        records = [run_stages(ctx, p) for p in expand(spec, str(QUICKSTART))]
     rows = []
     for record in records:
+        assert record is not None  # nothing stops this run
         row = dataclasses.asdict(build_row(record, flow_run_id=ROW_ID, toolchain="sim", is_simulation=True,
                                            versions=ctx.versions))  # fmt: skip
         rows.append({k: v for k, v in sorted(row.items()) if _stable(k)})

@@ -33,14 +33,15 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
+from kernelsweep import chain as point_chain
 from kernelsweep import stages
 from kernelsweep.results.journal import begin, plan_resume, run_key
-from kernelsweep.results.rows import PointRecord, Row, build_row
+from kernelsweep.results.rows import Row, build_row
 from kernelsweep.results.writer import write_results
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
-from kernelsweep.this_host.context import Locations, StageContext, prepare
+from kernelsweep.this_host.context import Locations, prepare
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2
 RUN_ID = "00000000-0000-4000-8000-000000000000"  # stands in for a flow run id
@@ -57,21 +58,6 @@ def _locations() -> Locations:
     return Locations(sim_state_dir=Path(env["KERNELSWEEP_SIM_STATE"]), lock_dir=Path(env["KERNELSWEEP_LOCK_DIR"]))
 
 
-def run_point(ctx: StageContext, point: Point) -> PointRecord:
-    """The five stages of one point; a failure ends them and is kept in the record, as in the flow."""
-    record = PointRecord(point=point, started_at=datetime.now(UTC))
-    try:
-        record.trace = stages.trace_stage(ctx, point)
-        record.compiled = stages.compile_stage(ctx, point, record.trace)
-        record.inputs = stages.inputs_stage(ctx, point)
-        record.captured = stages.capture_stage(ctx, point, record.compiled, record.inputs)
-        record.extracted = stages.extract_stage(ctx, point, record.compiled, record.inputs, record.captured)
-    except Exception as exc:  # a failed point is a row, as in the flow
-        record.error = exc
-    record.finished_at = datetime.now(UTC)
-    return record
-
-
 def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started: float) -> list[str]:
     """What the flow's own code does around the stages too: a journal entry per row, then the objects."""
     ctx, _ = prepare(spec, _locations())
@@ -80,7 +66,8 @@ def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started
     journal = begin(spec.results, fresh, RUN_ID, date.today(), spec.name, datetime.now(UTC))
 
     def chain(point: Point) -> Row:
-        record = run_point(ctx, point)
+        record = point_chain.run_stages(ctx, point)
+        assert record is not None  # nothing stops this run
         row = build_row(
             record, flow_run_id=RUN_ID, toolchain=ctx.toolchain.kind, is_simulation=ctx.toolchain.is_simulation,
             versions=ctx.versions,

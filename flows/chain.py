@@ -12,7 +12,7 @@ from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import capture_task, compile_task, extract_task, inputs_task, trace_task
 from kernelsweep.this_host.context import StageContext
 
-_TASKS = {
+_TASKS: dict[str, Any] = {  # Prefect's Task objects
     "trace": trace_task,
     "compile": compile_task,
     "inputs": inputs_task,

@@ -20,7 +20,7 @@ from kernelsweep.report.compare import TOOL_COLUMNS, Comparison, PointComparison
 from kernelsweep.report.index import Indexed
 from kernelsweep.report.load import ReportRow
 from kernelsweep.report.measures import MEASURES, as_measure, measure
-from kernelsweep.report.results import Results
+from kernelsweep.report.series_query import Results
 from kernelsweep.report.stats import Rule, interval
 
 # 0, 1 and 3 come from Comparison.exit_code; 2 is usage; a comparison that could not be made at all

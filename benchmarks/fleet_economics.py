@@ -39,6 +39,7 @@ from workloads import mlp_spec
 
 from kernelsweep.chain import run_stages
 from kernelsweep.locks import CoreLeaser
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, read_latencies
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.stages import compile_stage, trace_stage
@@ -74,8 +75,7 @@ class Tally:
 
 def context(root: Path, name: str, store: Path, scale: float, cores: int, slots: int) -> StageContext:
     """A simulated host of its own (device state, leases, latency records), on the shared store."""
-    env = {"KERNELSWEEP_SIM_CORES": str(cores), "KERNELSWEEP_SIM_TIME_SCALE": str(scale)}
-    env |= {"KERNELSWEEP_SIM_PLATFORM": "trn2"} if cores else {}
+    env = sim_env(cores=cores, time_scale=float(scale), **({"platform": "trn2"} if cores else {}))
     toolchain = sim_toolchain(root / name / "sim", env=env)
     leasers = {2: CoreLeaser(root / name / "leases", list(range(cores)), lnc=2)} if cores else {}
     return StageContext(

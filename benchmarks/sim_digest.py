@@ -26,6 +26,7 @@ from tools_per_point import QUICKSTART
 
 from kernelsweep.chain import run_stages
 from kernelsweep.results.rows import build_row
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.load import load_spec
 from kernelsweep.this_host.context import Locations, prepare
@@ -59,9 +60,7 @@ def _text(values: object) -> str:
 
 
 def sweep(root: Path, faults: str | None, capture: dict[str, object]) -> dict[str, list]:
-    os.environ.pop("KERNELSWEEP_SIM_FAULTS", None)
-    if faults:
-        os.environ["KERNELSWEEP_SIM_FAULTS"] = faults
+    os.environ |= sim_env(faults=faults or "")
     spec = load_spec(QUICKSTART).model_copy(
         update={"toolchain": "sim", "results": str(root / "results"), "artifacts": str(root / "artifacts")}
     )
@@ -90,7 +89,7 @@ def main() -> None:
     parser.add_argument("--dump", type=Path)
     args = parser.parse_args()
     shutil.rmtree(args.root, ignore_errors=True)
-    os.environ |= {"KERNELSWEEP_SIM_TIME_SCALE": "0", "KERNELSWEEP_SIM_NOISE_SEED": "40"}
+    os.environ |= sim_env(time_scale=0.0, noise_seed=40)
     found = {name: sweep(args.root.resolve() / name, *how) for name, how in RUNS.items()}
     for name, parts in found.items():
         for part, values in parts.items():

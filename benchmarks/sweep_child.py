@@ -38,6 +38,7 @@ from kernelsweep import stages
 from kernelsweep.results.journal import begin, plan_resume, run_key
 from kernelsweep.results.rows import Row, build_row
 from kernelsweep.results.writer import write_results
+from kernelsweep.sim.config import SimConfig
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
@@ -55,7 +56,7 @@ def _cpu() -> tuple[float, float]:
 
 def _locations() -> Locations:
     env = os.environ
-    return Locations(sim_state_dir=Path(env["KERNELSWEEP_SIM_STATE"]), lock_dir=Path(env["KERNELSWEEP_LOCK_DIR"]))
+    return Locations(sim_state_dir=SimConfig.from_env().state_dir, lock_dir=Path(env["KERNELSWEEP_LOCK_DIR"]))
 
 
 def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started: float) -> list[str]:
@@ -145,7 +146,7 @@ def run_floor(spec: SweepSpec, points: list[Point], first: list[float], started:
             for future in futures:
                 future.result()
 
-    cores = int(os.environ["KERNELSWEEP_SIM_CORES"])
+    cores = SimConfig.from_env().cores
     bare_chains(len(points), min(len(points), (spec.execution.compile_slots or 1) + cores + POOL_SLACK))
     return ["ok"] * len(points)
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from kernelsweep.chain import run_stages
-from kernelsweep.results.rows import PointRecord
-from kernelsweep.sweepspec.point import Point
+from kernelsweep.results import PointRecord
+from kernelsweep.sweepspec import Point
 from kernelsweep.tasks import capture_task, compile_task, extract_task, inputs_task, trace_task
-from kernelsweep.this_host.context import StageContext
+from kernelsweep.this_host import StageContext
 
 _TASKS: dict[str, Any] = {  # Prefect's Task objects
     "trace": trace_task,

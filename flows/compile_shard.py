@@ -18,16 +18,15 @@ from prefect import flow, get_run_logger
 
 from kernelsweep.chain import run_stages
 from kernelsweep.errors import UsageError
-from kernelsweep.fleet.farm import prepare_compile, sdk_mismatch
+from kernelsweep.fleet import prepare_compile, sdk_mismatch
 from kernelsweep.flows.chain import as_task
 from kernelsweep.flows.fleet.shard import report_host
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.platforms import PlatformName
-from kernelsweep.stores.probe import probe_location
-from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.sweepspec.point import Point
-from kernelsweep.this_host.context import StageContext
+from kernelsweep.stores import probe_location
+from kernelsweep.sweepspec import Point, SweepSpec
+from kernelsweep.this_host import StageContext
 
 COMPILED, STORED, FAILED, SKIPPED = "compiled", "in the store already", "failed", "not started (stopping)"
 

@@ -3,6 +3,7 @@ exists, and a face imports a name's module only when the name is used (kernelswe
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -61,3 +62,24 @@ def test_importing_one_module_of_a_room_does_not_import_its_face():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd())
     assert done.stdout.strip() == "[]"
+
+
+def test_the_orchestration_layer_imports_what_a_door_offers_from_the_door():
+    """flows/ and tasks/ import a room's public names through its `__init__`, so a room can move a name
+    between its modules without touching them (the core's rooms import each other's modules: a door
+    imported inside the core would close circles through the doors' own imports)."""
+    modules = package_modules(ROOTS)
+    doors = {name: declared_doors(str(path)) for name, path in modules.items() if path.name == "__init__.py"}
+    offenders = []
+    for name, path in modules.items():
+        if not name.startswith(("kernelsweep.flows", "kernelsweep.tasks")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            room = node.module.rpartition(".")[0]
+            offered = doors.get(room, {})
+            inside = name == room or name.startswith(room + ".")
+            if offered and not inside and all(offered.get(a.name) == node.module for a in node.names):
+                offenders.append(f"{path.relative_to(ROOTS['kernelsweep'].parent)}:{node.lineno} from {room}")
+    assert offenders == []

@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.fleet.plan import pool_name
+from kernelsweep.fleet import pool_name
 from kernelsweep.flows import server as launcher
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.flows.cli.server import DATABASE_ENV, chosen_database, server_env

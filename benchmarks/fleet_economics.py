@@ -37,10 +37,12 @@ from pathlib import Path
 from guard import load, verdict
 from workloads import mlp_spec
 
+from kernelsweep.chain import run_stages
 from kernelsweep.locks import CoreLeaser
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, read_latencies
 from kernelsweep.sim.toolchain import sim_toolchain
-from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
+from kernelsweep.stages import compile_stage, trace_stage
 from kernelsweep.stores.artifacts import LocalArtifactStore
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.this_host.context import StageContext
@@ -73,8 +75,7 @@ class Tally:
 
 def context(root: Path, name: str, store: Path, scale: float, cores: int, slots: int) -> StageContext:
     """A simulated host of its own (device state, leases, latency records), on the shared store."""
-    env = {"KERNELSWEEP_SIM_CORES": str(cores), "KERNELSWEEP_SIM_TIME_SCALE": str(scale)}
-    env |= {"KERNELSWEEP_SIM_PLATFORM": "trn2"} if cores else {}
+    env = sim_env(cores=cores, time_scale=float(scale), **({"platform": "trn2"} if cores else {}))
     toolchain = sim_toolchain(root / name / "sim", env=env)
     leasers = {2: CoreLeaser(root / name / "leases", list(range(cores)), lnc=2)} if cores else {}
     return StageContext(
@@ -89,12 +90,13 @@ def context(root: Path, name: str, store: Path, scale: float, cores: int, slots:
 
 
 def measure_point(ctx: StageContext, point: Point, tally: Tally) -> None:
-    """One point's stages on a Neuron host, as the sweep's chain runs them."""
-    traced = trace_stage(ctx, point)
-    compiled = compile_stage(ctx, point, traced)
-    inputs = inputs_stage(ctx, point)
-    captured = capture_stage(ctx, point, compiled, inputs)
-    extract_stage(ctx, point, compiled, inputs, captured)
+    """One point's stages on a Neuron host, through the sweep's chain (a failed point fails the benchmark)."""
+    record = run_stages(ctx, point)
+    assert record is not None  # nothing stops this run
+    if record.error is not None:
+        raise record.error
+    compiled, captured = record.compiled, record.captured
+    assert compiled is not None and captured is not None
     with tally.lock:
         tally.capture_seconds += captured.seconds
         tally.local_compiles += not compiled.cache_hit

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prefect import flow  # noqa: E402
 
 from kernelsweep.results import reader  # noqa: E402
+from kernelsweep.sim.config import sim_env  # noqa: E402
 from kernelsweep.sweepspec.load import parse_spec  # noqa: E402
 from kernelsweep.sweepspec.models import SweepSpec  # noqa: E402
 
@@ -95,9 +96,7 @@ def main() -> None:
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="kernelsweep-rerun-"))
-    os.environ["KERNELSWEEP_SIM_TIME_SCALE"] = str(args.time_scale)
-    os.environ["KERNELSWEEP_SIM_CORES"] = str(args.cores)
-    os.environ["KERNELSWEEP_SIM_STATE"] = str(base / "sim")
+    os.environ |= sim_env(time_scale=float(args.time_scale), cores=args.cores, state_dir=base / "sim")
     os.environ["KERNELSWEEP_LOCK_DIR"] = str(base / "leases")
     results = args.results or str(base / "results")
     artifacts = args.artifacts or str(base / "artifacts")

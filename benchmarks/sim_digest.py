@@ -22,10 +22,11 @@ import re
 import shutil
 from pathlib import Path
 
-from sweep_child import run_point
 from tools_per_point import QUICKSTART
 
+from kernelsweep.chain import run_stages
 from kernelsweep.results.rows import build_row
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.load import load_spec
 from kernelsweep.this_host.context import Locations, prepare
@@ -59,18 +60,17 @@ def _text(values: object) -> str:
 
 
 def sweep(root: Path, faults: str | None, capture: dict[str, object]) -> dict[str, list]:
-    os.environ.pop("KERNELSWEEP_SIM_FAULTS", None)
-    if faults:
-        os.environ["KERNELSWEEP_SIM_FAULTS"] = faults
+    os.environ |= sim_env(faults=faults or "")
     spec = load_spec(QUICKSTART).model_copy(
         update={"toolchain": "sim", "results": str(root / "results"), "artifacts": str(root / "artifacts")}
     )
     spec = spec.model_copy(update={"capture": spec.capture.model_copy(update=capture)})
     with recording() as runs:
         ctx, _ = prepare(spec, Locations(sim_state_dir=root / "sim", lock_dir=root / "locks"))
-        records = [run_point(ctx, p) for p in expand(spec, str(QUICKSTART))]
+        records = [run_stages(ctx, p) for p in expand(spec, str(QUICKSTART))]
     rows = []
     for record in records:
+        assert record is not None  # nothing stops this run
         row = dataclasses.asdict(build_row(record, flow_run_id=ROW_ID, toolchain="sim", is_simulation=True,
                                            versions=ctx.versions))  # fmt: skip
         rows.append({k: v for k, v in sorted(row.items()) if _stable(k)})
@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--dump", type=Path)
     args = parser.parse_args()
     shutil.rmtree(args.root, ignore_errors=True)
-    os.environ |= {"KERNELSWEEP_SIM_TIME_SCALE": "0", "KERNELSWEEP_SIM_NOISE_SEED": "40"}
+    os.environ |= sim_env(time_scale=0.0, noise_seed=40)
     found = {name: sweep(args.root.resolve() / name, *how) for name, how in RUNS.items()}
     for name, parts in found.items():
         for part, values in parts.items():

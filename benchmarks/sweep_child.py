@@ -33,14 +33,16 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
+from kernelsweep import chain as point_chain
 from kernelsweep import stages
 from kernelsweep.results.journal import begin, plan_resume, run_key
-from kernelsweep.results.rows import PointRecord, Row, build_row
+from kernelsweep.results.rows import Row, build_row
 from kernelsweep.results.writer import write_results
+from kernelsweep.sim.config import SimConfig
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
-from kernelsweep.this_host.context import Locations, StageContext, prepare
+from kernelsweep.this_host.context import Locations, prepare
 
 POOL_SLACK = 2  # as the flow's pool: compile slots + cores + 2
 RUN_ID = "00000000-0000-4000-8000-000000000000"  # stands in for a flow run id
@@ -54,22 +56,7 @@ def _cpu() -> tuple[float, float]:
 
 def _locations() -> Locations:
     env = os.environ
-    return Locations(sim_state_dir=Path(env["KERNELSWEEP_SIM_STATE"]), lock_dir=Path(env["KERNELSWEEP_LOCK_DIR"]))
-
-
-def run_point(ctx: StageContext, point: Point) -> PointRecord:
-    """The five stages of one point; a failure ends them and is kept in the record, as in the flow."""
-    record = PointRecord(point=point, started_at=datetime.now(UTC))
-    try:
-        record.trace = stages.trace_stage(ctx, point)
-        record.compiled = stages.compile_stage(ctx, point, record.trace)
-        record.inputs = stages.inputs_stage(ctx, point)
-        record.captured = stages.capture_stage(ctx, point, record.compiled, record.inputs)
-        record.extracted = stages.extract_stage(ctx, point, record.compiled, record.inputs, record.captured)
-    except Exception as exc:  # a failed point is a row, as in the flow
-        record.error = exc
-    record.finished_at = datetime.now(UTC)
-    return record
+    return Locations(sim_state_dir=SimConfig.from_env().state_dir, lock_dir=Path(env["KERNELSWEEP_LOCK_DIR"]))
 
 
 def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started: float) -> list[str]:
@@ -80,7 +67,8 @@ def run_stages(spec: SweepSpec, points: list[Point], first: list[float], started
     journal = begin(spec.results, fresh, RUN_ID, date.today(), spec.name, datetime.now(UTC))
 
     def chain(point: Point) -> Row:
-        record = run_point(ctx, point)
+        record = point_chain.run_stages(ctx, point)
+        assert record is not None  # nothing stops this run
         row = build_row(
             record, flow_run_id=RUN_ID, toolchain=ctx.toolchain.kind, is_simulation=ctx.toolchain.is_simulation,
             versions=ctx.versions,
@@ -158,7 +146,7 @@ def run_floor(spec: SweepSpec, points: list[Point], first: list[float], started:
             for future in futures:
                 future.result()
 
-    cores = int(os.environ["KERNELSWEEP_SIM_CORES"])
+    cores = SimConfig.from_env().cores
     bare_chains(len(points), min(len(points), (spec.execution.compile_slots or 1) + cores + POOL_SLACK))
     return ["ok"] * len(points)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kernelsweep import stages
 from kernelsweep.locks import CoreLeaser
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.stores.artifacts import LocalArtifactStore
 from kernelsweep.sweepspec.models import CaptureSettings
@@ -91,14 +92,14 @@ def tool_costs(calls: int = 9) -> list[ToolCost]:
     """Every simulated tool a sweep runs, at zero modelled latency (nothing is slept)."""
     with tempfile.TemporaryDirectory(prefix="kernelsweep-toolcost-") as tmp:
         root = Path(tmp)
-        toolchain = sim_toolchain(root / "sim", env={"KERNELSWEEP_SIM_TIME_SCALE": "0"})
+        toolchain = sim_toolchain(root / "sim", env=sim_env(time_scale=0.0))
         ctx = _context(root, toolchain)
         n = calls + 1
         traced = [stages.trace_stage(ctx, _point(i)) for i in range(n)]  # warm-up for the figures below
         compiled = [stages.compile_stage(ctx, _point(i), traced[i]) for i in range(n)]
         inputs = [stages.inputs_stage(ctx, _point(i)) for i in range(n)]
         captured = [stages.capture_stage(ctx, _point(i), compiled[i], inputs[i]) for i in range(n)]
-        fresh = sim_toolchain(root / "sim2", env={"KERNELSWEEP_SIM_TIME_SCALE": "0"})
+        fresh = sim_toolchain(root / "sim2", env=sim_env(time_scale=0.0))
         fresh_ctx = _context(root / "fresh", fresh)
         return [
             ToolCost("python -P -c pass (reference)", per_call(calls, _python(toolchain, "pass"))),

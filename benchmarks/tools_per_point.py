@@ -28,6 +28,7 @@ from toolcost import children_cpu
 from workloads import mlp_spec
 
 from kernelsweep import stages
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.load import load_spec
 from kernelsweep.sweepspec.models import SweepSpec
@@ -107,7 +108,7 @@ def main() -> None:
     parser.add_argument("--mlp", type=int, metavar="N", help="the cost benchmark's N MLP points instead of a spec")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    os.environ["KERNELSWEEP_SIM_TIME_SCALE"] = "0"  # the tools inherit it: nothing modelled is slept
+    os.environ |= sim_env(time_scale=0.0)  # the tools inherit it: nothing modelled is slept
     rounds = []
     for i in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="kernelsweep-tools-per-point-") as tmp:

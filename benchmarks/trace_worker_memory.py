@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kernelsweep.sim.config import sim_env
 from kernelsweep.toolchain.tracing import JOB_FILE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,7 +45,7 @@ def workers_rss_mb() -> dict[str, float]:
 def main() -> int:
     spec = Path(sys.argv[1] if len(sys.argv) > 1 else REPO / "examples/quickstart.toml").resolve()
     with tempfile.TemporaryDirectory(prefix="trace-memory-") as folder:
-        env = {**os.environ, "KERNELSWEEP_SIM_TIME_SCALE": "1", "PREFECT_HOME": str(Path(folder) / "prefect")}
+        env = {**os.environ, **sim_env(time_scale=1.0), "PREFECT_HOME": str(Path(folder) / "prefect")}
         argv = [str(Path(sys.executable).parent / "kernelsweep"), "run", str(spec), "--toolchain", "sim"]
         run = subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         largest: dict[str, float] = {}

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sim.latency import CAPTURE, COMPILE, lower_bound, point_key, read_latencies
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.load import parse_spec
@@ -79,10 +80,7 @@ class Host:
 
     def env(self, root: Path) -> dict[str, str]:
         return {
-            "KERNELSWEEP_SIM_PLATFORM": "trn2",
-            "KERNELSWEEP_SIM_CORES": str(self.cores),
-            "KERNELSWEEP_SIM_TIME_SCALE": str(self.time_scale),
-            "KERNELSWEEP_SIM_STATE": str(root / "sim"),
+            **sim_env(platform="trn2", cores=self.cores, time_scale=float(self.time_scale), state_dir=root / "sim"),
             "KERNELSWEEP_LOCK_DIR": str(root / "leases"),
         }
 

@@ -1,12 +1,12 @@
 """The `compile-shard` flow: a shard's points traced and compiled on a compile host (kernelsweep.fleet.farm).
 
 It runs in the `kernelsweep-compile` pool, on CPU-only hosts. Each point's trace and compile are the
-sweep's own stage tasks (so Prefect records them per point, and the cache entries they write are the
-ones a capture host looks up), bounded by the host's compile slots. Nothing is measured, so there is
-no row and no journal: the artifact store is the record. A retried compile shard (the server's shard
-retries: a host that died mid-shard) finds the points an earlier attempt finished in the store and
-compiles only the rest. A point that fails to compile is left for its capture shard, which meets the
-same failure and records it as the point's row.
+sweep's own chain and stage tasks, ended after the compile (so Prefect records them per point, and the
+cache entries they write are the ones a capture host looks up), bounded by the host's compile slots.
+Nothing is measured, so there is no row and no journal: the artifact store is the record. A retried
+compile shard (the server's shard retries: a host that died mid-shard) finds the points an earlier
+attempt finished in the store and compiles only the rest. A point that fails to compile is left for its
+capture shard, which meets the same failure and records it as the point's row.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 from prefect import flow, get_run_logger
 
+from kernelsweep.chain import run_stages
 from kernelsweep.errors import UsageError
-from kernelsweep.fleet.farm import prepare_compile, sdk_mismatch
+from kernelsweep.fleet import prepare_compile, sdk_mismatch
+from kernelsweep.flows.chain import as_task
 from kernelsweep.flows.fleet.shard import report_host
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.platforms import PlatformName
-from kernelsweep.stores.probe import probe_location
-from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.sweepspec.point import Point
-from kernelsweep.tasks import compile_task, trace_task
-from kernelsweep.this_host.context import StageContext
+from kernelsweep.stores import probe_location
+from kernelsweep.sweepspec import Point, SweepSpec
+from kernelsweep.this_host import StageContext
 
 COMPILED, STORED, FAILED, SKIPPED = "compiled", "in the store already", "failed", "not started (stopping)"
 
@@ -74,16 +74,17 @@ def compile_points(ctx: StageContext, points: list[Point]) -> list[str]:
     with ThreadPoolExecutor(
         max_workers=max(1, min(len(points), 2 * ctx.compile_slots)), thread_name_prefix="compile"
     ) as pool:
-        return list(pool.map(lambda p: contextvars.copy_context().run(_compile_one, ctx, p), points))
+        # Each point in a copy of the flow's context, taken here in the flow's thread (a copy taken in the
+        # pool's thread has no flow run: its tasks ran outside the flow, and a failure's warning raised).
+        futures = [pool.submit(contextvars.copy_context().run, _compile_one, ctx, p) for p in points]
+        return [future.result() for future in futures]
 
 
 def _compile_one(ctx: StageContext, point: Point) -> str:
-    if ctx.stop.is_set():
+    record = run_stages(ctx, point, as_task, compile_only=True)
+    if record is None:
         return SKIPPED
-    try:
-        traced = trace_task(ctx, point)
-        compiled = compile_task(ctx, point, traced)
-    except Exception as exc:  # the capture shard meets it again and makes it the point's row
-        get_run_logger().warning("%s: %s (left for its capture shard, which records it)", point.point_id, exc)
+    if record.error is not None or record.compiled is None:  # its capture shard meets it again and records it
+        get_run_logger().warning("%s: %s (left for its capture shard, which records it)", point.point_id, record.error)
         return FAILED
-    return STORED if compiled.cache_hit else COMPILED
+    return STORED if record.compiled.cache_hit else COMPILED

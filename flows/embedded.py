@@ -49,10 +49,9 @@ from prefect.settings import (
 
 from kernelsweep.flows import server, stopping
 from kernelsweep.flows.progress import Listener, subscribe
-from kernelsweep.results.outcome import SweepOutcome
-from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS
-from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.toolchain.process import kill_running_tools
+from kernelsweep.results import SweepOutcome
+from kernelsweep.sweepspec import DEFAULT_MAX_POINTS, SweepSpec
+from kernelsweep.toolchain import kill_running_tools
 
 _NOISY_LOGGERS = ("prefect.server", "uvicorn", "uvicorn.error", "prefect._internal", "prefect.client")
 SERVER_STOP_GRACE_SECONDS = 5.0  # as Prefect gives its temporary server; it stops in well under 1 s

@@ -23,17 +23,12 @@ from kernelsweep.flows.search import run_searches
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
-from kernelsweep.results.journal import Journal
-from kernelsweep.results.outcome import SweepOutcome
-from kernelsweep.results.pairing import pair
-from kernelsweep.results.rows import Row
-from kernelsweep.stores.probe import probe_location
+from kernelsweep.results import Journal, Row, SweepOutcome, pair
+from kernelsweep.stores import probe_location
+from kernelsweep.sweepspec import Point, SweepSpec
 from kernelsweep.sweepspec.blocks import SearchTarget
-from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.sweepspec.point import Point
 from kernelsweep.tasks import store_task
-from kernelsweep.this_host.context import StageContext
-from kernelsweep.this_host.named_toolchains import prepare_toolchains
+from kernelsweep.this_host import StageContext, prepare_toolchains
 
 
 class SweepInterrupted(KernelsweepError):

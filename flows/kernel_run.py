@@ -6,9 +6,8 @@ from prefect import flow
 
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.host_run import run_on_this_host
-from kernelsweep.results.outcome import SweepOutcome
-from kernelsweep.sweepspec.expansion import expand
-from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.results import SweepOutcome
+from kernelsweep.sweepspec import SweepSpec, expand
 
 
 @flow(name="kernel_run", flow_run_name="kernel-run-{spec.name}-{point_id}")

@@ -15,10 +15,9 @@ from threadpoolctl import threadpool_limits
 from kernelsweep.errors import StoreError
 from kernelsweep.flows.chain import run_point
 from kernelsweep.flows.progress import publish
-from kernelsweep.results.journal import Journal
-from kernelsweep.results.rows import Row, build_row
-from kernelsweep.sweepspec.point import Point
-from kernelsweep.this_host.context import StageContext
+from kernelsweep.results import Journal, Row, build_row
+from kernelsweep.sweepspec import Point
+from kernelsweep.this_host import StageContext
 
 POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from kernelsweep.results.outcome import RowSummary
+from kernelsweep.results import RowSummary
 
 Listener = Callable[[RowSummary], None]
 _listeners: list[Listener] = []

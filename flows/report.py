@@ -28,14 +28,12 @@ from prefect.runtime import flow_run
 from kernelsweep.flows.fleet.summary import fleet_cost
 from kernelsweep.flows.settings import prices_from_env, reports_url_from_env
 from kernelsweep.platforms import PlatformName
+from kernelsweep.report import Report, Selection, build_report, prune_reports
 from kernelsweep.report.acknowledge import load_acknowledged
 from kernelsweep.report.html import bundle
-from kernelsweep.report.load import Selection
 from kernelsweep.report.notify import notices
 from kernelsweep.report.publish import browser_link, report_location, write_bundle
-from kernelsweep.report.retention import prune_reports
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
-from kernelsweep.report.summary import Report, build_report
 
 KEYS = {
     "summary": "report-summary",

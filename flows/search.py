@@ -15,14 +15,11 @@ from prefect import get_run_logger
 
 from kernelsweep.errors import StoreError
 from kernelsweep.flows.points import measure
-from kernelsweep.results.journal import Journal, run_key
-from kernelsweep.results.rows import Row
-from kernelsweep.search.storage import study_storage
-from kernelsweep.search.study import ShapeSearch
+from kernelsweep.results import Journal, Row, run_key
+from kernelsweep.search import ShapeSearch, study_storage
+from kernelsweep.sweepspec import Point, SweepSpec
 from kernelsweep.sweepspec.blocks import SearchTarget, point_check
-from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.sweepspec.point import Point
-from kernelsweep.this_host.context import StageContext
+from kernelsweep.this_host import StageContext
 
 
 def run_searches(

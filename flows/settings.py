@@ -20,7 +20,7 @@ from pathlib import Path
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet.cost import PRICES_ENV, parse_prices
 from kernelsweep.locks import private_folder
-from kernelsweep.sim.config import SimConfig
+from kernelsweep.sim.config import STATE_ENV, SimConfig, configured
 from kernelsweep.this_host.context import DEFAULT_LEASE_TIMEOUT_SECONDS, Locations
 from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 
@@ -81,7 +81,7 @@ def locations_from_env() -> Locations:
         SimConfig.from_env()
     except ValueError as exc:
         raise UsageError(f"{exc}; fix or unset it") from None
-    sim, locks, base = os.environ.get("KERNELSWEEP_SIM_STATE"), os.environ.get("KERNELSWEEP_LOCK_DIR"), state_folder()
+    sim, locks, base = configured(STATE_ENV), os.environ.get("KERNELSWEEP_LOCK_DIR"), state_folder()
     if not (sim and locks):
         private_folder(base, "state folder")
     sim_dir = private_folder(Path(sim) if sim else base / "sim", "simulator state folder")

@@ -26,11 +26,9 @@ from prefect.runtime import flow_run
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.fleet.shard import run_fleet_shard
 from kernelsweep.flows.host_run import SweepInterrupted, probe_locations, run_on_this_host, scheduled_date
+from kernelsweep.results import SweepOutcome
 from kernelsweep.results.journal import Journal, ResumePlan, begin, plan_resume, run_key
-from kernelsweep.results.outcome import SweepOutcome
-from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
-from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.sweepspec.point import Point
+from kernelsweep.sweepspec import DEFAULT_MAX_POINTS, Expansion, Point, SweepSpec, expand_spec
 from kernelsweep.this_host.context import host_memory_bytes
 
 

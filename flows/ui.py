@@ -20,10 +20,9 @@ from prefect.artifacts import create_table_artifact
 from prefect.assets import Asset
 
 from kernelsweep.names import slug
-from kernelsweep.results.outcome import RowSummary
-from kernelsweep.results.rows import Row
+from kernelsweep.results import Row, RowSummary
 from kernelsweep.results.writer import planned_uris
-from kernelsweep.stores.locations import Location, absolute_uri
+from kernelsweep.stores import Location, absolute_uri
 
 ARTIFACT_KEY_LIMIT = 200  # Prefect artifact keys: [a-z0-9-]; keep them readable in the UI
 _RESTRICTED_ASSET_CHARS = re.compile(r"[\s#?&%\"'<>\[\]{}|\\^`]")

@@ -1,44 +1,18 @@
 """One point, measured the way a sweep measures it, as one JSON object: `kernelsweep bench`.
 
 Autotuners and agent loops compile, check and benchmark one candidate hundreds of times; a sweep's
-spec, flow run and Parquet cost seconds before any tool runs. `measure` runs the five stages of
-kernelsweep.stages in this process, with the same stage context (toolchain, artifact store and its
+spec, flow run and Parquet cost seconds before any tool runs. The command runs the sweep's chain
+(kernelsweep.chain) in this process, with the same stage context (toolchain, artifact store and its
 trace and compile caches, NeuronCore leases) a flow run prepares, and builds the same row; `as_json`
-is what the command prints. Nothing here starts Prefect.
+is what it prints. Nothing here starts Prefect.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-from kernelsweep.errors import KernelsweepError
 from kernelsweep.profiles.metrics import METRIC_FIELDS
-from kernelsweep.results.rows import PointRecord, Row
-from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
-from kernelsweep.sweepspec.point import Point
-from kernelsweep.this_host.context import StageContext
-
-
-def measure(ctx: StageContext, point: Point) -> PointRecord:
-    """The five stages; a failure ends the chain and the record says where, as a flow's does."""
-    record = PointRecord(point=point, started_at=datetime.now(UTC))
-    try:
-        record.error_stage = "trace"
-        record.trace = trace_stage(ctx, point)
-        record.error_stage = "compile"
-        record.compiled = compile_stage(ctx, point, record.trace)
-        record.error_stage = "inputs"
-        record.inputs = inputs_stage(ctx, point)
-        record.error_stage = "capture"
-        record.captured = capture_stage(ctx, point, record.compiled, record.inputs)
-        record.error_stage = "extract"
-        record.extracted = extract_stage(ctx, point, record.compiled, record.inputs, record.captured)
-        record.error_stage = None
-    except KernelsweepError as exc:
-        record.error, record.error_stage = exc, exc.stage or record.error_stage
-    record.finished_at = datetime.now(UTC)
-    return record
+from kernelsweep.results.rows import Row
 
 
 def as_json(row: Row, tool_seconds: float) -> dict[str, Any]:

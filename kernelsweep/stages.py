@@ -89,7 +89,7 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
             simulate=cpu,
             debug_info=hotspots.wanted(ctx.capture),
             memory_limit_bytes=ctx.compile_memory_limit_bytes,
-            slots=ctx.compile_gate,
+            slots=ctx.compile_limiter,
             lease=_executing_lease(ctx, point),
         )
         seconds = out.worker_seconds - (out.compile_seconds or 0.0)
@@ -233,7 +233,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
         )
     with _scratch("compile") as workdir:
         folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
-        with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
+        with ctx.compile_limiter:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
             neff = compiler.compile_ir(
                 ctx.toolchain, folder / names.PENGUIN, folder, target, lnc, COMPILE_TIMEOUT_SECONDS

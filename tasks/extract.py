@@ -1,9 +1,9 @@
 from prefect import task
 
 from kernelsweep.stages import CaptureResult, CompileResult, ExtractResult, InputsResult, extract_stage
-from kernelsweep.sweepspec.point import Point
+from kernelsweep.sweepspec import Point
 from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS, transient_retries
-from kernelsweep.this_host.context import StageContext
+from kernelsweep.this_host import StageContext
 
 
 @task(name="extract", task_run_name="extract-{point.point_id}", **STAGE_TASK_OPTIONS, **transient_retries())

@@ -1,9 +1,9 @@
 from prefect import task
 
 from kernelsweep.stages import InputsResult, inputs_stage
-from kernelsweep.sweepspec.point import Point
+from kernelsweep.sweepspec import Point
 from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS
-from kernelsweep.this_host.context import StageContext
+from kernelsweep.this_host import StageContext
 
 
 @task(name="inputs", task_run_name="inputs-{point.point_id}", **STAGE_TASK_OPTIONS)

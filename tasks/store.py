@@ -2,9 +2,8 @@ from datetime import date
 
 from prefect.assets import materialize
 
-from kernelsweep.results.rows import Row
-from kernelsweep.results.writer import write_results
-from kernelsweep.stores.locations import Location
+from kernelsweep.results import Row, write_results
+from kernelsweep.stores import Location
 from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS, transient_retries
 
 RESULTS_ASSET = "kernelsweep://results"  # replaced per run by the Parquet objects' own keys

@@ -1,9 +1,9 @@
 from prefect import task
 
 from kernelsweep.stages import TraceResult, trace_stage
-from kernelsweep.sweepspec.point import Point
+from kernelsweep.sweepspec import Point
 from kernelsweep.tasks.policy import STAGE_TASK_OPTIONS
-from kernelsweep.this_host.context import StageContext
+from kernelsweep.this_host import StageContext
 
 
 @task(name="trace", task_run_name="trace-{point.point_id}", **STAGE_TASK_OPTIONS)

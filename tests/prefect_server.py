@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kernelsweep.flows.server import api_call, api_healthy, api_url, descendants, free_port, serving, terminate_tree
+from kernelsweep.sim.config import sim_env
 
 PYTHON_BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
@@ -216,10 +217,8 @@ def prefect_server(
 def sim_host_env(root: Path, platform: str, cores: int = 2, **extra: str) -> dict[str, str]:
     """A simulated Neuron host of one family, with its own lease and device-state folders."""
     return {
-        "KERNELSWEEP_SIM_PLATFORM": platform,
-        "KERNELSWEEP_SIM_CORES": str(cores),
+        **sim_env(platform=platform, cores=cores, state_dir=root / "sim"),
         "KERNELSWEEP_LOCK_DIR": str(root / "locks"),
-        "KERNELSWEEP_SIM_STATE": str(root / "sim"),
         **extra,
     }
 

@@ -19,7 +19,7 @@ import shutil
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from importlib.metadata import version
 from pathlib import Path
 
@@ -27,10 +27,9 @@ import pytest
 from inprocess_tools import standins_in_process
 from stage_context import point, sim_context
 
-from kernelsweep.errors import KernelsweepError
+from kernelsweep.chain import run_stages
 from kernelsweep.results.rows import PointRecord, build_row
 from kernelsweep.results.writer import write_results
-from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.this_host.context import StageContext
 
@@ -103,23 +102,9 @@ class Nights:
 
 
 def chain(ctx: StageContext, p: Point) -> PointRecord:
-    """The five stages; a failure ends the chain and becomes a failed row, as in the flow."""
-    record = PointRecord(point=p, started_at=datetime.now(UTC))
-    try:
-        record.error_stage = "trace"
-        record.trace = trace_stage(ctx, p)
-        record.error_stage = "compile"
-        record.compiled = compile_stage(ctx, p, record.trace)
-        record.error_stage = "inputs"
-        record.inputs = inputs_stage(ctx, p)
-        record.error_stage = "capture"
-        record.captured = capture_stage(ctx, p, record.compiled, record.inputs)
-        record.error_stage = "extract"
-        record.extracted = extract_stage(ctx, p, record.compiled, record.inputs, record.captured)
-        record.error_stage = None
-    except KernelsweepError as exc:
-        record.error, record.error_stage = exc, exc.stage or record.error_stage
-    record.finished_at = datetime.now(UTC)
+    """The sweep's chain, its stages called directly (nothing here stops it, so every point has a record)."""
+    record = run_stages(ctx, p)
+    assert record is not None
     return record
 
 

@@ -2,13 +2,16 @@
 report's rows, the run summary and docs/schema.md are checked against it here.
 
 Adding a column: one field on `Row` (filled by the row part that knows the value), its line in
-docs/schema.md, and a test of the value; the schema follows, and these tests say what else disagrees.
+docs/schema.md, and a test of the value; the schema follows, and these tests say what else disagrees:
+a part's field that is not the row's, a column no part and no identity argument fills, or one filled twice.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
+import inspect
 import re
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +22,8 @@ import pytest
 from kernelsweep.profiles.metrics import METRIC_FIELDS
 from kernelsweep.report.load import ReportRow
 from kernelsweep.results.outcome import RowSummary
-from kernelsweep.results.rows import Row
+from kernelsweep.results.row_parts import PARTS
+from kernelsweep.results.rows import Row, build_row
 from kernelsweep.results.schema import BASE_SCHEMA, SCHEMA_VERSION, arrow_fields
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"
@@ -120,3 +124,42 @@ def test_docs_schema_md_documents_every_column_with_its_type_and_nullability():
         kind, nullable = documented[field.name]
         assert kind == _doc_type(field.type), field.name
         assert nullable in (None, field.nullable), field.name
+
+
+def _filled_by_build_row() -> list[str]:
+    """The columns `build_row` sets: its `Row(...)` call's keywords, and every field of each part it
+    spreads in with `**columns(Part.of(...))` (or a variable holding one)."""
+    tree = ast.parse(inspect.getsource(build_row))
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "Row")
+    parts = {part.__name__: part for part in PARTS}
+    named = {
+        target.id: part
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+        for part in parts
+        if ast.unparse(node.value).startswith(f"{part}.of(")
+    }
+    filled = []
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            filled.append(keyword.arg)
+            continue
+        given = [
+            n.args[0] for n in ast.walk(keyword.value) if isinstance(n, ast.Call) and ast.unparse(n.func) == "columns"
+        ]
+        spread = [parts[named.get(ast.unparse(arg), ast.unparse(arg).partition(".of(")[0])] for arg in given]
+        assert len(spread) == 1, f"build_row spreads {ast.unparse(keyword.value)}: not one row part"
+        filled += [f.name for f in dataclasses.fields(spread[0])]
+    return filled
+
+
+def test_build_row_fills_every_column_of_the_row_exactly_once():
+    """A new field on `Row` must be filled by one part (or an identity argument of `build_row`): a column
+    declared but filled nowhere would be null in every row, and one filled twice is two truths."""
+    filled = _filled_by_build_row()
+    twice = sorted({name for name in filled if filled.count(name) > 1})
+    assert twice == [], f"filled more than once: {twice}"
+    defaulted = {"schema_version"}  # the version a row is written under: Row's default, never passed
+    assert sorted(set(filled) ^ ({f.name for f in dataclasses.fields(Row)} - defaulted)) == []

@@ -4,13 +4,13 @@ same cache key, the row naming the host that compiled it, and the SDK check a co
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from specs import sim_spec
 from stage_context import point, sim_context
 
+from kernelsweep.chain import run_stages
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet.cost import COMPILE, RunCost, parse_prices
 from kernelsweep.fleet.farm import compile_toolchain, family_sdks, prepare_compile, sdk_mismatch
@@ -27,9 +27,8 @@ def _host(root: Path, name: str, **env: str):
 
 def _row(ctx, p) -> tuple[PointRecord, Row]:
     """A point's trace and compile on `ctx`, and the row they make (the NEFF's provenance is all here)."""
-    record = PointRecord(point=p, started_at=datetime.now(UTC))
-    record.trace = trace_stage(ctx, p)
-    record.compiled = compile_stage(ctx, p, record.trace)
+    record = run_stages(ctx, p, compile_only=True)
+    assert record is not None and record.error is None, record
     return record, build_row(record, flow_run_id="run", toolchain="sim", is_simulation=True, versions=ctx.versions)
 
 
@@ -169,3 +168,24 @@ def test_lineage_says_where_the_neff_came_from() -> None:
         == "NEFF compiled on trn2-a (in this run)"
     )
     assert neff_origin({"neff_compile_host": None, "compile_cache_hit": True}) is None  # a row older than schema 4
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_compile_shard_flow_compiles_each_point_once_and_leaves_a_failure_to_its_capture_shard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kernelsweep.flows.compile_shard import compile_shard
+    from kernelsweep.sweepspec.expansion import expand
+
+    monkeypatch.setenv("KERNELSWEEP_SIM_FAULTS", "compile-error=mlp")
+    monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
+    mlp = {
+        "kernel": "kernelsweep.kernels.mlp:mlp",
+        "dtypes": ["bfloat16"],
+        "grid": {"s": [128], "h": [256], "i": [128]},
+    }
+    vector_add = {"kernel": "kernelsweep.kernels.vector_add:vector_add", "dtypes": ["float32"], "grid": {"n": [2048]}}
+    spec = sim_spec(tmp_path, [vector_add, mlp])
+    points = expand(spec)
+    assert compile_shard(spec, points, shard=0, target="trn2").endswith(": 1 compiled, 1 failed")
+    assert compile_shard(spec, points, shard=0, target="trn2").endswith(": 1 in the store already, 1 failed")

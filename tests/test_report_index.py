@@ -14,7 +14,7 @@ import pytest
 
 from kernelsweep.report.index import Indexed
 from kernelsweep.report.load import load
-from kernelsweep.report.results import InMemory
+from kernelsweep.report.series_query import InMemory
 from kernelsweep.results.rows import Row
 from kernelsweep.results.writer import write_results
 

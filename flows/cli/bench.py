@@ -49,8 +49,7 @@ def bench(
     compact: bool,
 ) -> None:
     """Measure one point (KERNEL: a built-in name or module:attribute) and print it as JSON."""
-    from kernelsweep.sweepspec.expansion import expand_spec
-    from kernelsweep.sweepspec.load import parse_spec
+    from kernelsweep.sweepspec import expand_spec, parse_spec
 
     data = {
         "name": "bench",
@@ -83,12 +82,13 @@ def _grid(shape: str) -> dict[str, list[int]]:
 
 def _measured(spec: Any, point: Any, results: str | None) -> tuple[dict[str, Any], str]:
     """Prepare the stage context as a flow run would, measure the point, build (and store) its row."""
-    from kernelsweep.bench import as_json, measure
+    from kernelsweep.bench import as_json
+    from kernelsweep.chain import run_stages
     from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.results.rows import build_row
-    from kernelsweep.stores.probe import probe_location
-    from kernelsweep.this_host.context import prepare
-    from kernelsweep.toolchain.process import recording
+    from kernelsweep.results import build_row
+    from kernelsweep.stores import probe_location
+    from kernelsweep.this_host import prepare
+    from kernelsweep.toolchain import recording
 
     probe_location(spec.artifacts_location, "artifact store", "--artifacts")
     if results:
@@ -99,13 +99,14 @@ def _measured(spec: Any, point: Any, results: str | None) -> tuple[dict[str, Any
             console.print(notice, highlight=False, soft_wrap=True)
         if not ctx.host.runs(point.platform):
             raise UsageError(f"this host captures {ctx.host.family} points only; bench a {ctx.host.family} point here")
-        record = measure(ctx, point)
+        record = run_stages(ctx, point)
+    assert record is not None  # only a stopped context ends a chain without a record, and nothing stops bench's
     run_id = f"bench-{uuid.uuid4()}"
     kind, simulated = ctx.toolchain.kind, ctx.toolchain.is_simulation
     row = build_row(record, flow_run_id=run_id, toolchain=kind, is_simulation=simulated, versions=ctx.versions)
     found = as_json(row, sum(r.seconds for r in runs))
     if results:
-        from kernelsweep.results.writer import write_results
+        from kernelsweep.results import write_results
 
         lineage = {"sweep": "bench", "flow_run_id": run_id, "toolchain": kind, "points": 1}
         found["results"] = write_results(

@@ -16,11 +16,11 @@ from rich.table import Table
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
 from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
+from kernelsweep.report import ReportRow
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison, PointComparison
 from kernelsweep.report.index import Indexed
-from kernelsweep.report.load import ReportRow
 from kernelsweep.report.measures import MEASURES, as_measure, measure
-from kernelsweep.report.results import Results
+from kernelsweep.report.series_query import Results
 from kernelsweep.report.stats import Rule, interval
 
 # 0, 1 and 3 come from Comparison.exit_code; 2 is usage; a comparison that could not be made at all
@@ -107,8 +107,8 @@ def compare(
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     emit(output_format, comparison)
     if html_dir is not None:
+        from kernelsweep.report import write_bundle
         from kernelsweep.report.compare_page import bundle
-        from kernelsweep.report.publish import write_bundle
 
         console.print(f"compare page: {write_bundle(bundle(comparison), str(html_dir))}", highlight=False)
     sys.exit(comparison.exit_code)
@@ -123,7 +123,7 @@ def _compared(
     control: tuple[str, ...] = (),
 ) -> Comparison:
     """The one comparison the options ask for (exactly one of the three pairs)."""
-    from kernelsweep.report.compare import compare_kernels, compare_runs, compare_versions
+    from kernelsweep.report import compare_kernels, compare_runs, compare_versions
 
     if kernel_pair:
         return compare_kernels(rows, *kernel_pair, rule=rule)

@@ -31,8 +31,8 @@ def doctor(smoke: bool, kind: str, platform: str | None, report: Path | None) ->
     """
     if smoke:
         sys.exit(_smoke(kind, platform, report))
+    from kernelsweep.doctor import report as diagnosis
     from kernelsweep.doctor.host_checks import Host
-    from kernelsweep.doctor.host_checks import report as diagnosis
     from kernelsweep.flows.settings import neuron_python_from_env, tool_paths_from_env
 
     text, code = diagnosis(Host(extra_paths=tool_paths_from_env(), neuron_python=neuron_python_from_env()))

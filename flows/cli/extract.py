@@ -16,7 +16,7 @@ from kernelsweep.flows.cli.output import out
 def extract(profile: Path, profile_format: str | None) -> None:
     """Print the normalised metrics of a profile file as JSON."""
     from kernelsweep.errors import ExtractError, UsageError
-    from kernelsweep.profiles.metrics import read_profile
+    from kernelsweep.profiles import read_profile
 
     try:
         metrics = read_profile(profile, profile_format)

@@ -30,7 +30,7 @@ from pathlib import Path
 import click
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.fleet.plan import pool_name
+from kernelsweep.fleet import pool_name
 from kernelsweep.flows import server as launcher
 from kernelsweep.flows.cli.database_url import shown
 from kernelsweep.flows.cli.output import console, out
@@ -38,6 +38,7 @@ from kernelsweep.flows.cli.server import DATABASE_ENV, chosen_database, server_e
 from kernelsweep.flows.postgres import Cluster, cluster_for
 from kernelsweep.flows.settings import REPORTS_URL_ENV, state_folder
 from kernelsweep.locks import private_folder
+from kernelsweep.sim.config import sim_env
 
 HOSTS = {"trn1-a": "trn1", "trn2-a": "trn2", "trn2-b": "trn2", "inf2-a": "inf2"}  # name -> family
 STATE_FILE = "demo.json"
@@ -169,12 +170,10 @@ def _client_env(home: Path, port: int) -> dict[str, str]:
 def _host_env(home: Path, name: str, family: str, time_scale: float) -> dict[str, str]:
     """A simulated host of `family`: its own private lease and device-state folders."""
     root = private_folder(home / "hosts" / name, "simulated host folder")
+    state = private_folder(root / "sim", "simulator state folder")
     return {
-        "KERNELSWEEP_SIM_PLATFORM": family,
-        "KERNELSWEEP_SIM_HOST": name,
-        "KERNELSWEEP_SIM_STATE": str(private_folder(root / "sim", "simulator state folder")),
+        **sim_env(platform=family, host=name, state_dir=state, time_scale=float(time_scale)),
         "KERNELSWEEP_LOCK_DIR": str(private_folder(root / "locks", "lock folder")),
-        "KERNELSWEEP_SIM_TIME_SCALE": f"{time_scale:g}",
     }
 
 

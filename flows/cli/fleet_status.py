@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
+from kernelsweep.fleet import HostReport
 from kernelsweep.fleet.cost import COMPILE
-from kernelsweep.fleet.hosts import HostReport
 from kernelsweep.fleet.plan import FLEET_DEPLOYMENT, POOL_PREFIX
 from kernelsweep.flows.cli.output import out
 from kernelsweep.flows.cli.prefect_client import server_client

@@ -29,7 +29,7 @@ from kernelsweep.flows.cli.fleet_status import status
 from kernelsweep.flows.cli.output import console
 from kernelsweep.flows.cli.prefect_client import server_client as _client
 from kernelsweep.flows.cli.run import QUIET_PREFECT, load
-from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec import SweepSpec
 
 if TYPE_CHECKING:  # Prefect is imported only by the commands that talk to a server
     from uuid import UUID
@@ -142,7 +142,7 @@ def _schedule_settings(spec_path: str, cron: str | None, timezone: str | None) -
 
 def _check_spec(spec: SweepSpec, spec_path: str, shard_families: set[str], *, probe: bool) -> None:
     """Refuse a spec part of which no deployment could run, or whose locations cannot be written."""
-    from kernelsweep.stores.probe import probe_location
+    from kernelsweep.stores import probe_location
 
     missing = [p for p in spec.platforms if p not in shard_families]
     if missing:

@@ -17,7 +17,7 @@ from rich.table import Table
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.platforms import PLATFORM_NAMES
-from kernelsweep.report.load import Selection
+from kernelsweep.report import Selection
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
 from kernelsweep.report.summary import Cell, Report
 from kernelsweep.sim import SIM_VERSION_SUFFIX
@@ -158,15 +158,15 @@ def report(
     Exit code 0 when every series' latest run succeeded with a correct output and no series has an
     open regression; 1 otherwise; 2 on bad input; 3 when the results cannot be read.
     """
+    from kernelsweep.report import build_report
     from kernelsweep.report.acknowledge import load_acknowledged
-    from kernelsweep.report.summary import build_report
 
     rule = rule_from(alpha, thresholds, correction)
     accepted = load_acknowledged(acknowledged) if acknowledged else []
     built = build_report(results_uri, selection_from(**filters), rule, accepted)
     if html_dir is not None:
+        from kernelsweep.report import write_bundle
         from kernelsweep.report.html import bundle
-        from kernelsweep.report.publish import write_bundle
 
         page = write_bundle(bundle(built), str(html_dir))
     if export_best is not None:

@@ -16,12 +16,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, EXIT_SIGNAL_BASE, console, fail, out
-from kernelsweep.results.outcome import RowSummary, SweepOutcome
-from kernelsweep.sweepspec.expansion import DEFAULT_MAX_POINTS, Expansion, expand_spec
-from kernelsweep.sweepspec.load import load_spec, parse_spec
-from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.sweepspec.point import Point
-from kernelsweep.sweepspec.shapes import shape_order
+from kernelsweep.results import RowSummary, SweepOutcome
+from kernelsweep.sweepspec import (
+    DEFAULT_MAX_POINTS,
+    Expansion,
+    Point,
+    SweepSpec,
+    expand_spec,
+    load_spec,
+    parse_spec,
+    shape_order,
+)
 
 if TYPE_CHECKING:
     from kernelsweep.results.journal import RunHeader
@@ -95,7 +100,7 @@ def _repeats_note(spec: SweepSpec, points: int) -> None:
 def validate(spec_path: str, max_points: int) -> None:
     """Check a sweep spec and list its points (above 1,000, their count per kernel and dtype), what each
     block's strategy picked, and what was dropped why."""
-    from kernelsweep.sweepspec.expansion import count_points
+    from kernelsweep.sweepspec import count_points
     from kernelsweep.sweepspec.expansion_text import describe
 
     if count_points(load_spec(spec_path)) > TABLE_POINTS:
@@ -161,7 +166,7 @@ def run(
     A run of the same spec that was interrupted (Ctrl-C, SIGTERM, a crash, its results location
     failing) is resumed: its finished points are reused under its run id, the rest are measured.
     """
-    from kernelsweep.results.journal import plan_resume, run_key
+    from kernelsweep.results import plan_resume, run_key
 
     spec, expansion = load_expansion(spec_path, max_points, toolchain=toolchain, results=results, artifacts=artifacts)
     points = expansion.points
@@ -201,7 +206,7 @@ def _preflight(spec: SweepSpec) -> str | None:
     then the locations. Returns the toolchain's notice (the simulator is used), if any."""
     from kernelsweep.flows.cli.checks import check_api_url, check_temp_dir
     from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.stores.probe import probe_location
+    from kernelsweep.stores import probe_location
     from kernelsweep.this_host.context import neuron_python, resolve_toolchain
 
     check_api_url()

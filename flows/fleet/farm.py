@@ -26,11 +26,11 @@ from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.runtime import flow_run
 
+from kernelsweep.fleet import Shard
 from kernelsweep.fleet.farm import COMPILE_DEPLOYMENT, COMPILE_POOL, family_sdks
-from kernelsweep.fleet.plan import Shard
 from kernelsweep.flows.fleet.setup import reported_hosts
 from kernelsweep.flows.fleet.wait import POLL_SECONDS, ShardWait, workers_online
-from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec import SweepSpec
 
 
 def farm_online(client: SyncPrefectClient) -> bool:

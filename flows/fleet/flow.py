@@ -35,16 +35,15 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 
 from kernelsweep.errors import KernelsweepError, UsageError
+from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
 from kernelsweep.fleet.hosts import HostReport, describe, disagreements
-from kernelsweep.fleet.plan import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
 from kernelsweep.flows.fleet.automations import retries_installed
 from kernelsweep.flows.fleet.farm import farm_online, stream
 from kernelsweep.flows.fleet.nightly_spec import live_spec
 from kernelsweep.flows.fleet.summary import ShardOutcome, fleet_cost, publish
 from kernelsweep.flows.fleet.wait import ShardWait
 from kernelsweep.results.compact import compact
-from kernelsweep.sweepspec.expansion import expand
-from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec import SweepSpec, expand
 
 
 @flow(name="fleet", flow_run_name="fleet-{spec.name}")

@@ -18,8 +18,7 @@ from prefect.runtime import flow_run
 from prefect.variables import Variable
 
 from kernelsweep.errors import UsageError
-from kernelsweep.sweepspec.load import parse_spec
-from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.sweepspec import SweepSpec, parse_spec
 
 
 def live_spec(given: SweepSpec, variable: str) -> SweepSpec:

@@ -31,7 +31,7 @@ from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.workers.process import ProcessWorker
 
-from kernelsweep.fleet.hosts import HostReport
+from kernelsweep.fleet import HostReport
 from kernelsweep.fleet.plan import FLEET_DEPLOYMENT, NIGHTLY_VARIABLE, POOL_PREFIX, QUEUES, FleetSettings
 
 NIGHTLY_SLUG = "kernelsweep-nightly"

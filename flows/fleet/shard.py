@@ -37,12 +37,9 @@ from kernelsweep.flows.host_run import probe_locations, run_points, scheduled_da
 from kernelsweep.flows.progress import subscribe
 from kernelsweep.flows.settings import host_name_from_env, locations_from_env
 from kernelsweep.flows.stopping import stoppable
-from kernelsweep.results.journal import begin, plan_resume
-from kernelsweep.results.outcome import RowSummary, SweepOutcome
-from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.sweepspec.point import Point
-from kernelsweep.this_host.context import StageContext
-from kernelsweep.this_host.named_toolchains import prepare_toolchains
+from kernelsweep.results import RowSummary, SweepOutcome, begin, plan_resume
+from kernelsweep.sweepspec import Point, SweepSpec
+from kernelsweep.this_host import StageContext, prepare_toolchains
 
 
 def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_id: str) -> SweepOutcome:

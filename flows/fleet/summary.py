@@ -18,14 +18,13 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 from prefect.settings import PREFECT_UI_URL
 
+from kernelsweep.fleet import HostReport, Shard, ShardData
 from kernelsweep.fleet.cost import COMPILE, RunCost
-from kernelsweep.fleet.hosts import HostReport
-from kernelsweep.fleet.plan import Shard, ShardData
 from kernelsweep.flows.settings import prices_from_env
 from kernelsweep.flows.ui import artifact_key
 from kernelsweep.platforms import PLATFORM_NAMES
-from kernelsweep.stores.s3 import S3Location
-from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.stores import S3Location
+from kernelsweep.sweepspec import SweepSpec
 
 
 @dataclass(frozen=True)

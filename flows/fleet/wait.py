@@ -21,8 +21,8 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, Worke
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.states import Cancelled
 
-from kernelsweep.fleet.plan import Shard
-from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.fleet import Shard
+from kernelsweep.sweepspec import SweepSpec
 
 POLL_SECONDS = 2.0
 RETRY_GRACE_SECONDS = 120.0  # a crashed shard's retry is due within seconds; past this it is not coming

@@ -4,3 +4,16 @@ family supports), and `--smoke`: `smoke` runs the real instruction mix through e
 `signatures` prints the SDK's compile API in a process of its own, `risks` says what each step rules
 out, `smoke_render` shows them on the terminal and in a report file.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kernelsweep import public_face
+
+if TYPE_CHECKING:
+    from kernelsweep.doctor.host_checks import report
+    from kernelsweep.doctor.smoke import run_smoke
+
+__all__ = ["report", "run_smoke"]
+__getattr__ = public_face(__name__, __file__)

@@ -44,6 +44,7 @@ from kernelsweep.kernels import load_kernel
 from kernelsweep.kernels.probes import plus_equals_probe
 from kernelsweep.platforms import get_platform
 from kernelsweep.profiles.metrics import read_profile
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.toolchain import profiler, tracing
 from kernelsweep.toolchain.failures import capture_failure
@@ -218,7 +219,7 @@ def _busy_wording(state: Smoke, step: Step) -> None:
     neff = needs(state.neff, "a NEFF")
     holder_dir, contender_dir = state.fresh("holder"), state.fresh("contender")
     # a slow holder: many executions on hardware; emulated latency on the simulator (ignored elsewhere)
-    slow = dataclasses.replace(state.toolchain, env={**state.toolchain.env, "KERNELSWEEP_SIM_TIME_SCALE": "1"})
+    slow = dataclasses.replace(state.toolchain, env={**state.toolchain.env, **sim_env(time_scale=1)})
     outcome: list[BaseException] = []
     settings: dict = dict(visible_cores=state.core, lnc=state.point.lnc, timeout_seconds=STEP_TIMEOUT_SECONDS)
 

@@ -22,7 +22,7 @@ import tomli_w
 from kernelsweep.errors import UsageError
 from kernelsweep.report import history
 from kernelsweep.report.load import ReportRow, latest
-from kernelsweep.report.results import Results, as_results
+from kernelsweep.report.series_query import Results, as_results
 from kernelsweep.report.stats import Effect, Rule, decide, effect, interval
 from kernelsweep.sweepspec.shapes import natural_order
 

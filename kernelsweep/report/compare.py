@@ -20,7 +20,7 @@ from kernelsweep.errors import UsageError
 from kernelsweep.report import controls, run_noise
 from kernelsweep.report.load import ReportRow
 from kernelsweep.report.ranks import reach_warning
-from kernelsweep.report.results import SIDE_RUNS, Results, as_results
+from kernelsweep.report.series_query import SIDE_RUNS, Results, as_results
 from kernelsweep.report.stats import Effect, Rule, decide, effect, ratio_of, suspected
 from kernelsweep.sweepspec.shapes import natural_order
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from kernelsweep.report.load import ReportRow, SeriesKey
 from kernelsweep.report.regress import levels_by_lineage
-from kernelsweep.report.results import Results, SeriesRuns, as_results
+from kernelsweep.report.series_query import Results, SeriesRuns, as_results
 from kernelsweep.report.stats import Spread, spread_of
 
 HISTORY_RUNS = 30  # about a month of nightly runs: recent enough to describe today's machines

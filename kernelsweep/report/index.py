@@ -3,7 +3,7 @@
 `Indexed` scans only the columns every row must show (the series, status, median, time, run and
 lineage; `NARROW`), with the selection's filters pushed into the scan (partition pruning on
 platform and run date, row-group statistics on the rest), text columns dictionary-encoded as they
-arrive, and keeps, per row id, the row of the latest attempt (kernelsweep.report.narrow). Files
+arrive, and keeps, per row id, the row of the latest attempt (kernelsweep.report.index_table). Files
 are scanned a lot at a time through fresh fragments: a scanned fragment keeps its file's whole
 footer, which over a year of nights (2,000 files of 140 columns) was 800 MB on its own. Everything
 a statistic needs over a whole series is computed from those columns; whole rows (raw repeats,
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.report.index_table import ORDER, SERIES, by_series, distinct, latest_of, with_variant, without_copies
 from kernelsweep.report.load import (
     COLUMNS,
     LINEAGE,
@@ -30,8 +31,7 @@ from kernelsweep.report.load import (
     SeriesKey,
     typed,
 )
-from kernelsweep.report.narrow import ORDER, SERIES, by_series, distinct, latest_of, with_variant, without_copies
-from kernelsweep.report.results import SeriesRuns
+from kernelsweep.report.series_query import SeriesRuns
 from kernelsweep.results import reader
 
 _TEXT = ["kernel", "shape", "dtype", "platform", "status", "flow_run_id", *LINEAGE, "tunables", "toolchain_name"]
@@ -41,7 +41,7 @@ _FILES_PER_SCAN = 64  # a lot's footers and batches are let go before the next: 
 
 
 class Indexed:
-    """`kernelsweep.report.results.Results` over a results location and a selection."""
+    """`kernelsweep.report.series_query.Results` over a results location and a selection."""
 
     def __init__(self, uri: str, selection: Selection | None = None) -> None:
         self.uri, self.selection = uri, selection or Selection()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from kernelsweep.errors import UsageError
 from kernelsweep.report.load import ReportRow
-from kernelsweep.report.results import Results
+from kernelsweep.report.series_query import Results
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 import ruptures
 
 from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey
-from kernelsweep.report.results import Results, SeriesRuns, as_results
+from kernelsweep.report.series_query import Results, SeriesRuns, as_results
 from kernelsweep.report.stats import Effect, Rule, Spread, Verdict, decide, effect, spread_of
 from kernelsweep.sweepspec.shapes import natural_order
 

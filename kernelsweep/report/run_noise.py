@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from kernelsweep.errors import UsageError
 from kernelsweep.report import controls, history, prior
 from kernelsweep.report.load import ReportRow
-from kernelsweep.report.results import Results
+from kernelsweep.report.series_query import Results
 from kernelsweep.report.stats import Spread
 
 Key = tuple[str, ...]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kernelsweep.errors import UsageError
 from kernelsweep.report.compare import compare_kernels
 from kernelsweep.report.load import ReportRow
-from kernelsweep.report.results import Results, as_results
+from kernelsweep.report.series_query import Results, as_results
 from kernelsweep.report.stats import Rule
 
 

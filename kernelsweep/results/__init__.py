@@ -1,20 +1,45 @@
 """The results dataset: the pinned Arrow schema, row assembly, the Parquet writer and the reader.
 
-`kernelsweep.results.read(uri, filters=...)` is the entry point for downstream users. The reader is
-imported on first use (PEP 562): building a row, as `kernelsweep bench` does, needs none of pyarrow's
-datasets.
+`kernelsweep.results.read(uri, filters=...)` is the entry point for downstream users. Each name is
+imported on first use (`kernelsweep.public_face`): building a row, as `kernelsweep bench` does, needs
+none of pyarrow's datasets.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-__all__ = ["dataset", "find_row", "read"]
+from kernelsweep import public_face
 
+if TYPE_CHECKING:
+    from kernelsweep.results.columns import FAILED, INCORRECT, OK, SCHEMA_VERSION
+    from kernelsweep.results.journal import Journal, begin, plan_resume, run_key
+    from kernelsweep.results.outcome import RowSummary, SweepOutcome
+    from kernelsweep.results.pairing import pair
+    from kernelsweep.results.reader import dataset, find_row, read
+    from kernelsweep.results.rows import PointRecord, Row, build_row
+    from kernelsweep.results.verify import verify_row
+    from kernelsweep.results.writer import write_results
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from kernelsweep.results import reader
-
-        return getattr(reader, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = [
+    "FAILED",
+    "INCORRECT",
+    "Journal",
+    "OK",
+    "PointRecord",
+    "Row",
+    "RowSummary",
+    "SCHEMA_VERSION",
+    "SweepOutcome",
+    "begin",
+    "build_row",
+    "dataset",
+    "find_row",
+    "pair",
+    "plan_resume",
+    "read",
+    "run_key",
+    "verify_row",
+    "write_results",
+]
+__getattr__ = public_face(__name__, __file__)

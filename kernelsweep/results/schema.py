@@ -1,4 +1,5 @@
-"""Schema v4 of the results dataset: derived from `Row`, documented column by column in docs/schema.md.
+"""The results dataset's Arrow schema (its version is `columns.SCHEMA_VERSION`): derived from `Row`,
+documented column by column in docs/schema.md.
 
 A column is declared once, as a field of `kernelsweep.results.rows.Row` (filled by one of the row's
 parts, kernelsweep.results.row_parts). Its Arrow type follows from the field's Python type; the few

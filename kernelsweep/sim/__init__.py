@@ -7,7 +7,12 @@ one NKI generation (sim.nki_*), refusing what that generation refuses. The tools
 Everything it makes says it is simulated: version strings carry `+kernelsweep.sim`, NEFF info and
 profiles carry `is_simulation`. Faults (a busy core, a hung capture, a compile error) can be
 injected through KERNELSWEEP_SIM_FAULTS (sim.config, sim.faults) to test failure handling.
+
+Its face is the versions everything simulated carries: its modules import them from here, and the
+stand-in tools start from its modules (`python -m kernelsweep.sim.<tool>`), so it imports none of them.
 """
+
+__all__ = ["COMPILER_VERSION", "PROFILER_VERSION", "RUNTIME_VERSION", "SIM_VERSION_SUFFIX"]
 
 SIM_VERSION_SUFFIX = "+kernelsweep.sim"
 COMPILER_VERSION = "2.21.33363.0" + SIM_VERSION_SUFFIX

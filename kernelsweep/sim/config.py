@@ -1,59 +1,21 @@
-"""Simulator settings, read from the environment the adapters pass to the stand-in tools.
+"""The simulator's knobs: every `KERNELSWEEP_SIM_*` variable, declared once in `KNOBS` (its type,
+default and meaning) and read once, into the frozen `SimConfig` the stand-in tools run on.
 
-KERNELSWEEP_SIM_STATE       folder for simulated device state (core locks, fault counters)
-KERNELSWEEP_SIM_PLATFORM    the one platform family the simulated host is (trn1, trn2, inf2); unset: every
-                            family, so one machine can run a whole mixed-platform sweep
-KERNELSWEEP_SIM_UNNAMED     1: neuron-ls names no instance type (releases before 2.34 mostly do not, and a
-                            host off EC2 has no DMI name): the host still is KERNELSWEEP_SIM_PLATFORM to
-                            the runtime, but kernelsweep cannot tell which family it is
-KERNELSWEEP_SIM_CORES       logical NeuronCores the simulated device shows at its own LNC (default 2); 0: the
-                            host has no Neuron device (a compile farm's host: it traces and compiles only)
-KERNELSWEEP_SIM_LNC         the device's logical core config (default 2, as a trn2's): it has CORES x LNC
-                            physical cores, and neuron-ls / the runtime regroup them under the caller's
-                            NEURON_LOGICAL_NC_CONFIG; a host told it is trn1 or inf2 has LNC 1 only
-KERNELSWEEP_SIM_NKI         the NKI generation the simulated tracer emulates: 0.1 ... 0.7 (default) or
-                            legacy (neuronxcc.nki, traced to penguin.py for `neuronx-cc compile`)
-KERNELSWEEP_SIM_TIME_SCALE  emulate tool latencies: seconds slept = modelled seconds x scale (default 0)
-KERNELSWEEP_SIM_IMPORT_PATH folders appended to the stand-in's import path (the sweep's, for kernels)
-KERNELSWEEP_SIM_FAULTS      injected faults, e.g. `capture-busy=2,compile-error=mlp` (see sim.faults):
-                              capture-busy=N     first N captures: the NRT busy error (transient)
-                              capture-timeout=N  first N captures hang until the caller's timeout
-                              compile-error=K    compiles of kernel K: an NCC diagnostic (deterministic)
-                              compile-error-lnc2=K  compiles of kernel K at LNC=2 only: NCC_IXLV002
-                              alloc-fallback=K   compiles of kernel K: NKI's allocator falls back
-                              dge-timeout=N      first N captures with --enable-dge-notifs: NRT_TIMEOUT
-KERNELSWEEP_SIM_TOOLS       the aws-neuronx-tools generation the stand-in profiler and neuron-ls speak: 2.31
-                            (default: profile schema 7.4.0), 2.33 (schema 12.0.1) or 2.34 (no full JSON, no
-                            `neuron-ls -j`); see sim.tools
-KERNELSWEEP_SIM_COMPILER_VERSION  the version the simulated compiler reports and stamps into every NEFF it
-                            builds (default 2.21.33363.0; `+kernelsweep.sim` is always appended), to play a
-                            compiler upgrade: the compile cache keys on it, so the new version recompiles
-KERNELSWEEP_SIM_COMPILER_SLOWDOWN  code this compiler emits runs slower, as a compiler regression would:
-                            `KERNEL[/AXIS=VALUE...]:FACTOR` entries separated by `;`, e.g.
-                            `vector_add/n=8192:1.2` (vector_add at n=8192 takes 1.2x as long); the first
-                            matching entry applies. The NEFF records the factor and the profiler's model
-                            applies it whenever that NEFF runs, so NEFFs built before keep their speed
-KERNELSWEEP_SIM_NOISE_SEED  make the noise repeatable: the k-th capture of a NEFF in this state dir draws the
-                            same per-repeat noise, and the k-th session the same run shift, for the same
-                            seed (unset: fresh noise every capture and every session)
-KERNELSWEEP_SIM_RUN_NOISE   standard deviation of the shift a point takes for a whole run (a session of the
-                            simulated device: one flow run), as a fraction (default 0.01, docs/reports.md
-                            says why; 0 turns it off); every repeat of the point in that run shares it
-KERNELSWEEP_SIM_SHARED_NOISE  standard deviation of the shift a whole run takes, shared by every point of it
-                            (another host of the type, a driver, thermals: default 0.005; 0 turns it off)
-KERNELSWEEP_SIM_HOST_NOISE  standard deviation of a simulated host's own lasting shift, shared by every point
-                            it runs (default 0.005); the host is KERNELSWEEP_SIM_HOST (default `sim-host`)
-KERNELSWEEP_SIM_COMPILE_MEMORY  memory the simulated compiler allocates and touches while it compiles (bytes, or
-                            with a K, M or G suffix: `2G`; default 0): a runaway compile, for the compile
-                            memory cap (execution.compile_memory_limit_gb) and the measured compile peaks
-KERNELSWEEP_SIM_SESSION     the session a capture belongs to; set by the simulated toolchain each time it is
-                            set up (once per flow run), never by hand
+The adapters pass these variables to the stand-in tools, so the tools read them (`SimConfig.from_env`);
+the CLI reads them too, before any work, so a bad value is one line naming the variable (exit 2)
+rather than a failed tool later. Whoever starts a simulated host or toolchain builds its variables
+with `sim_env(...)`, from the same declarations. docs/simulator.md lists them (`tests/test_sim_settings.py`
+holds it to `KNOBS`). The faults' grammar is sim.faults', the tools generations sim.tools'.
+
+Not pydantic: the stand-in tools are short processes started thousands of times a sweep, and
+importing pydantic would triple what each one costs to start (0.04 -> 0.13 CPU-s measured).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,28 +23,20 @@ from typing import Any
 from kernelsweep.importpath import append_last_resort
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
-from kernelsweep.sim.tools import TOOLS_ENV, ToolsRelease, release
+from kernelsweep.sim.tools import DEFAULT_RELEASE, TOOLS_ENV, ToolsRelease, release
 
-IMPORT_PATH_ENV = "KERNELSWEEP_SIM_IMPORT_PATH"
-NKI_ENV = "KERNELSWEEP_SIM_NKI"
+PREFIX = "KERNELSWEEP_SIM_"
+STATE_ENV = PREFIX + "STATE"
+IMPORT_PATH_ENV = PREFIX + "IMPORT_PATH"
+NKI_ENV = PREFIX + "NKI"
+SLOWDOWN_ENV = PREFIX + "COMPILER_SLOWDOWN"
+SESSION_ENV = PREFIX + "SESSION"
 CURRENT_NKI = "0.7"  # the newest generation sim.nki.generations knows
-SLOWDOWN_ENV = "KERNELSWEEP_SIM_COMPILER_SLOWDOWN"
-RUN_NOISE_ENV = "KERNELSWEEP_SIM_RUN_NOISE"
-HOST_NOISE_ENV = "KERNELSWEEP_SIM_HOST_NOISE"
-SHARED_NOISE_ENV = "KERNELSWEEP_SIM_SHARED_NOISE"
-SESSION_ENV = "KERNELSWEEP_SIM_SESSION"
-COMPILE_MEMORY_ENV = "KERNELSWEEP_SIM_COMPILE_MEMORY"
 _SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
 DEFAULT_RUN_NOISE = 0.01  # docs/reports.md, "Run-level noise": why 1%
 DEFAULT_HOST_NOISE = 0.005
 DEFAULT_SHARED_NOISE = 0.005  # half the per-point shift: real runs move together too (docs/reports.md)
 DEFAULT_HOST = "sim-host"
-
-
-def extend_import_path() -> None:
-    """Make the sweep's kernel modules importable, as a last resort: never in place of an installed
-    module (`kernelsweep.importpath`)."""
-    append_last_resort(os.environ.get(IMPORT_PATH_ENV, "").split(os.pathsep))
 
 
 @dataclass(frozen=True)
@@ -110,6 +64,8 @@ def parse_slowdowns(text: str) -> tuple[Slowdown, ...]:
 
 @dataclass(frozen=True)
 class SimConfig:
+    """The simulated host and tools, as the knobs set them (each field is one `KNOBS` entry)."""
+
     state_dir: Path
     platform: str | None
     cores: int
@@ -128,6 +84,7 @@ class SimConfig:
     session: str = ""
     compile_memory_bytes: int = 0
     unnamed: bool = False  # neuron-ls names no instance type
+    import_path: tuple[str, ...] = ()
 
     def slowdown(self, kernel: str, params: dict[str, int]) -> float:
         return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
@@ -149,63 +106,162 @@ class SimConfig:
 
     @classmethod
     def from_env(cls) -> SimConfig:
-        env = os.environ
-        state = env.get("KERNELSWEEP_SIM_STATE") or _default_state_dir()
-        return cls(
-            state_dir=Path(state),
-            platform=env.get("KERNELSWEEP_SIM_PLATFORM") or None,
-            cores=_number("KERNELSWEEP_SIM_CORES", "2", int, 0),
-            lnc=_number("KERNELSWEEP_SIM_LNC", "2", int, 1),
-            time_scale=_number("KERNELSWEEP_SIM_TIME_SCALE", "0", float, 0),
-            nki=env.get(NKI_ENV) or CURRENT_NKI,
-            faults=parse_faults(env.get(FAULTS_ENV, "")),
-            compiler_version=_simulated(env.get("KERNELSWEEP_SIM_COMPILER_VERSION")) or COMPILER_VERSION,
-            slowdowns=parse_slowdowns(env.get(SLOWDOWN_ENV, "")),
-            noise_seed=env.get("KERNELSWEEP_SIM_NOISE_SEED") or None,
-            tools=release(env.get(TOOLS_ENV)),
-            run_noise=_number(RUN_NOISE_ENV, str(DEFAULT_RUN_NOISE), float, 0),
-            host_noise=_number(HOST_NOISE_ENV, str(DEFAULT_HOST_NOISE), float, 0),
-            shared_noise=_number(SHARED_NOISE_ENV, str(DEFAULT_SHARED_NOISE), float, 0),
-            host=env.get("KERNELSWEEP_SIM_HOST") or DEFAULT_HOST,
-            session=env.get(SESSION_ENV, ""),
-            compile_memory_bytes=_size(COMPILE_MEMORY_ENV),
-            unnamed=env.get("KERNELSWEEP_SIM_UNNAMED", "") in ("1", "true"),
-        )
+        """The knobs as this process's environment sets them; a bad value is a ValueError naming its
+        variable (the CLI makes it one line, exit 2, before any work)."""
+        return cls(**{knob.field: knob.parse(knob.env, os.environ.get(knob.env)) for knob in KNOBS})
 
 
-def _default_state_dir() -> str:
-    import tempfile  # deferred: the adapters always set the state dir, and every tool call would pay for it
+def extend_import_path(config: SimConfig) -> None:
+    """Make the sweep's kernel modules importable, as a last resort: never in place of an installed
+    module (`kernelsweep.importpath`)."""
+    append_last_resort(config.import_path)
 
-    return os.path.join(tempfile.gettempdir(), "kernelsweep-sim")
+
+def setting(env: str) -> Any:
+    """One knob's value, for a tool that needs it before the rest (`neuron-profile`'s parser: the tools
+    generation decides its subcommands)."""
+    return _BY_ENV[env].parse(env, os.environ.get(env))
 
 
-def _size(name: str) -> int:
+def configured(env: str) -> str | None:
+    """A knob's text as set, None when unset: for the caller that must tell unset from its default
+    (the CLI makes the state folder only when `KERNELSWEEP_SIM_STATE` is unset)."""
+    return os.environ.get(_BY_ENV[env].env) or None
+
+
+def sim_env(**values: str | int | float | bool | Path) -> dict[str, str]:
+    """The variables that set these `SimConfig` fields (`sim_env(platform="trn2", time_scale=3)`), for a
+    simulated host's or tool's environment; a field that is no knob, or a bad value, is a ValueError."""
+    env = {}
+    for name, value in values.items():
+        knob = _BY_FIELD.get(name)
+        if knob is None:
+            raise ValueError(f"{name}: no simulator setting; use one of {', '.join(_BY_FIELD)}")
+        text = _text_of(value)
+        knob.parse(knob.env, text)
+        env[knob.env] = text
+    return env
+
+
+def _text_of(value: str | int | float | bool | Path) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# Readers: (variable, its text or None when unset) -> the field's value, or a ValueError naming the variable
+
+
+def _or(default: Any) -> Callable[[str, str | None], Any]:
+    return lambda env, text: text or default
+
+
+def _number(kind: type[int] | type[float], minimum: float, default: float) -> Callable[[str, str | None], Any]:
+    def read(env: str, text: str | None) -> Any:
+        if text is None:
+            return kind(default)
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not minimum <= value < math.inf:
+            article = "an" if kind is int else "a"
+            raise ValueError(f"{env}={text!r}: give {article} {kind.__name__} of at least {minimum:g}")
+        return value
+
+    return read
+
+
+def _size(env: str, text: str | None) -> int:
     """Bytes, or a count with a K, M or G suffix (binary units)."""
-    text = os.environ.get(name, "0").strip().upper()
+    text = "0" if text is None else text.strip().upper()
     factor = _SIZE_SUFFIXES.get(text[-1:], 1)
     digits = text[:-1] if text[-1:] in _SIZE_SUFFIXES else text
     try:
-        return int(float(digits) * factor) if digits and float(digits) >= 0 else _bad_size(name, text)
+        if digits and float(digits) >= 0:
+            return int(float(digits) * factor)
     except ValueError:
-        return _bad_size(name, text)
+        pass
+    raise ValueError(f"{env}={text!r}: give a number of bytes, or one with a K, M or G suffix (2G)")
 
 
-def _bad_size(name: str, text: str) -> int:
-    raise ValueError(f"{name}={text!r}: give a number of bytes, or one with a K, M or G suffix (2G)")
+def _state_dir(env: str, text: str | None) -> Path:
+    if text:
+        return Path(text)
+    import tempfile  # deferred: the adapters always set the state dir, and every tool call would pay for it
+
+    return Path(tempfile.gettempdir()) / "kernelsweep-sim"
 
 
-def _simulated(version: str | None) -> str | None:
+def _compiler_version(env: str, text: str | None) -> str:
     """A configured version still says it is simulated."""
-    return version and version.removesuffix(SIM_VERSION_SUFFIX) + SIM_VERSION_SUFFIX
+    return text.removesuffix(SIM_VERSION_SUFFIX) + SIM_VERSION_SUFFIX if text else COMPILER_VERSION
 
 
-def _number(name: str, default: str, kind: type[int] | type[float], minimum: float) -> Any:
-    """A bad value is a ValueError naming the variable (the CLI turns it into one line before any work)."""
-    text = os.environ.get(name, default)
-    try:
-        value = kind(text)
-    except ValueError:
-        value = math.nan
-    if not minimum <= value < math.inf:
-        raise ValueError(f"{name}={text!r}: give a{'n' if kind is int else ''} {kind.__name__} of at least {minimum}")
-    return value
+@dataclass(frozen=True)
+class Knob:
+    """One simulator setting: its variable, the `SimConfig` field it sets, and what docs/simulator.md
+    says of it (type and default as written there, and a one-line meaning)."""
+
+    env: str
+    field: str
+    kind: str
+    default: str
+    meaning: str
+    parse: Callable[[str, str | None], Any]
+
+
+KNOBS = (
+    Knob(STATE_ENV, "state_dir", "folder", "<temp>/kernelsweep-sim",
+         "simulated device state: core locks, fault counters, sessions, noise draws", _state_dir),
+    Knob(PREFIX + "PLATFORM", "platform", "family", "every family",
+         "the one platform family the simulated host is: trn1, trn2 or inf2", _or(None)),
+    Knob(PREFIX + "UNNAMED", "unnamed", "flag", "0",
+         "1 or true: neuron-ls names no instance type (older neuron-ls, a host off EC2)",
+         lambda env, text: text in ("1", "true")),
+    Knob(PREFIX + "CORES", "cores", "int >= 0", "2",
+         "logical NeuronCores the device shows at its own LNC; 0: no Neuron device (a compile host)",
+         _number(int, 0, 2)),
+    Knob(PREFIX + "LNC", "lnc", "int >= 1", "2",
+         "the device's logical core config (trn2's; trn1 and inf2 have LNC 1 only)", _number(int, 1, 2)),
+    Knob(NKI_ENV, "nki", "generation", CURRENT_NKI,
+         "the NKI generation the stand-in tracer emulates: 0.1 ... 0.7, or legacy", _or(CURRENT_NKI)),
+    Knob(PREFIX + "TIME_SCALE", "time_scale", "float >= 0", "0",
+         "tool latencies emulated: seconds slept = modelled seconds x scale", _number(float, 0, 0)),
+    Knob(IMPORT_PATH_ENV, "import_path", "folders", "none",
+         "folders appended to the stand-ins' import path (the sweep's, for its kernels); set by the toolchain",
+         lambda env, text: tuple(filter(None, (text or "").split(os.pathsep)))),
+    Knob(FAULTS_ENV, "faults", "faults", "none",
+         "injected faults, `name=value` separated by commas (sim.faults)", lambda env, text: parse_faults(text or "")),
+    Knob(TOOLS_ENV, "tools", "release", DEFAULT_RELEASE,
+         "the aws-neuronx-tools generation the stand-in profiler and neuron-ls speak (sim.tools)",
+         lambda env, text: release(text)),
+    Knob(PREFIX + "COMPILER_VERSION", "compiler_version", "version", COMPILER_VERSION.removesuffix(SIM_VERSION_SUFFIX),
+         "the version the simulated compiler reports and stamps into its NEFFs (+kernelsweep.sim appended)",
+         _compiler_version),
+    Knob(SLOWDOWN_ENV, "slowdowns", "slowdowns", "none",
+         "code this compiler emits runs slower: `KERNEL[/AXIS=VALUE...]:FACTOR` separated by `;`",
+         lambda env, text: parse_slowdowns(text or "")),
+    Knob(PREFIX + "NOISE_SEED", "noise_seed", "text", "fresh noise",
+         "repeatable noise: the k-th capture of a NEFF and the k-th session draw the same", _or(None)),
+    Knob(PREFIX + "RUN_NOISE", "run_noise", "float >= 0", f"{DEFAULT_RUN_NOISE:g}",
+         "standard deviation of a point's shift for a whole run, as a fraction (0: off)",
+         _number(float, 0, DEFAULT_RUN_NOISE)),
+    Knob(PREFIX + "HOST_NOISE", "host_noise", "float >= 0", f"{DEFAULT_HOST_NOISE:g}",
+         "standard deviation of a host's own lasting shift, shared by its points (0: off)",
+         _number(float, 0, DEFAULT_HOST_NOISE)),
+    Knob(PREFIX + "SHARED_NOISE", "shared_noise", "float >= 0", f"{DEFAULT_SHARED_NOISE:g}",
+         "standard deviation of a run's shift shared by every point of it (0: off)",
+         _number(float, 0, DEFAULT_SHARED_NOISE)),
+    Knob(PREFIX + "HOST", "host", "text", DEFAULT_HOST, "the simulated host's name (its lasting shift)",
+         _or(DEFAULT_HOST)),
+    Knob(PREFIX + "COMPILE_MEMORY", "compile_memory_bytes", "size", "0",
+         "memory the simulated compiler holds while it compiles: bytes, or with K, M or G (2G)", _size),
+    Knob(SESSION_ENV, "session", "text", "none",
+         "the session (one flow run) a capture belongs to; set by the simulated toolchain, never by hand",
+         _or("")),
+)  # fmt: skip
+_BY_ENV = {knob.env: knob for knob in KNOBS}
+_BY_FIELD = {knob.field: knob for knob in KNOBS}

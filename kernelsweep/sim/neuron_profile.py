@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+from kernelsweep.sim.config import setting
 from kernelsweep.sim.nrt import RuntimeFailure
-from kernelsweep.sim.tools import TOOLS_ENV, ToolsRelease, release
+from kernelsweep.sim.tools import TOOLS_ENV, ToolsRelease
 
 EXIT_FAILED = 1
 HANG_SECONDS = 3600.0  # how long the UI "serves" before the caller's timeout kills it
@@ -114,13 +115,14 @@ def capture(args: argparse.Namespace) -> int:
     from kernelsweep.sim.capture import run
     from kernelsweep.sim.config import SimConfig, extend_import_path
 
-    extend_import_path()
-    print(run(args, SimConfig.from_env()))
+    config = SimConfig.from_env()
+    extend_import_path(config)
+    print(run(args, config))
     return 0
 
 
 def main(argv: list[str] | None = None, prog: str = "neuron-profile") -> int:
-    tools = release(os.environ.get(TOOLS_ENV))
+    tools: ToolsRelease = setting(TOOLS_ENV)
     parser = _parser(prog, tools)
     args = parser.parse_args(argv)
     if args.version:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelsweep.sim import RUNTIME_VERSION
-from kernelsweep.sim.config import IMPORT_PATH_ENV, SESSION_ENV
+from kernelsweep.sim.config import sim_env
 from kernelsweep.sim.noise import new_session
 from kernelsweep.sim.tracer import SIM_TRACERS
 from kernelsweep.toolchain.resolve import Toolchain
@@ -41,17 +41,16 @@ def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -
     # The stand-ins import the sweep's kernel definitions: they append this process's import path to
     # their own (never in front of it, as PYTHONPATH would).
     import_path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
-    sim_env = {
-        "KERNELSWEEP_SIM_STATE": str(Path(state_dir).resolve()),
-        SESSION_ENV: new_session(Path(state_dir)),  # a new run of the simulated device: its own shift
-        IMPORT_PATH_ENV: import_path,
+    tool_env = {
+        # a new session: a new run of the simulated device, with its own shift
+        **sim_env(state_dir=Path(state_dir).resolve(), session=new_session(Path(state_dir)), import_path=import_path),
         **LEAN_ENV,
         **(env or {}),
     }
     return Toolchain(
         kind="sim",
         commands=commands,
-        env=sim_env,
+        env=tool_env,
         tracers=SIM_TRACERS,
         fixed_versions={"runtime": RUNTIME_VERSION, "instance_type": SIMULATED_INSTANCE},
         benchmark_python=sys.executable,

@@ -59,7 +59,7 @@ class StageContext:
     versions: ToolVersions
     host: HostPlatform = HostPlatform(None, "not set")
     stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)  # set: wind down
-    compile_gate: Slots = field(init=False, repr=False, compare=False)
+    compile_limiter: Slots = field(init=False, repr=False, compare=False)  # at most compile_slots compiles at once
     # which tracer the run's points start with; one that proves unusable is skipped from then on
     tracer_choice: TracerChoice = field(init=False, repr=False, compare=False)
     compile_memory_limit_bytes: int | None = None  # each compile's RLIMIT_AS (kernelsweep.toolchain.compile_cost)
@@ -67,7 +67,7 @@ class StageContext:
     host_name: str | None = None  # recorded with every NEFF this host compiles (the cache entry's `host`)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "compile_gate", Slots(self.compile_slots))
+        object.__setattr__(self, "compile_limiter", Slots(self.compile_slots))
         object.__setattr__(self, "tracer_choice", TracerChoice(self.versions.tracer))
 
     @property

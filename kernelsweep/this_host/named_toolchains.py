@@ -37,7 +37,7 @@ def prepare_toolchains(
         if contexts:
             first = next(iter(contexts.values()))
             object.__setattr__(ctx, "leasers", first.leasers)  # one host: one set of NeuronCore leases
-            object.__setattr__(ctx, "compile_gate", first.compile_gate)  # and one set of compile slots
+            object.__setattr__(ctx, "compile_limiter", first.compile_limiter)  # and one set of compile slots
         contexts[name] = ctx
         if notice:
             notices.append(f"toolchain {name}: {notice}" if name else notice)

@@ -20,3 +20,5 @@ loop is unrolled: these are naive reference kernels (README, Toolchains). On NKI
 MLP cannot trace: it reshapes shared_hbm tensors, which 0.1 refuses. Still open until a 0.7 host
 answers it (addendum O3): whether `nl.program_id(0)` is a Python int there, as `range()` needs.
 """
+
+__all__: list[str] = []  # no names: its modules are NKI sources, read by the tracers as files

@@ -6,15 +6,16 @@ timeout, and the run's tracer choice), `interpreter` (the Neuron SDK's Python it
 the same way: signature probes, result shapes, output names), `simulate` (nki.simulate, for
 `--toolchain cpu`), `worker` (the process itself).
 
-The names below load their module on first use (PEP 562): the trace worker, started once per point,
-imports `request` and `calls` only, and loading `job` with it (logging, tarfile, threading, the
+The names below load their module on first use (`public_face`): the trace worker, started once per
+point, imports `request` and `calls` only, and loading `job` with it (logging, tarfile, threading, the
 interpreter probes) cost it about a fifth of its start-up CPU.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kernelsweep import public_face
 
 if TYPE_CHECKING:
     from kernelsweep.toolchain.tracing.job import JOB_FILE, TracerChoice, probe, trace, tracer_label, unpack
@@ -30,22 +31,6 @@ if TYPE_CHECKING:
         TracerStatus,
         pack,
     )
-
-_HOME = {
-    **dict.fromkeys(("JOB_FILE", "TracerChoice", "probe", "trace", "tracer_label", "unpack"), "job"),
-    **dict.fromkeys(
-        ("RESULT_FILE", "Fallback", "TensorSpec", "TraceOutput", "TraceProducts", "Tracer", "TraceRequest",
-         "TracerProbe", "TracerStatus", "pack"),
-        "request",
-    ),
-}  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-
 
 __all__ = [
     "JOB_FILE",
@@ -65,3 +50,4 @@ __all__ = [
     "tracer_label",
     "unpack",
 ]
+__getattr__ = public_face(__name__, __file__)

@@ -4,10 +4,11 @@ Prefect records and retries it, and its task-run id noted for the row's lineage.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kernelsweep.chain import run_stages
-from kernelsweep.results import PointRecord
+from kernelsweep.results import PointRecord, StoredCapture
 from kernelsweep.sweepspec import Point
 from kernelsweep.tasks import capture_task, compile_task, extract_task, inputs_task, trace_task
 from kernelsweep.this_host import StageContext
@@ -21,8 +22,13 @@ _TASKS: dict[str, Any] = {  # Prefect's Task objects
 }
 
 
-def run_point(ctx: StageContext, point: Point) -> PointRecord | None:
-    return run_stages(ctx, point, as_task)
+def run_point(
+    ctx: StageContext,
+    point: Point,
+    stored: StoredCapture | None = None,
+    on_captured: Callable[[PointRecord], None] | None = None,
+) -> PointRecord | None:
+    return run_stages(ctx, point, as_task, stored=stored, on_captured=on_captured)
 
 
 def as_task(record: PointRecord, stage: str, args: tuple[Any, ...]) -> Any:

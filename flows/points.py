@@ -7,18 +7,21 @@ failure does (flows/README.md says why threads and not `.submit()`).
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import partial
 
 from threadpoolctl import threadpool_limits
 
 from kernelsweep.errors import StoreError
 from kernelsweep.flows.chain import run_point
 from kernelsweep.flows.progress import publish
-from kernelsweep.results import Journal, Row, build_row
+from kernelsweep.results import Journal, PointRecord, Row, StoredCapture, build_row
 from kernelsweep.sweepspec import Point
 from kernelsweep.this_host import StageContext
 
+log = logging.getLogger(__name__)
 POOL_SLACK = 2  # threads beyond compile slots + cores, so the next point is traced and ready
 
 
@@ -42,9 +45,15 @@ def measure(
         threadpool_limits(limits=1, user_api="blas"),
         ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="point") as pool,
     ):
+        stored = journal.captures(todo) if journal is not None else {}
+        on_captured = partial(_journal_capture, journal) if journal is not None else None
         futures = {
-            pool.submit(contextvars.copy_context().run, run_point, contexts[p.toolchain_name], p): p for p in todo
-        }
+            pool.submit(
+                contextvars.copy_context().run, run_point, contexts[p.toolchain_name], p, stored.get(p.point_id),
+                on_captured,
+            ): p
+            for p in todo
+        }  # fmt: skip
         for future in as_completed(futures):
             record = future.result()
             if record is None:  # stopped before it was measured: left for the resumed run
@@ -69,3 +78,15 @@ def measure(
                 on_row(futures[future], row)
             publish(row.summary())
     return rows, unsaved
+
+
+def _journal_capture(journal: Journal, record: PointRecord) -> None:
+    """The point's capture into the journal before it is extracted, so a retried shard does not take
+    the device for it again. Not written, the point is still measured: its row is journaled as ever."""
+    assert record.captured is not None
+    stored = StoredCapture(record.point.point_id, record.captured, record.task_run_ids.get("capture"))
+    try:
+        journal.record_capture(stored, record.point)
+    except StoreError as exc:
+        log.warning("the capture of %s is not journaled (%s); a retry would capture it again", record.point.point_id,
+                    exc)  # fmt: skip

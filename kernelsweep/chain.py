@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kernelsweep.errors import KernelsweepError
+from kernelsweep.results.captures import StoredCapture
 from kernelsweep.results.rows import PointRecord
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
 from kernelsweep.sweepspec.point import Point
@@ -44,10 +45,20 @@ class _Stopped(Exception):
 
 
 def run_stages(
-    ctx: StageContext, point: Point, runner: StageRunner = run_directly, *, compile_only: bool = False
+    ctx: StageContext,
+    point: Point,
+    runner: StageRunner = run_directly,
+    *,
+    compile_only: bool = False,
+    stored: StoredCapture | None = None,
+    on_captured: Callable[[PointRecord], None] | None = None,
 ) -> PointRecord | None:
     """The point's stages (its trace and compile alone with `compile_only`), each through `runner`;
-    None when the run was told to stop before the point was done."""
+    None when the run was told to stop before the point was done.
+
+    `stored` is the point's capture an earlier attempt journaled (kernelsweep.results.captures): it is
+    extracted instead of captured again while the store holds its files. `on_captured` is told of each
+    new capture before its extraction starts."""
     if ctx.stop.is_set():
         return None
     record = PointRecord(point=point, started_at=datetime.now(UTC))
@@ -65,7 +76,14 @@ def run_stages(
         record.compiled = step("compile", ctx, point, record.trace)
         if not compile_only:
             record.inputs = step("inputs", ctx, point)
-            record.captured = step("capture", ctx, point, record.compiled, record.inputs)
+            if stored is not None and _still_stored(ctx, stored):
+                record.captured = stored.result
+                if stored.task_run_id:
+                    record.task_run_ids["capture"] = stored.task_run_id
+            else:
+                record.captured = step("capture", ctx, point, record.compiled, record.inputs)
+                if on_captured is not None:
+                    on_captured(record)
             record.extracted = step("extract", ctx, point, record.compiled, record.inputs, record.captured)
     except _Stopped:
         return None
@@ -76,3 +94,8 @@ def run_stages(
         record.error_stage = exc.stage if isinstance(exc, KernelsweepError) and exc.stage else record.error_stage
     record.finished_at = datetime.now(UTC)
     return record
+
+
+def _still_stored(ctx: StageContext, stored: StoredCapture) -> bool:
+    """Whether the store still holds every file the capture's extraction reads."""
+    return all(ctx.store.has(ref) for ref in [*stored.result.ntffs, *stored.result.outputs.values()])

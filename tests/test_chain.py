@@ -13,7 +13,10 @@ from stage_context import point
 
 from kernelsweep.chain import STAGES, run_stages
 from kernelsweep.errors import CaptureError
+from kernelsweep.results.captures import StoredCapture
 from kernelsweep.results.rows import PointRecord
+from kernelsweep.stage_results import CaptureResult
+from kernelsweep.stores.artifacts import ArtifactRef
 
 POINT = point("vector_add")
 
@@ -83,3 +86,27 @@ def test_the_compile_farm_traces_and_compiles_only():
     assert stages.ran == ["trace", "compile"] and record is not None and record.compiled == "compile-result"
     failed = Stages(fail={"compile": ValueError("NCC")}).run(compile_only=True)
     assert failed is not None and failed.error_stage == "compile"
+
+
+def _stored(held: bool) -> tuple[Stages, StoredCapture]:
+    ref = ArtifactRef("file:///store/ntff", "ab" * 32, 10)
+    stored = StoredCapture(POINT.point_id, CaptureResult(ntffs=[ref], outputs={}, visible_cores="0", seconds=1.0), "t1")
+    stages = Stages()
+    stages.ctx.store = SimpleNamespace(has=lambda r: held and r == ref)
+    return stages, stored
+
+
+def test_a_journaled_capture_is_extracted_not_captured_again_and_keeps_its_task_run():
+    stages, stored = _stored(held=True)
+    told: list[PointRecord] = []
+    record = stages.run(stored=stored, on_captured=told.append)
+    assert stages.ran == ["trace", "compile", "inputs", "extract"] and told == []  # the device is not taken again
+    assert record is not None and record.captured is stored.result and record.task_run_ids["capture"] == "t1"
+
+
+def test_a_journaled_capture_whose_files_are_gone_is_captured_again_and_told_before_extraction():
+    stages, stored = _stored(held=False)
+    told: list[tuple[Any, list[str]]] = []
+    record = stages.run(stored=stored, on_captured=lambda r: told.append((r.captured, list(stages.ran))))
+    assert stages.ran == list(STAGES) and record is not None and record.captured == "capture-result"
+    assert told == [("capture-result", ["trace", "compile", "inputs", "capture"])]  # before extract ran

@@ -20,9 +20,13 @@ from specs import VECTOR_ADD, sim_spec
 
 from kernelsweep.errors import UsageError
 from kernelsweep.results import journal
+from kernelsweep.results.captures import StoredCapture
 from kernelsweep.results.journal import encode_row, entry_name, plan_resume, run_key
 from kernelsweep.results.rows import Row, row_id
+from kernelsweep.stage_results import CaptureResult
+from kernelsweep.stores.artifacts import ArtifactRef
 from kernelsweep.sweepspec.expansion import expand
+from kernelsweep.toolchain.iterations import IterationTiming
 
 KERNEL = {**VECTOR_ADD, "grid": {"n": [2048], "free_size": [1, 2, 4]}}
 NOW = datetime(2026, 11, 26, 1, 2, 3, tzinfo=UTC)
@@ -199,3 +203,28 @@ def test_a_resume_by_id_of_a_header_nothing_can_read_is_one_line(sweep):
     with pytest.raises(UsageError) as refused:
         plan_resume(spec.results, key, points, run_id=run.run_id)
     assert "--remeasure" in refused.value.message and "\n" not in refused.value.message
+
+
+def test_a_journaled_capture_reads_back_as_it_was_and_a_bad_one_is_skipped_with_one_warning(sweep, caplog):
+    spec, points, key = sweep
+    run = journal.begin(spec.results, plan_resume(spec.results, key, points), str(uuid.uuid4()), date(2026, 11, 26),
+                        spec.name, NOW)  # fmt: skip
+    ref = ArtifactRef("file:///store/ab", "ab" * 32, 10)
+    timing = IterationTiming((1.5, 2.25), "nrt-bench")
+    captured = CaptureResult([ref, ref], {"out": ref}, "0-1", 2.5, (True, False), ("dge off",), timing)
+    for point in points:
+        run.record_capture(StoredCapture(point.point_id, captured, "task-1"), point)
+    found = run.captures(points)
+    assert found == {p.point_id: StoredCapture(p.point_id, captured, "task-1") for p in points}  # exactly
+    truncated, foreign = points[0], points[1]
+    path = Path(run.files.uri(f"{run.base}/captures/{entry_name(truncated)}"))
+    path.write_bytes(path.read_bytes()[:40])
+    other = Path(run.files.uri(f"{run.base}/captures/{entry_name(foreign)}"))
+    other.write_bytes(Path(run.files.uri(f"{run.base}/captures/{entry_name(points[2])}")).read_bytes())
+    with caplog.at_level(logging.WARNING, logger="kernelsweep"):
+        found = run.captures(points)
+    assert list(found) == [points[2].point_id]  # the two bad ones are captured again
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2 and str(path) in warned[0] + warned[1] and "another point's capture" in " ".join(warned)
+    run.close()
+    assert not Path(run.files.uri(f"{run.base}/captures")).exists()  # a finished run leaves no capture behind

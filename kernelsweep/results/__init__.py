@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from kernelsweep import public_face
 
 if TYPE_CHECKING:
+    from kernelsweep.results.captures import StoredCapture
     from kernelsweep.results.columns import FAILED, INCORRECT, OK, SCHEMA_VERSION
     from kernelsweep.results.journal import Journal, begin, plan_resume, run_key
     from kernelsweep.results.outcome import RowSummary, SweepOutcome
@@ -30,6 +31,7 @@ __all__ = [
     "Row",
     "RowSummary",
     "SCHEMA_VERSION",
+    "StoredCapture",
     "SweepOutcome",
     "begin",
     "build_row",

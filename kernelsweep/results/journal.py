@@ -35,6 +35,7 @@ from typing import Any
 from kernelsweep.errors import UsageError
 from kernelsweep.names import slug
 from kernelsweep.results import journal_lease as lease
+from kernelsweep.results.captures import StoredCapture, decode_capture, encode_capture
 from kernelsweep.results.journal_check import FORMAT_VERSION, BadJournalObject, RunHeader, check_entry
 from kernelsweep.results.journal_files import JournalFiles, open_files
 from kernelsweep.results.journal_scan import HEADER, find_unfinished
@@ -105,6 +106,21 @@ class Journal:
         """Durable on return (fsync'd file, or a completed PutObject)."""
         self.files.put(f"{self.base}/points/{entry_name(point)}", encode_row(row))
 
+    def record_capture(self, stored: StoredCapture, point: Point) -> None:
+        """The point's capture, durable on return: a retried shard extracts from it (results.captures)."""
+        self.files.put(f"{self.base}/captures/{entry_name(point)}", encode_capture(stored))
+
+    def captures(self, points: Iterable[Point]) -> dict[str, StoredCapture]:
+        """point_id -> its journaled capture, for each of `points` that has one that reads back."""
+        found: dict[str, StoredCapture] = {}
+        for name, point, blob in self._entries("captures", points):
+            try:
+                found[point.point_id] = decode_capture(blob, point.point_id)
+            except BadJournalObject as exc:
+                log.warning("journal capture %s is not usable (%s); point %s is captured again",
+                            self.files.uri(name), exc, point.point_id)  # fmt: skip
+        return found
+
     def completed(self, points: Iterable[Point]) -> dict[str, Row]:
         """point_id -> row, for each of `points` whose journaled row is ok (failed points run again).
 
@@ -112,15 +128,10 @@ class Journal:
         point (another point's, another run's, a `row_id` that is not the one its run and point give),
         is no measurement: one warning names its file, and its point runs again.
         """
-        wanted = {entry_name(p): p for p in points}
-        present = [n for n in self.files.list(f"{self.base}/points/") if n.rsplit("/", 1)[-1] in wanted]
-        with ThreadPoolExecutor(READ_THREADS) as pool:
-            blobs = list(pool.map(self.files.get, present))
         rows: dict[str, Row] = {}
-        for name, blob in zip(present, blobs, strict=True):
-            point = wanted[name.rsplit("/", 1)[-1]]
+        for name, point, blob in self._entries("points", points):
             try:
-                row = self._entry_row(blob or b"", point)
+                row = self._entry_row(blob, point)
             except BadJournalObject as exc:
                 log.warning("journal entry %s is not usable (%s); point %s runs again", self.files.uri(name), exc,
                             point.point_id)  # fmt: skip
@@ -128,6 +139,14 @@ class Journal:
             if row.status == "ok":
                 rows[point.point_id] = row
         return rows
+
+    def _entries(self, folder: str, points: Iterable[Point]) -> list[tuple[str, Point, bytes]]:
+        """(file, point, its bytes) of each of `points` with an entry in the run's `folder`."""
+        wanted = {entry_name(p): p for p in points}
+        present = [n for n in self.files.list(f"{self.base}/{folder}/") if n.rsplit("/", 1)[-1] in wanted]
+        with ThreadPoolExecutor(READ_THREADS) as pool:
+            blobs = list(pool.map(self.files.get, present))
+        return [(n, wanted[n.rsplit("/", 1)[-1]], b or b"") for n, b in zip(present, blobs, strict=True)]
 
     def _entry_row(self, blob: bytes, point: Point) -> Row:
         row = decode_row(blob)

@@ -1,0 +1,200 @@
+"""Deciding a suspect by measuring A and B again, interleaved: `compare --confirm`.
+
+A compare that leaves a point inconclusive but leaning slower (a suspect, exit 3) can be settled by
+measuring more. Captured alternately on one NeuronCore (A, B, A, B, ...), both sides share what the
+machine does during the session: the host, the core, its clocks and temperature, the run's shift.
+So each round's log ratio, log(B) - log(A), carries only the two captures' own jitter, and the mean
+of the rounds' ratios narrows as rounds are added, where another run a side would add the run-to-run
+noise again. The interval is Student's t on the rounds' log ratios.
+
+Looking again after every few rounds would let noise through at some look, so the error level is
+spent: the k-th look (after 3, 6, 12, ... rounds) tests at alpha / 2^k, and the points confirmed
+together split alpha between them (Bonferroni), so the chance of any false verdict over the whole
+confirmation stays at most alpha. A point is decided at the first look where its interval lies
+above +threshold (slower), below -threshold (faster) or inside +-threshold (same); when the budget
+runs out first it stays inconclusive, with the rounds that would decide it at the rate seen.
+
+The same loop decides the CLI's captures and benchmarks/verdicts.py's simulated ones (`confirm`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from scipy.special import ndtri, stdtr, stdtrit
+
+from kernelsweep.report.stats import TINY, Effect, interval, margins, ratio_of
+
+FIRST_LOOK = 3  # rounds before the first look: fewer cannot estimate the rounds' spread
+REPEATS_PER_ROUND = 2  # a round is one capture of A and one of B
+
+Round = Callable[[], tuple[float, float]]  # captures A, then B; their latencies
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the whole confirmation may spend: captures (A's and B's together) and wall seconds."""
+
+    repeats: int
+    seconds: float
+
+    def describe(self) -> str:
+        return f"{self.repeats} repeats or {self.seconds:g} s"
+
+
+@dataclass
+class Spent:
+    repeats: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A confirmed point: its verdict on the interleaved rounds, why, and what deciding it cost; when
+    undecided, the rounds that would decide it at the spread seen (None: none would, or unknown)."""
+
+    outcome: str  # slower | faster | same | inconclusive
+    why: str
+    effect: Effect | None
+    a_us: list[float]
+    b_us: list[float]
+    seconds: float
+    rounds_needed: int | None = None
+
+    @property
+    def repeats(self) -> int:
+        return len(self.a_us) + len(self.b_us)
+
+    @property
+    def seconds_per_round(self) -> float:
+        return self.seconds / len(self.a_us) if self.a_us else math.nan
+
+
+def looks(last: int) -> list[int]:
+    """The rounds after which a point is judged: 3, 6, 12, ... and the last round the budget allows."""
+    due, n = [], FIRST_LOOK
+    while n < last:
+        due.append(n)
+        n *= 2
+    return [*due, last] if last >= FIRST_LOOK else []
+
+
+@dataclass
+class _Point:
+    threshold: float
+    a: list[float] = field(default_factory=list)
+    b: list[float] = field(default_factory=list)
+
+    def effect(self, alpha: float) -> Effect:
+        logs = [math.log(b) - math.log(a) for a, b in zip(self.a, self.b, strict=True)]
+        n, mean = len(logs), statistics.fmean(logs)
+        se = max(TINY, statistics.stdev(logs) / math.sqrt(n))
+        df = n - 1
+        t = float(stdtrit(df, 1 - alpha))
+        down, up = margins(self.threshold)
+        return Effect(
+            ratio=ratio_of(mean),
+            low=ratio_of(mean - t * se),
+            high=ratio_of(mean + t * se),
+            p_value=float(2 * stdtr(df, -abs(mean) / se)),
+            p_above=float(stdtr(df, -(mean - up) / se)),
+            p_below=float(stdtr(df, (mean - down) / se)),
+            method=f"t on {n} interleaved rounds' log ratios, captured on one core ({df} df)",
+            runs=(1, 1),
+            repeats=(n, n),
+            threshold=self.threshold,
+            se=se,
+        )
+
+
+def _verdict(e: Effect, alpha: float) -> str | None:
+    if e.p_above <= alpha:
+        return "slower"
+    if e.p_below <= alpha:
+        return "faster"
+    if 1 - e.threshold <= e.low and e.high <= 1 + e.threshold:
+        return "same"
+    return None
+
+
+def rounds_to_decide(e: Effect, alpha: float) -> int | None:
+    """Rounds that would decide the point at the spread seen (normal approximation at `alpha`), or
+    None when the change sits on the threshold, where no number of rounds decides it."""
+    centre, spread = math.log(e.ratio), e.se * math.sqrt(e.repeats[0])
+    down, up = margins(e.threshold)
+    room = max(centre - up, down - centre) if not down < centre < up else min(up - centre, centre - down)
+    if room <= 1e-4:  # within a hundredth of a percent of the threshold
+        return None
+    z = float(ndtri(1 - alpha))
+    return max(FIRST_LOOK, math.ceil((z * spread / room) ** 2))
+
+
+def confirm_point(
+    measure: Round, threshold: float, alpha: float, rounds: int, seconds: float, clock: Callable[[], float]
+) -> Decision:
+    """Rounds of A then B until a look decides, `rounds` are done, or `seconds` have passed."""
+    point, started = _Point(threshold), clock()
+    due = looks(rounds)
+    found: Effect | None = None
+    for look, after in enumerate(due, start=1):
+        while len(point.a) < after and clock() - started < seconds:
+            a_us, b_us = measure()
+            point.a.append(a_us)
+            point.b.append(b_us)
+        if len(point.a) < FIRST_LOOK:
+            break
+        level = alpha / 2**look
+        found = point.effect(level)
+        decided = _verdict(found, level)
+        if decided:
+            why = f"{interval(found)} on {len(point.a)} interleaved rounds; decided at alpha {level:.2g}"
+            return Decision(decided, why, found, point.a, point.b, clock() - started)
+        if len(point.a) < after:  # the seconds ran out before this look's rounds
+            break
+    spent = clock() - started
+    if found is None:
+        why = (
+            f"the budget left this point {len(point.a)} interleaved round(s); {FIRST_LOOK} rounds "
+            f"({REPEATS_PER_ROUND * FIRST_LOOK} repeats) are the fewest that bound a change"
+        )
+        return Decision("inconclusive", why, None, point.a, point.b, spent, FIRST_LOOK)
+    need = rounds_to_decide(found, alpha / 2 ** (len(due) + 1))
+    repeats = REPEATS_PER_ROUND * len(point.a)
+    done = f"{interval(found)} after {len(point.a)} interleaved rounds ({repeats} repeats, {spent:.1f} s)"
+    if need is None:
+        why = f"{done}: the change sits on the +-{threshold:.0%} threshold, where no number of rounds decides it"
+        return Decision("inconclusive", why, found, point.a, point.b, spent)
+    why = (
+        f"{done} still crosses +-{threshold:.0%}: about {REPEATS_PER_ROUND * need} repeats "
+        f"(~{need * spent / len(point.a):.0f} s) for this point would decide it"
+    )
+    return Decision("inconclusive", why, found, point.a, point.b, spent, need)
+
+
+def confirm(
+    points: Sequence[AbstractContextManager[Round]],
+    thresholds: Sequence[float],
+    alpha: float,
+    budget: Budget,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[Decision]:
+    """Each suspect in turn (entering its context: the CLI leases its core there), each with an even
+    share of what is left of the budget; the points split alpha between them."""
+    per_point = alpha / max(1, len(points))
+    decisions: list[Decision] = []
+    spent = Spent()
+    for index, (opened, threshold) in enumerate(zip(points, thresholds, strict=True)):
+        left = len(points) - index
+        rounds = (budget.repeats - spent.repeats) // (REPEATS_PER_ROUND * left)
+        seconds = (budget.seconds - spent.seconds) / left
+        with opened as measure:
+            decided = confirm_point(measure, threshold, per_point, rounds, seconds, clock)
+        spent.repeats += decided.repeats
+        spent.seconds += decided.seconds
+        decisions.append(decided)
+    return decisions

@@ -18,7 +18,7 @@ from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
 from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison, PointComparison
 from kernelsweep.report.index import Indexed
-from kernelsweep.report.interleaved import Budget
+from kernelsweep.report.interleaved import DEFAULT_REPEATS, DEFAULT_SECONDS, Budget
 from kernelsweep.report.load import ReportRow
 from kernelsweep.report.measures import MEASURES, as_measure, measure
 from kernelsweep.report.results import Results
@@ -64,9 +64,9 @@ _STYLES = {
     help="Decide the suspects (what exit 3 means): capture A's and B's NEFFs again, interleaved on one "
     "core, until each is decided or the budget is spent (--runs, --versions; the captures are rows too).",
 )
-@click.option("--budget-repeats", type=click.IntRange(6, 100_000), default=120, show_default=True,
+@click.option("--budget-repeats", type=click.IntRange(6, 100_000), default=DEFAULT_REPEATS, show_default=True,
               help="With --confirm: captures of A and B together, over all suspects.")  # fmt: skip
-@click.option("--budget-seconds", type=click.FloatRange(1, 86_400), default=600, show_default=True,
+@click.option("--budget-seconds", type=click.FloatRange(1, 86_400), default=DEFAULT_SECONDS, show_default=True,
               help="With --confirm: seconds of captures over all suspects.")  # fmt: skip
 @click.option("--toolchain", type=click.Choice(["auto", "neuron", "sim"]), default="auto", show_default=True,
               help="With --confirm: the toolchain that captures.")  # fmt: skip

@@ -32,6 +32,8 @@ from kernelsweep.report.stats import TINY, Effect, interval, margins, ratio_of
 
 FIRST_LOOK = 3  # rounds before the first look: fewer cannot estimate the rounds' spread
 REPEATS_PER_ROUND = 2  # a round is one capture of A and one of B
+# `compare --confirm`'s default budget over all suspects: 60 rounds, or ten minutes of captures
+DEFAULT_REPEATS, DEFAULT_SECONDS = 120, 600.0
 
 Round = Callable[[], tuple[float, float]]  # captures A, then B; their latencies
 

@@ -24,10 +24,9 @@ import pyarrow.parquet as pq
 import pytest
 from report_rows import row
 
-from kernelsweep.report.interleaved import FIRST_LOOK, confirm, confirm_point
-from kernelsweep.report.interleaved import Budget as ConfirmBudget
 from kernelsweep.report.compare import compare_runs
 from kernelsweep.report.index import Indexed
+from kernelsweep.report.interleaved import FIRST_LOOK, Budget, confirm, confirm_point
 from kernelsweep.report.load import COLUMNS
 from kernelsweep.results import reader
 from kernelsweep.results.writer import object_key
@@ -185,6 +184,6 @@ def test_a_change_on_the_threshold_is_never_decided_slower_more_often_than_alpha
 
 def test_the_budget_is_shared_between_the_suspects():
     points = [nullcontext(_rounds(0.021, seed)) for seed in range(3)]
-    decided = confirm(points, [0.02] * 3, 0.05, ConfirmBudget(36, math.inf), _still)
+    decided = confirm(points, [0.02] * 3, 0.05, Budget(36, math.inf), _still)
     assert [d.repeats for d in decided] == [12, 12, 12]
     assert all(d.outcome == "inconclusive" and d.rounds_needed and d.rounds_needed > 6 for d in decided)

@@ -15,6 +15,7 @@ are never a run of the point: reports and comparisons leave them out (kernelswee
 
 from __future__ import annotations
 
+import math
 import socket
 import statistics
 import tempfile
@@ -30,7 +31,7 @@ from kernelsweep import names
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.profiles.metrics import LatencyStats
 from kernelsweep.report.compare import Comparison, PointComparison
-from kernelsweep.report.interleaved import Budget, Decision, Round, confirm
+from kernelsweep.report.interleaved import REPEATS_PER_ROUND, Budget, Decision, Round, confirm
 from kernelsweep.results import reader
 from kernelsweep.results.columns import CONFIRMATION, PARAM_PREFIX
 from kernelsweep.results.rows import Row
@@ -78,17 +79,20 @@ class Confirmed:
         )
 
     def wanted(self, budget: Budget) -> str | None:
-        """What budget would decide the points left undecided, at the spread and pace seen."""
+        """What budget would decide the points left undecided at the spread and pace seen: enough
+        that even shares give every suspect the rounds the neediest one wants."""
         left = [d for _, d in self.decisions if d.outcome == "inconclusive"]
         if not left:
             return None
         if any(d.rounds_needed is None for d in left):
             return f"{len(left)} point(s) stayed undecided; one sits on the threshold, where no budget decides it"
-        repeats = sum(2 * d.rounds_needed for d in left if d.rounds_needed)
-        seconds = sum((d.rounds_needed or 0) * (d.seconds_per_round if d.a_us else 1.0) for d in left)
+        rounds = max(d.rounds_needed or 0 for d in left)
+        pace = max((d.seconds_per_round for d in left if d.a_us), default=math.nan)
+        shares = len(self.decisions)
+        seconds = f" --budget-seconds {math.ceil(shares * rounds * pace)}" if math.isfinite(pace) else ""
         return (
             f"{len(left)} point(s) stayed undecided within {budget.describe()}; about --budget-repeats "
-            f"{repeats} --budget-seconds {max(seconds, 1):.0f} would decide them"
+            f"{shares * REPEATS_PER_ROUND * rounds}{seconds} would decide them"
         )
 
 

@@ -26,11 +26,12 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from scipy.special import ndtri, stdtr, stdtrit
+from scipy.special import stdtr, stdtrit
 
 from kernelsweep.report.stats import TINY, Effect, interval, margins, ratio_of
 
 FIRST_LOOK = 3  # rounds before the first look: fewer cannot estimate the rounds' spread
+MOST_ROUNDS = 1 << 20  # a point no budget this size decides is not worth a figure
 REPEATS_PER_ROUND = 2  # a round is one capture of A and one of B
 # `compare --confirm`'s default budget over all suspects: 60 rounds, or ten minutes of captures
 DEFAULT_REPEATS, DEFAULT_SECONDS = 120, 600.0
@@ -124,16 +125,19 @@ def _verdict(e: Effect, alpha: float) -> str | None:
     return None
 
 
-def rounds_to_decide(e: Effect, alpha: float) -> int | None:
-    """Rounds that would decide the point at the spread seen (normal approximation at `alpha`), or
-    None when the change sits on the threshold, where no number of rounds decides it."""
+def rounds_to_decide(e: Effect, alpha: float, done: int) -> int | None:
+    """The first look after `done` rounds (3, 6, 12, ...) at which the change and spread seen would be
+    decided at that look's level, or None when the change sits on the threshold (no number of rounds
+    decides it, or none below a million)."""
     centre, spread = math.log(e.ratio), e.se * math.sqrt(e.repeats[0])
     down, up = margins(e.threshold)
     room = max(centre - up, down - centre) if not down < centre < up else min(up - centre, centre - down)
-    if room <= 1e-4:  # within a hundredth of a percent of the threshold
-        return None
-    z = float(ndtri(1 - alpha))
-    return max(FIRST_LOOK, math.ceil((z * spread / room) ** 2))
+    n, look = FIRST_LOOK, 1
+    while n < MOST_ROUNDS and room > 1e-4:  # within a hundredth of a percent of the threshold: never
+        if n > done and float(stdtrit(n - 1, 1 - alpha / 2**look)) * spread / math.sqrt(n) <= room:
+            return n
+        n, look = 2 * n, look + 1
+    return None
 
 
 def confirm_point(
@@ -165,7 +169,7 @@ def confirm_point(
             f"({REPEATS_PER_ROUND * FIRST_LOOK} repeats) are the fewest that bound a change"
         )
         return Decision("inconclusive", why, None, point.a, point.b, spent, FIRST_LOOK)
-    need = rounds_to_decide(found, alpha / 2 ** (len(due) + 1))
+    need = rounds_to_decide(found, alpha, len(point.a))
     repeats = REPEATS_PER_ROUND * len(point.a)
     done = f"{interval(found)} after {len(point.a)} interleaved rounds ({repeats} repeats, {spent:.1f} s)"
     if need is None:

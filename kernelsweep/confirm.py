@@ -208,16 +208,18 @@ class _Interleaved:
 
 
 def _decided(point: PointComparison, decided: Decision) -> PointComparison:
-    """The point with the confirmation's verdict; a point still undecided stays the suspect exit 3 means."""
-    measured = {"a_us": statistics.median(decided.a_us or [0]), "b_us": statistics.median(decided.b_us or [0])}
-    return replace(
+    """The point with the confirmation's verdict and its captures' medians (when it had any); a point
+    still undecided stays the suspect exit 3 means."""
+    confirmed = replace(
         point,
         outcome=decided.outcome,
         why=f"confirmed: {decided.why}",
         effect=decided.effect or point.effect,
         suspect=decided.outcome == "inconclusive",
-        **(measured if decided.a_us else {}),
     )
+    if not decided.a_us:
+        return confirmed
+    return replace(confirmed, a_us=statistics.median(decided.a_us), b_us=statistics.median(decided.b_us))
 
 
 def _rows(
@@ -260,8 +262,9 @@ def _row(
 ) -> Row:
     stats = LatencyStats.of(latencies)
     params = {k.removeprefix(PARAM_PREFIX): v for k, v in record.items() if k.startswith(PARAM_PREFIX)}
+    copied: dict[str, Any] = {name: record.get(name) for name in _COPIED}
     return Row(
-        **{name: record.get(name) for name in _COPIED},
+        **copied,
         row_id=str(uuid.uuid5(ROW_NAMESPACE, f"{confirm_id}/{record['row_id']}")),
         params={axis: value for axis, value in params.items() if value is not None},
         toolchain=ctx.toolchain.kind,

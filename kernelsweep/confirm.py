@@ -34,6 +34,7 @@ from kernelsweep.report.compare import Comparison, PointComparison
 from kernelsweep.report.interleaved import REPEATS_PER_ROUND, Budget, Decision, Round, confirm
 from kernelsweep.results import reader
 from kernelsweep.results.columns import CONFIRMATION, PARAM_PREFIX
+from kernelsweep.results.row_parts import latency_columns
 from kernelsweep.results.rows import Row
 from kernelsweep.results.writer import write_results
 from kernelsweep.stages import capture_one, dge_notifs, viewed_latency
@@ -260,7 +261,6 @@ def _row(
     confirm_id: str,
     captured: _Interleaved,
 ) -> Row:
-    stats = LatencyStats.of(latencies)
     params = {k.removeprefix(PARAM_PREFIX): v for k, v in record.items() if k.startswith(PARAM_PREFIX)}
     copied: dict[str, Any] = {name: record.get(name) for name in _COPIED}
     return Row(
@@ -271,13 +271,7 @@ def _row(
         is_simulation=ctx.toolchain.is_simulation,
         status=CONFIRMATION,
         error_message=message,
-        repeats=stats.repeats,
-        latency_median_us=stats.median_us,
-        latency_min_us=stats.min_us,
-        latency_max_us=stats.max_us,
-        latency_p90_us=stats.p90_us,
-        latency_p99_us=stats.p99_us,
-        latencies_us=list(stats.latencies_us),
+        **latency_columns(LatencyStats.of(latencies)),
         timing_source="simulator" if ctx.toolchain.is_simulation else "device",
         runtime_version=ctx.versions.runtime,
         profiler_version=ctx.versions.profiler,

@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from scipy.special import stdtr, stdtrit
+from scipy.special import stdtrit
 
-from kernelsweep.report.stats import TINY, Effect, interval, margins, ratio_of
+from kernelsweep.report.stats import TINY, Effect, interval, margins, t_effect
 
 FIRST_LOOK = 3  # rounds before the first look: fewer cannot estimate the rounds' spread
 MOST_ROUNDS = 1 << 20  # a point no budget this size decides is not worth a figure
@@ -95,24 +95,10 @@ class _Point:
 
     def effect(self, alpha: float) -> Effect:
         logs = [math.log(b) - math.log(a) for a, b in zip(self.a, self.b, strict=True)]
-        n, mean = len(logs), statistics.fmean(logs)
+        n = len(logs)
         se = max(TINY, statistics.stdev(logs) / math.sqrt(n))
-        df = n - 1
-        t = float(stdtrit(df, 1 - alpha))
-        down, up = margins(self.threshold)
-        return Effect(
-            ratio=ratio_of(mean),
-            low=ratio_of(mean - t * se),
-            high=ratio_of(mean + t * se),
-            p_value=float(2 * stdtr(df, -abs(mean) / se)),
-            p_above=float(stdtr(df, -(mean - up) / se)),
-            p_below=float(stdtr(df, (mean - down) / se)),
-            method=f"t on {n} interleaved rounds' log ratios, captured on one core ({df} df)",
-            runs=(1, 1),
-            repeats=(n, n),
-            threshold=self.threshold,
-            se=se,
-        )
+        method = f"t on {n} interleaved rounds' log ratios, captured on one core ({n - 1} df)"
+        return t_effect(statistics.fmean(logs), se, n - 1, alpha, self.threshold, method, (1, 1), (n, n))
 
 
 def _verdict(e: Effect, alpha: float) -> str | None:

@@ -171,6 +171,16 @@ def _context(fetched: Sequence[tuple[Fetched, Fetched]], toolchain: str, locatio
         "artifacts": tempfile.gettempdir(),  # nothing is put: the NEFFs come from the rows' own stores
     }  # fmt: skip
     ctx, _ = prepare(parse_spec(data, source="compare --confirm"), locations)
+    records = [side.record for pair in fetched for side in pair]
+    if ctx.toolchain.is_simulation and not all(r["is_simulation"] for r in records):
+        raise UsageError(
+            f"--confirm: the suspects were measured on a device and this host captures on the {ctx.toolchain.kind} "
+            "toolchain, whose times are a model; confirm on a Neuron host of their platform (--toolchain neuron)"
+        )
+    foreign = sorted({r["platform"] for r in records if not ctx.host.runs(r["platform"])})
+    if foreign:
+        raise UsageError(f"--confirm: this host captures {ctx.host.family} points only, not {', '.join(foreign)}; "
+                         "confirm on a host of that platform")  # fmt: skip
     return ctx
 
 

@@ -30,6 +30,7 @@ from kernelsweep.report.interleaved import FIRST_LOOK, Budget, confirm, confirm_
 from kernelsweep.report.load import COLUMNS
 from kernelsweep.results import reader
 from kernelsweep.results.writer import object_key
+from kernelsweep.stores.artifacts import LocalArtifactStore
 
 QUIET = {
     "KERNELSWEEP_SIM_RUN_NOISE": "0",
@@ -130,26 +131,43 @@ def test_confirmation_rows_are_in_the_dataset_and_report_reads_them(dataset, tmp
     assert plain.returncode == 3 and again["points"][0]["suspect"]  # the plain compare is unchanged by them
 
 
-@pytest.mark.parametrize("broken", ["unlinked", "gone from the store"])
-def test_a_row_whose_neff_cannot_be_had_is_one_line_and_exit_2(tmp_path, broken):
-    """Two runs of one point written directly, B 10% slower (a suspect), whose rows link no NEFF, or
-    one their store does not hold."""
-    missing = "ab" * 32  # named as the store names its files, in a store that never held it
-    uri, sha = (None, None) if broken == "unlinked" else (f"file://{tmp_path}/artifacts/sha256/ab/{missing}", missing)
+def _suspect_rows(tmp_path: Path, uri: str | None, sha: str | None, simulated: bool = True) -> Path:
+    """Two runs of one point written directly, B 10% slower (a suspect), linking the NEFF given."""
     results = tmp_path / "results"
     for night, (run, level) in enumerate((("run-a", 100.0), ("run-b", 110.0))):
         made = row(run=run, night=night, latencies=list(level + np.arange(7.0)))
         record = {**{c: getattr(made, c) for c in COLUMNS}, "neff_uri": uri, "neff_sha256": sha}
+        record.update(is_simulation=simulated, kernel_ref="kernelsweep.kernels.vector_add:vector_add")
         target = results / object_key(made.platform, made.run_date, run)
         target.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist([record]), target)
     [point] = compare_runs(Indexed(str(results)), "run-a", "run-b").points
     assert point.suspect, point.why
+    return results
+
+
+def _refused(results: Path, tmp_path: Path) -> str:
+    """The one line a refused confirmation prints; nothing captured, nothing written."""
     done, _ = _compare(results, tmp_path, "--confirm", "--toolchain", "sim")
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "NEFF" in lines[0] and "--confirm" in lines[0], done.stderr
+    assert len(lines) == 1 and "--confirm" in lines[0], done.stderr
     assert _confirmation_rows(results) == []
+    return lines[0]
+
+
+@pytest.mark.parametrize("broken", ["unlinked", "gone from the store"])
+def test_a_row_whose_neff_cannot_be_had_is_one_line_and_exit_2(tmp_path, broken):
+    missing = "ab" * 32  # named as the store names its files, in a store that never held it
+    uri, sha = (None, None) if broken == "unlinked" else (f"file://{tmp_path}/artifacts/sha256/ab/{missing}", missing)
+    assert "NEFF" in _refused(_suspect_rows(tmp_path, uri, sha), tmp_path)
+
+
+def test_rows_measured_on_a_device_are_not_confirmed_on_the_simulator(tmp_path):
+    (tmp_path / "neff").write_bytes(b"a NEFF")
+    ref = LocalArtifactStore(tmp_path / "artifacts").put_file(tmp_path / "neff")
+    line = _refused(_suspect_rows(tmp_path, ref.uri, ref.sha256, simulated=False), tmp_path)
+    assert "measured on a device" in line
 
 
 def _rounds(change: float, seed: int, jitter: float = 0.01):

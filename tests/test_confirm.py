@@ -205,3 +205,16 @@ def test_the_budget_is_shared_between_the_suspects():
     decided = confirm(points, [0.02] * 3, 0.05, Budget(36, math.inf), _still)
     assert [d.repeats for d in decided] == [12, 12, 12]
     assert all(d.outcome == "inconclusive" and d.rounds_needed and d.rounds_needed > 6 for d in decided)
+
+
+def test_the_seconds_budget_stops_the_rounds():
+    """A round takes a second here: ten seconds are ten rounds, judged when the time ran out."""
+    now, draw = [0.0], _rounds(0.021, 1)
+
+    def measure() -> tuple[float, float]:
+        now[0] += 1.0
+        return draw()
+
+    decided = confirm_point(measure, 0.02, 0.05, rounds=500, seconds=10, clock=lambda: now[0])
+    assert decided.outcome == "inconclusive" and len(decided.a_us) == 10, decided.why
+    assert "after 10 interleaved rounds (20 repeats, 10.0 s)" in decided.why

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,6 @@ class Confirmed:
     comparison: Comparison
     decisions: list[tuple[PointComparison, Decision]]
     flow_run_id: str
-    written: list[str]
 
     @property
     def repeats(self) -> int:
@@ -109,20 +108,21 @@ def run(comparison: Comparison, results_uri: str, locations: Locations, toolchai
         fetched = [(fetch(results_uri, p.a[0].row_id, Path(tmp) / f"{i}-a"),
                     fetch(results_uri, p.b[0].row_id, Path(tmp) / f"{i}-b")) for i, p in enumerate(chosen)]  # fmt: skip
         if not chosen:
-            return Confirmed(comparison, [], confirm_id, [])
+            return Confirmed(comparison, [], confirm_id)
         ctx = _context(fetched, toolchain, locations)
         rounds = [_Interleaved(ctx, a, b, Path(tmp) / f"{i}-captures") for i, (a, b) in enumerate(fetched)]
         thresholds = [comparison.rule.threshold_for(p.kernel) for p in chosen]
         decisions = confirm(rounds, thresholds, comparison.rule.alpha, budget)
     rows = [
         row
-        for point, (a, b), decided, side in zip(chosen, fetched, decisions, rounds, strict=True)
-        for row in _rows(ctx, comparison, point, a, b, decided, side, confirm_id)
+        for (a, b), decided, side in zip(fetched, decisions, rounds, strict=True)
+        for row in _rows(ctx, comparison, a, b, decided, side, confirm_id)
     ]
-    written = _write(rows, results_uri, confirm_id, comparison) if rows else []
+    if rows:
+        _write(rows, results_uri, confirm_id, comparison)
     by_key = {p.key: d for p, d in zip(chosen, decisions, strict=True)}
     points = [_decided(p, by_key[p.key]) if p.key in by_key else p for p in comparison.points]
-    done = Confirmed(comparison, list(zip(chosen, decisions, strict=True)), confirm_id, written)
+    done = Confirmed(comparison, list(zip(chosen, decisions, strict=True)), confirm_id)
     notes = [*comparison.notes, done.cost(), *filter(None, [done.wanted(budget)])]
     return replace(done, comparison=replace(comparison, points=points, notes=notes))
 
@@ -236,13 +236,13 @@ def _decided(point: PointComparison, decided: Decision) -> PointComparison:
 def _rows(
     ctx: StageContext,
     comparison: Comparison,
-    point: PointComparison,
     a: Fetched,
     b: Fetched,
     decided: Decision,
     captured: _Interleaved,
     confirm_id: str,
 ) -> list[Row]:
+    """A row per side of one confirmed point, holding its captures (none when the budget allowed none)."""
     if not decided.a_us:
         return []
     message = (
@@ -295,10 +295,6 @@ def _row(
     )
 
 
-def _write(rows: list[Row], results_uri: str, confirm_id: str, comparison: Comparison) -> list[str]:
+def _write(rows: list[Row], results_uri: str, confirm_id: str, comparison: Comparison) -> None:
     lineage = {"confirms": comparison.title, "flow_run_id": confirm_id, "points": len(rows) // 2}
-    return write_results(rows, results_uri, flow_run_id=confirm_id, run_date=_today(), lineage=lineage)
-
-
-def _today() -> date:
-    return datetime.now(UTC).date()
+    write_results(rows, results_uri, flow_run_id=confirm_id, run_date=datetime.now(UTC).date(), lineage=lineage)

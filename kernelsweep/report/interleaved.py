@@ -50,12 +50,6 @@ class Budget:
         return f"{self.repeats} repeats or {self.seconds:g} s"
 
 
-@dataclass
-class Spent:
-    repeats: int = 0
-    seconds: float = 0.0
-
-
 @dataclass(frozen=True)
 class Decision:
     """A confirmed point: its verdict on the interleaved rounds, why, and what deciding it cost; when
@@ -179,14 +173,10 @@ def confirm(
     share of what is left of the budget; the points split alpha between them."""
     per_point = alpha / max(1, len(points))
     decisions: list[Decision] = []
-    spent = Spent()
     for index, (opened, threshold) in enumerate(zip(points, thresholds, strict=True)):
         left = len(points) - index
-        rounds = (budget.repeats - spent.repeats) // (REPEATS_PER_ROUND * left)
-        seconds = (budget.seconds - spent.seconds) / left
+        rounds = (budget.repeats - sum(d.repeats for d in decisions)) // (REPEATS_PER_ROUND * left)
+        seconds = (budget.seconds - sum(d.seconds for d in decisions)) / left
         with opened as measure:
-            decided = confirm_point(measure, threshold, per_point, rounds, seconds, clock)
-        spent.repeats += decided.repeats
-        spent.seconds += decided.seconds
-        decisions.append(decided)
+            decisions.append(confirm_point(measure, threshold, per_point, rounds, seconds, clock))
     return decisions

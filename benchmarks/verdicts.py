@@ -9,9 +9,11 @@ earlier nights, or none on a first compare), the prior the sweep's points lend e
 (kernelsweep.report.prior, as `compare` groups them), then `compare.judge` over the family.
 
 Confirmation (`--confirm`): every suspect (an inconclusive point whose own test leans slower, what
-makes `compare` exit 3) is measured again, one more run of A and of B with the same repeats, and the
-fresh pair alone is judged with the suspects as the family. The extra repeats are counted. Nothing
-here is measured on a machine: the figures follow from the configured noise and the rule.
+makes `compare` exit 3) is decided as `compare --confirm` decides it: kernelsweep.report.interleaved's
+`confirm`, the CLI's own loop, with its default budget, fed rounds drawn from the same noise model:
+A's and B's captures interleaved in one session of one core share the point's run shift and the
+run's shared shift, and each capture has its own jitter. The extra repeats are counted. Nothing here
+is measured on a machine: the figures follow from the configured noise and the rule.
 
     python benchmarks/verdicts.py [--families 200] [--quick]
 """
@@ -19,13 +21,16 @@ here is measured on a machine: the figures follow from the configured noise and 
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
-from kernelsweep.report import prior
+from kernelsweep.report import interleaved, prior
 from kernelsweep.report.compare import judge
+from kernelsweep.report.interleaved import DEFAULT_REPEATS, Budget
 from kernelsweep.report.stats import Effect, Rule, Sample, Spread, effect, spread_of
 
 JITTER = 0.01  # kernelsweep.sim.model.predict's per-repeat jitter
@@ -117,13 +122,27 @@ def compare_once(
     suspects = [i for i, j in enumerate(judged) if j[4]]
     if not (confirm and suspects):
         return Draw(outcomes, len(suspects), 0)
-    again_a = runs(rng, len(suspects), 1, repeats, run_noise, 0.0, shared)
-    again_b = runs(rng, len(suspects), 1, repeats, run_noise, change[suspects], shared)
-    fresh = judge(effects(again_a, again_b, [spread[i] for i in suspects], rule), rule)
-    for i, found in zip(suspects, fresh, strict=True):
-        outcomes[i] = found[0]
-    left = sum(found[4] for found in fresh)
-    return Draw(outcomes, left, 2 * repeats * len(suspects))
+    sessions = [_session(rng, float(change[i]), run_noise, shared) for i in suspects]
+    budget = Budget(DEFAULT_REPEATS, math.inf)
+    decided = interleaved.confirm(sessions, [rule.threshold] * len(suspects), rule.alpha, budget, clock=lambda: 0.0)
+    for i, found in zip(suspects, decided, strict=True):
+        outcomes[i] = found.outcome
+    left = sum(found.outcome == "inconclusive" for found in decided)
+    return Draw(outcomes, left, sum(found.repeats for found in decided))
+
+
+def _session(
+    rng: np.random.Generator, change: float, run_noise: float, shared: float
+) -> AbstractContextManager[interleaved.Round]:
+    """A suspect's confirmation session: A and B of one point on one core share the session's shift
+    for the point and the run's shared shift; each capture has its own jitter."""
+    level = 100 * (1 + run_noise * rng.standard_normal()) * (1 + shared * rng.standard_normal())
+
+    def round_() -> tuple[float, float]:
+        jitter = 1 + JITTER * rng.standard_normal(2)
+        return float(level * jitter[0]), float(level * (1 + change) * jitter[1])
+
+    return nullcontext(round_)
 
 
 def lone(
@@ -158,6 +177,20 @@ def unchanged(
         slower += drawn.outcomes.count("slower")
         exits[drawn.exit_code] += 1
     return {"points slower": slower / (families * points), **{f"exit {k}": v / families for k, v in exits.items()}}
+
+
+def one_kernel_slower(seed: int, families: int, confirm: bool) -> str:
+    """A first compare of 36 points (3 kernels of 12, 7 repeats, 1% run noise) where the first kernel's
+    12 points got 15% slower: how often it exits 1 calling exactly those points slower."""
+    rng = np.random.default_rng(seed)
+    change = np.where(np.arange(36) < 12, 0.15, 0.0)
+    exact = exit_1 = 0
+    for _ in range(families):
+        drawn = compare_once(rng, change, 7, 0.01, history=False, confirm=confirm)
+        exit_1 += drawn.exit_code == 1
+        exact += [i for i, o in enumerate(drawn.outcomes) if o == "slower"] == list(range(12))
+    case = f"one kernel of 3 (12 of 36 points) 15% slower, first compare, 7 repeats, 1% run noise, confirm={confirm}"
+    return f"{case}: exit 1 {100 * exit_1 / families:.1f}%, exactly its points slower {100 * exact / families:.1f}%"
 
 
 def all_changed(seed: int, families: int, points: int, repeats: int, run_noise: float, change: float) -> float:
@@ -240,7 +273,11 @@ def main() -> None:
         for history in (True, False):
             found = unchanged(2, args.families, 500, 7, 0.01, history=history, confirm=True)
             print(f"unchanged 500 points, 7 repeats, 1% run noise, history={history}, confirmed: "
-                  f"{100 * found['exit 1']:.1f}% of compares call a point slower")  # fmt: skip
+                  f"{100 * found['points slower']:.2f}% of points and {100 * found['exit 1']:.1f}% of compares called "
+                  f"slower; exit 3 (undecided after the budget) {100 * found['exit 3']:.1f}%, exit 0 "
+                  f"{100 * found['exit 0']:.1f}%")  # fmt: skip
+        for confirm in (False, True):
+            print(one_kernel_slower(3, args.families, confirm))
     tables = [] if args.quick else [args.only] if args.only else ["lone", "all", "unchanged"]
     if "lone" in tables:
         lone_table(args.families, confirm=False)

@@ -26,7 +26,7 @@ from kernelsweep.kernels import KernelDefinition, KernelSourceNotFound, load_ker
 from kernelsweep.locks import CoreLease
 from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.platforms import get_platform
-from kernelsweep.profiles.metrics import LatencyStats, read_profile
+from kernelsweep.profiles.metrics import LatencyStats, ProfileMetrics, read_profile
 from kernelsweep.stage_results import (
     CaptureResult,
     CompileResult,
@@ -264,7 +264,7 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     capture has dropped DGE notifications after a timeout, the later repeats go without.
     """
     settings = ctx.capture
-    dge = {"on": True, "off": False}.get(settings.dge_notifs, get_platform(point.platform).dge_notifs_default)
+    dge = dge_notifs(ctx, point.platform)
     with _scratch("capture") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         files = {
@@ -277,21 +277,7 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
             for repeat in range(settings.repeats):
                 run_dir = workdir / f"repeat-{repeat}"
                 run_dir.mkdir()
-                results.append(
-                    profiler.capture(
-                        ctx.toolchain,
-                        neff,
-                        files,
-                        run_dir,
-                        num_exec=settings.num_exec,
-                        profile_nth_exec=settings.profile_nth_exec,
-                        visible_cores=lease.visible_cores,
-                        lnc=point.lnc,
-                        timeout_seconds=settings.timeout_seconds,
-                        check_output_determinism=settings.check_output_determinism,
-                        dge_notifs=dge,
-                    )
-                )
+                results.append(capture_one(ctx, neff, files, run_dir, lease.visible_cores, point.lnc, dge))
                 dge = results[-1].dge_notifs
             timed = _iterations(ctx, point, neff, files, workdir, lease.visible_cores) if settings.iterations else None
             seconds = time.perf_counter() - started
@@ -308,6 +294,32 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
         dge_notifs=tuple(r.dge_notifs for r in results),
         notes=tuple(r.note for r in results if r.note),
         iterations=timed,
+    )
+
+
+def dge_notifs(ctx: StageContext, platform: str) -> bool:
+    """Whether captures start with DGE notifications: the spec's setting, else the platform's default."""
+    return {"on": True, "off": False}.get(ctx.capture.dge_notifs, get_platform(platform).dge_notifs_default)
+
+
+def capture_one(
+    ctx: StageContext, neff: Path, files: dict[str, Path], run_dir: Path, visible_cores: str, lnc: int, dge: bool
+) -> profiler.CaptureOutput:
+    """One profiled capture of a NEFF on leased cores, with the run's capture settings (a sweep's
+    repeats, and `compare --confirm`'s interleaved ones)."""
+    settings = ctx.capture
+    return profiler.capture(
+        ctx.toolchain,
+        neff,
+        files,
+        run_dir,
+        num_exec=settings.num_exec,
+        profile_nth_exec=settings.profile_nth_exec,
+        visible_cores=visible_cores,
+        lnc=lnc,
+        timeout_seconds=settings.timeout_seconds,
+        check_output_determinism=settings.check_output_determinism,
+        dge_notifs=dge,
     )
 
 
@@ -351,21 +363,15 @@ def extract_stage(
     """Every repeat's profile is viewed; the row's metrics are those of the median-latency repeat.
     Fields are read through the schema the installed Explorer prints, where the profile has none."""
     profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
-    schema = explorer.summary_schema(ctx.toolchain)
     with _scratch("extract") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         profiles, viewed = [], []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"
             ntff = ctx.store.fetch(ntff_ref, run_dir / names.NTFF)
-            view = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
-            path = (profiler.summary_table(view.path) or view.path) if view.path.is_dir() else view.path
-            metrics = read_profile(path, schema=schema)
-            latency_us = metrics.values.get("total_time_us")
-            if latency_us is None:
-                raise ExtractError(f"profile of repeat {repeat} has no total_time", error_class="MissingMetric")
+            latency_us, metrics, view, path = viewed_latency(ctx, neff, ntff, run_dir, profile_format, repeat)
             warning = view.dma_warning or profiler.dma_warning("\n".join(metrics.warnings))
-            profiles.append((float(latency_us), metrics, ctx.store.put_file(path), warning))
+            profiles.append((latency_us, metrics, ctx.store.put_file(path), warning))
             viewed.append((ntff, view.path if profile_format == "parquet" else None))
         checked, checked_by = _correctness(ctx, point, compiled, inputs, captured, workdir)
         latencies = [profile[0] for profile in profiles]
@@ -388,6 +394,19 @@ def extract_stage(
         dma_warning=warning,
         hotspots=spots,
     )
+
+
+def viewed_latency(
+    ctx: StageContext, neff: Path, ntff: Path, run_dir: Path, profile_format: str, repeat: int
+) -> tuple[float, ProfileMetrics, profiler.View, Path]:
+    """One capture's NTFF viewed: its latency (total_time), its metrics, the view and the profile file."""
+    view = profiler.view(ctx.toolchain, neff, ntff, run_dir, VIEW_TIMEOUT_SECONDS, profile_format)
+    path = (profiler.summary_table(view.path) or view.path) if view.path.is_dir() else view.path
+    metrics = read_profile(path, schema=explorer.summary_schema(ctx.toolchain))
+    latency_us = metrics.values.get("total_time_us")
+    if latency_us is None:
+        raise ExtractError(f"profile of repeat {repeat} has no total_time", error_class="MissingMetric")
+    return float(latency_us), metrics, view, path
 
 
 def _correctness(

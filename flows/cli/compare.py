@@ -19,6 +19,7 @@ from kernelsweep.flows.cli.report import rule_from, selection_from, selection_op
 from kernelsweep.report import ReportRow
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison, PointComparison
 from kernelsweep.report.index import Indexed
+from kernelsweep.report.interleaved import DEFAULT_REPEATS, DEFAULT_SECONDS, Budget
 from kernelsweep.report.measures import MEASURES, as_measure, measure
 from kernelsweep.report.series_query import Results
 from kernelsweep.report.stats import Rule, interval
@@ -57,6 +58,19 @@ _STYLES = {
     "divided out of every other point of the platform (--runs, --versions; repeatable).",
 )
 @click.option(
+    "--confirm",
+    "confirm",
+    is_flag=True,
+    help="Decide the suspects (what exit 3 means): capture A's and B's NEFFs again, interleaved on one "
+    "core, until each is decided or the budget is spent (--runs, --versions; the captures are rows too).",
+)
+@click.option("--budget-repeats", type=click.IntRange(6, 100_000), default=DEFAULT_REPEATS, show_default=True,
+              help="With --confirm: captures of A and B together, over all suspects.")  # fmt: skip
+@click.option("--budget-seconds", type=click.FloatRange(1, 86_400), default=DEFAULT_SECONDS, show_default=True,
+              help="With --confirm: seconds of captures over all suspects.")  # fmt: skip
+@click.option("--toolchain", type=click.Choice(["auto", "neuron", "sim"]), default="auto", show_default=True,
+              help="With --confirm: the toolchain that captures.")  # fmt: skip
+@click.option(
     "--html",
     "html_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -73,6 +87,10 @@ def compare(
     tool_versions: tuple[str, str, str] | None,
     metric: str,
     control: tuple[str, ...],
+    confirm: bool,
+    budget_repeats: int,
+    budget_seconds: float,
+    toolchain: str,
     html_dir: Path | None,
     **filters: Any,
 ) -> None:
@@ -83,14 +101,19 @@ def compare(
     same (inside +-threshold), or inconclusive, with the reason (docs/reports.md).
 
     Exit code 0: nothing regressed; 1: some point is slower, or fails or computes wrong where A did
-    not; 3: nothing proven, but some inconclusive point is a suspect (its own test leans slower:
-    one more run of each side settles it); 2: bad input; 4: no comparison.
+    not; 3: nothing proven, but some inconclusive point is a suspect (its own test leans slower;
+    with --confirm: still, after the budget); 2: bad input; 4: no comparison.
     """
     modes = (kernel_pair, run_pair, tool_versions)
     if sum(bool(value) for value in modes) != 1:
         raise UsageError("compare needs exactly one of --kernels A B, --runs A B or --versions TOOL A B")
     if control and kernel_pair:
         raise UsageError("--control needs --runs or --versions: two kernels of one run share its shift already")
+    if confirm and (kernel_pair or metric != "latency"):
+        raise UsageError(
+            "--confirm needs --runs or --versions and the latency metric: it captures one point's two NEFFs "
+            "interleaved, which cancels the shift the machine gives both only when they are the same point"
+        )
     rule = rule_from(alpha, thresholds, correction)
     try:
         rows = Indexed(results_uri, selection_from(**filters))
@@ -103,6 +126,8 @@ def compare(
     if chosen.column is not None:
         title = f"{chosen.name}: {comparison.title}"
         comparison = replace(comparison, title=title, metric=chosen.name, unit=chosen.unit)
+    if confirm:
+        comparison = _confirmed(comparison, results_uri, Budget(budget_repeats, budget_seconds), toolchain)
     for note in comparison.notes:  # before the verdicts: what they can and cannot say
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     emit(output_format, comparison)
@@ -112,6 +137,18 @@ def compare(
 
         console.print(f"compare page: {write_bundle(bundle(comparison), str(html_dir))}", highlight=False)
     sys.exit(comparison.exit_code)
+
+
+def _confirmed(comparison: Comparison, results_uri: str, budget: Budget, toolchain: str) -> Comparison:
+    """The suspects decided by interleaved captures (kernelsweep.this_host.confirm); its notes say the cost,
+    and what budget would decide what is still undecided."""
+    from kernelsweep.flows.settings import locations_from_env
+    from kernelsweep.this_host import confirm
+
+    if not confirm.suspects(comparison):
+        console.print("confirmation: no suspect point, nothing to capture", highlight=False)
+        return comparison
+    return confirm.run(comparison, results_uri, locations_from_env(), toolchain, budget).comparison
 
 
 def _compared(

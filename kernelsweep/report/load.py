@@ -19,6 +19,7 @@ from kernelsweep.errors import UsageError
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.report.stats import Sample
 from kernelsweep.results import reader
+from kernelsweep.results.columns import CONFIRMATION
 from kernelsweep.results.schema import INCORRECT
 from kernelsweep.sweepspec.shapes import natural_order, shape_order
 
@@ -176,8 +177,9 @@ class Selection:
     until: date | None = None
     days: int | None = None  # only the last N run dates (UTC), counting today
 
-    def expression(self, today: date | None = None) -> ds.Expression | None:
-        terms = [
+    def expression(self, today: date | None = None) -> ds.Expression:
+        """The rows' filter; never a confirmation's repeats (`compare --confirm`): they are no run of a point."""
+        terms = [ds.field("status") != CONFIRMATION] + [
             ds.field(column).isin(list(values))
             for column, values in (
                 ("kernel", self.kernels),
@@ -197,8 +199,6 @@ class Selection:
             terms.append(ds.field("run_date") >= since)
         if self.until:
             terms.append(ds.field("run_date") <= self.until)
-        if not terms:
-            return None
         where = terms[0]
         for term in terms[1:]:
             where = where & term

@@ -181,22 +181,37 @@ def effect(
         return _from_rank(rank, f"{method}; run-to-run noise unknown", runs, repeats, threshold)
     levels = statistics.fmean(s.level for s in b) - statistics.fmean(s.level for s in a)
     se, df = _welch(per_side[0], per_side[1], len(a), len(b), pooled=per_side[0] is per_side[1])
-    t = float(stdtrit(df, 1 - alpha))
     source = per_side[0].source if per_side[0] is per_side[1] else f"{per_side[0].source}; {per_side[1].source}"
-    between = Effect(
-        ratio=ratio_of(levels),
-        low=ratio_of(levels - t * se),
-        high=ratio_of(levels + t * se),
-        p_value=float(2 * stdtr(df, -abs(levels) / se)),
-        p_above=float(stdtr(df, -(levels - up) / se)),
-        p_below=float(stdtr(df, (levels - down) / se)),
-        method=f"t on run levels, run-to-run spread from {source} ({df:.0f} df)",
+    method = f"t on run levels, run-to-run spread from {source} ({df:.0f} df)"
+    return t_effect(levels, se, df, alpha, threshold, method, runs, repeats)
+
+
+def t_effect(
+    centre: float,
+    se: float,
+    df: float,
+    alpha: float,
+    threshold: float,
+    method: str,
+    runs: tuple[int, int],
+    repeats: tuple[int, int],
+) -> Effect:
+    """The change exp(centre) with Student's t interval at 1 - 2 alpha and its tests against the threshold."""
+    down, up = margins(threshold)
+    t = float(stdtrit(df, 1 - alpha))
+    return Effect(
+        ratio=ratio_of(centre),
+        low=ratio_of(centre - t * se),
+        high=ratio_of(centre + t * se),
+        p_value=float(2 * stdtr(df, -abs(centre) / se)),
+        p_above=float(stdtr(df, -(centre - up) / se)),
+        p_below=float(stdtr(df, (centre - down) / se)),
+        method=method,
         runs=runs,
         repeats=repeats,
         threshold=threshold,
         se=se,
     )
-    return between
 
 
 def _rank_shift(a: Sample, b: Sample, alpha: float, down: float, up: float) -> ranks.RankShift:

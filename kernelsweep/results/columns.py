@@ -6,3 +6,4 @@ values, and the prefix of its per-axis columns. Below the row and the schema, wh
 SCHEMA_VERSION = 5
 PARAM_PREFIX = "param_"
 OK, FAILED, INCORRECT = "ok", "failed", "incorrect"  # a row's status: docs/schema.md
+CONFIRMATION = "confirmation"  # repeats `compare --confirm` captured again: not a run of the point

@@ -16,6 +16,7 @@ from kernelsweep.correctness import Correctness
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.kernels import load_kernel
 from kernelsweep.platforms import get_platform
+from kernelsweep.profiles.metrics import LatencyStats
 from kernelsweep.results.columns import FAILED, INCORRECT, OK
 from kernelsweep.results.insight import Insight
 from kernelsweep.stage_results import CaptureResult, CompileResult, ExtractResult, InputsResult, TraceResult
@@ -27,6 +28,19 @@ from kernelsweep.toolchain.tracing import tracer_label
 def columns(part: object) -> dict[str, Any]:
     """A part as `Row` keyword arguments (shallow: dict values are the part's own)."""
     return {f.name: getattr(part, f.name) for f in fields(part)}  # type: ignore[arg-type]
+
+
+def latency_columns(latency: LatencyStats) -> dict[str, Any]:
+    """A point's repeats as the row's latency columns (a sweep's captures, or `compare --confirm`'s)."""
+    return {
+        "repeats": latency.repeats,
+        "latency_median_us": latency.median_us,
+        "latency_min_us": latency.min_us,
+        "latency_max_us": latency.max_us,
+        "latency_p90_us": latency.p90_us,
+        "latency_p99_us": latency.p99_us,
+        "latencies_us": list(latency.latencies_us),
+    }
 
 
 def error_summary(error: BaseException) -> tuple[str, str]:
@@ -131,13 +145,7 @@ class Measured:
             mfu_percent=rates[1],
             hw_mfu_percent=hardware_mfu,
             roofline_percent=rates[2],
-            repeats=latency.repeats,
-            latency_median_us=latency.median_us,
-            latency_min_us=latency.min_us,
-            latency_max_us=latency.max_us,
-            latency_p90_us=latency.p90_us,
-            latency_p99_us=latency.p99_us,
-            latencies_us=list(latency.latencies_us),
+            **latency_columns(latency),
             max_abs_error=checked.max_abs_error if checked else None,
             max_rel_error=checked.max_rel_error if checked else None,
             atol=checked.atol if checked else None,

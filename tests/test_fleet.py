@@ -259,6 +259,11 @@ def _journaled(spec: SweepSpec) -> dict[str, dict]:
     return {r["row_id"]: r for r in rows}
 
 
+def _journaled_captures(spec: SweepSpec) -> list[Path]:
+    """The captures a shard's journal holds (captured points, extracted or not)."""
+    return list((Path(spec.results) / "_journal").rglob("captures/*.json"))
+
+
 def _captures_since(server: PrefectServer, flow_run_id: str, since: str) -> int:
     """Capture task runs of the flow run that started at or after `since` (ISO time, UTC)."""
     runs = server.api(
@@ -272,7 +277,8 @@ def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, 
     """The host of a running shard dies after finishing some of its points; its shard is marked Crashed
     (here at once, through the API; the silent-host test shows the automation doing it). With no step
     by anyone, the server retries the shard on the family's other host, which measures only the points
-    the journal lacks; the fleet run completes with every point once."""
+    the journal lacks and extracts those it holds a capture of; the fleet run completes with every point
+    once, and no point is captured twice."""
     server = fleet_server
     [host] = _hosts(server, tmp_path, {"trn2-doomed": "trn2"}, **SLOW_HOST)  # alone, so it takes the shard
     workers = [host]
@@ -286,8 +292,9 @@ def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, 
         assert host.flow_run_processes() == ["prefect.engine"], host.flow_run_processes()
         host.die()
         killed_at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-        finished = _journaled(spec)
+        finished, captured = _journaled(spec), _journaled_captures(spec)
         assert 1 <= len(finished) < len(points), "the host must die mid-shard"
+        assert len(captured) >= len(finished)  # a row's capture was journaled before its extraction
         workers += _hosts(server, tmp_path, {"trn2-survivor": "trn2"})
         crashed = {"type": "CRASHED", "name": "Crashed", "message": "its host was killed (set by the test)"}
         server.api(f"/flow_runs/{running}/set_state", {"state": crashed, "force": True})
@@ -301,7 +308,11 @@ def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, 
         for row in kept:
             if row["row_id"] in finished:  # the same measurement, not a new one
                 assert row["ntff_sha256"] == finished[row["row_id"]]["ntff_sha256"]
-        assert _captures_since(server, running, killed_at) == len(points) - len(finished)  # counted
+        # only the points with no capture journaled are captured again: none twice
+        assert _captures_since(server, running, killed_at) == len(points) - len(captured)
+        tasks = server.api("/task_runs/filter", {"flow_runs": {"id": {"any_": [running]}}})
+        left = [t["name"] for t in tasks if t["state"]["type"] in ("RUNNING", "PENDING")]
+        assert not left, f"the dead attempt's task runs are marked crashed: {left}"
         criteria = {"key": {"any_": ["fleet-killed"]}, "flow_run_id": {"any_": [fleet_run]}}
         [summary] = server.api("/artifacts/filter", {"artifacts": criteria})
         assert "1 of 1 shards completed" in summary["data"] and "trn2-survivor" in summary["data"]

@@ -12,7 +12,9 @@ what it tells the fleet.
 - **Finished points are journaled** under a key of the fleet run and the shard
   (kernelsweep.fleet.plan.shard_journal_key), next to the results: a retried shard, on any host, reuses
   every point an earlier attempt finished and measures only the rest, under the first attempt's id
-  (so its rows keep their ids).
+  (so its rows keep their ids). A point's capture is journaled as soon as its NTFFs are stored, so
+  the retry extracts it instead of taking the device again; the earlier attempt's task runs, left
+  Running when its host died, are marked Crashed first.
 - **The last shard brings a failed fleet run back**: a shard completed by a retry after its fleet
   run gave up (a manual `prefect flow-run retry`) re-runs the fleet run once every shard has
   completed, so its summary is brought up to date and its completion triggers the report.
@@ -25,10 +27,17 @@ from uuid import UUID
 
 from prefect import get_client, get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterParentFlowRunId,
+    TaskRunFilter,
+    TaskRunFilterState,
+    TaskRunFilterStateType,
+)
 from prefect.client.schemas.objects import StateType
 from prefect.runtime import flow_run
-from prefect.states import Scheduled
+from prefect.states import Crashed, Scheduled
 
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet.hosts import VERSION_NAMES, HostReport, unmet
@@ -44,6 +53,7 @@ from kernelsweep.this_host import StageContext, prepare_toolchains
 
 def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_id: str) -> SweepOutcome:
     """Shard `shard` of fleet run `fleet_run_id` on this host, resuming what earlier attempts finished."""
+    _crash_earlier_attempts_tasks()
     probe_locations(spec)
     with stoppable() as stop:
         contexts, notice = prepare_toolchains(spec, points, locations_from_env(), stop)
@@ -71,6 +81,25 @@ def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_
     journal.close()
     rejoin_fleet(fleet_run_id)
     return outcome
+
+
+def _crash_earlier_attempts_tasks() -> None:
+    """A retried shard's earlier attempt died with its host, leaving its task runs Running (or Pending)
+    for good in the UI; they are marked Crashed before this attempt starts any of its own."""
+    if (flow_run.run_count or 1) <= 1:
+        return
+    with get_client(sync_client=True) as client:
+        left = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(str(flow_run.id))])),
+            task_run_filter=TaskRunFilter(
+                state=TaskRunFilterState(type=TaskRunFilterStateType(any_=[StateType.RUNNING, StateType.PENDING]))
+            ),
+        )
+        for task_run in left:
+            client.set_task_run_state(task_run.id, Crashed(message="its shard's earlier attempt ended with it"),
+                                      force=True)  # fmt: skip
+    if left:
+        get_run_logger().info("marked %d task runs of the earlier attempt Crashed", len(left))
 
 
 class Progress:

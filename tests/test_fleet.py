@@ -315,7 +315,11 @@ def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, 
         assert not left, f"the dead attempt's task runs are marked crashed: {left}"
         criteria = {"key": {"any_": ["fleet-killed"]}, "flow_run_id": {"any_": [fleet_run]}}
         [summary] = server.api("/artifacts/filter", {"artifacts": criteria})
-        assert "1 of 1 shards completed" in summary["data"] and "trn2-survivor" in summary["data"]
+        assert "1 of 1 shards completed" in summary["data"]
+        # every host that touched the shard, and how the dead one's attempt ended
+        assert "trn2-doomed (crashed: its host was killed (set by the test)), then trn2-survivor" in summary["data"]
+        message = server.flow_runs(id={"any_": [fleet_run]})[0]["state"]["message"]
+        assert "1 shards completed on a retry: shard 0 (trn2) after trn2-doomed (crashed" in message, message
     finally:
         for worker in workers:
             worker.stop()

@@ -36,11 +36,11 @@ from prefect.states import Completed, Failed, State
 
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
-from kernelsweep.fleet.hosts import HostReport, describe, disagreements
+from kernelsweep.fleet.hosts import HostReport, attempt_hosts, describe, disagreements
 from kernelsweep.flows.fleet.automations import retries_installed
 from kernelsweep.flows.fleet.farm import farm_online, stream
 from kernelsweep.flows.fleet.nightly_spec import live_spec
-from kernelsweep.flows.fleet.summary import ShardOutcome, fleet_cost, publish
+from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, fleet_cost, publish
 from kernelsweep.flows.fleet.wait import ShardWait
 from kernelsweep.results.compact import compact
 from kernelsweep.sweepspec import SweepSpec, expand
@@ -68,11 +68,14 @@ def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
         runs = _start(client, spec, shards, queue, retries)
         log.info("fleet %s: %d shards submitted to the %s queues (%s)", spec.name, len(shards), queue, _count(shards))
         final = ShardWait(client, spec, shards, runs).until_done(pools, retries)
-        hosts = _host_reports(client, list(runs.values()))
+        hosts, attempts = _host_reports(client, list(runs.values()))
         cost = fleet_cost(client, this.id)
     night = this.created.date() if this.created else date.today()
     data = _read_back(spec, [str(r) for r in runs.values()], night)
-    outcomes = [_outcome(s, str(runs[s.index]), final[s.index], data, hosts.get(runs[s.index])) for s in shards]
+    outcomes = [
+        _outcome(s, str(runs[s.index]), final[s.index], data, hosts.get(runs[s.index]), attempts[runs[s.index]])
+        for s in shards
+    ]
     flags = describe(disagreements(hosts.values()))
     for line in flags:
         log.warning(line)
@@ -105,12 +108,19 @@ def _final_state(outcomes: list[ShardOutcome], flags: list[str]) -> State:
         )
     points = sum(len(o.shard.points) for o in outcomes)
     failed = sum(o.data.failed for o in outcomes)
+    retried = [f"shard {o.shard.index} ({o.shard.family}) after {o.retried()}" for o in outcomes if o.retried()]
+    flags = [*flags, *([f"{len(retried)} shards completed on a retry: {'; '.join(retried)}"] if retried else [])]
     flagged = f"; {'; '.join(flags)}" if flags else ""
     return Completed(message=f"{len(outcomes)} shards, {points} points, {failed} failed points{flagged}")
 
 
 def _outcome(
-    shard: Shard, run_id: str, final: tuple[str, str], data: dict[str, ShardData] | None, host: HostReport | None
+    shard: Shard,
+    run_id: str,
+    final: tuple[str, str],
+    data: dict[str, ShardData] | None,
+    host: HostReport | None,
+    attempts: tuple[Attempt, ...],
 ) -> ShardOutcome:
     """A completed shard whose rows are not all in the dataset did not do its job."""
     state, message = final
@@ -119,7 +129,7 @@ def _outcome(
     if data is not None and state == StateType.COMPLETED.value and rows < len(shard.points):
         state = StateType.FAILED.value
         message = f"wrote {rows} of {len(shard.points)} rows; its log says why"
-    return ShardOutcome(shard, run_id, state, message, written, host)
+    return ShardOutcome(shard, run_id, state, message, written, host, attempts)
 
 
 def _read_back(spec: SweepSpec, run_ids: list[str], night: date) -> dict[str, ShardData] | None:
@@ -142,10 +152,31 @@ def _compact(spec: SweepSpec, night: date) -> None:
         get_run_logger().info("compacted %d partitions dated before %s (%d objects)", len(done), night, replaced)
 
 
-def _host_reports(client: SyncPrefectClient, runs: list[UUID]) -> dict[UUID, HostReport]:
+def _host_reports(
+    client: SyncPrefectClient, runs: list[UUID]
+) -> tuple[dict[UUID, HostReport], dict[UUID, tuple[Attempt, ...]]]:
+    """What the last host of each shard reported, and every attempt of it (host and how it ended)."""
     found = client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=runs)))
     reports = {run.id: HostReport.from_labels(run.labels) for run in found}
-    return {run_id: report for run_id, report in reports.items() if report is not None}
+    attempts = {run.id: _attempts(attempt_hosts(run.labels), client.read_flow_run_states(run.id)) for run in found}
+    return {run_id: report for run_id, report in reports.items() if report is not None}, attempts
+
+
+def _attempts(hosts: list[str], states: list[State]) -> tuple[Attempt, ...]:
+    """Each attempt's host with the first end state after its Running: Crashed, Failed (a refusal says
+    why), Cancelled or Completed; "running" for one still going."""
+    ends: list[str] = []
+    started = 0
+    for state in sorted(states, key=lambda s: s.timestamp):
+        if state.type == StateType.RUNNING:
+            started += 1
+        elif started > len(ends) and state.type in _ENDS:
+            said = f": {state.message}" if state.message and state.type != StateType.COMPLETED else ""
+            ends.append(f"{state.type.value.lower()}{said}")
+    return tuple(Attempt(host, ends[i] if i < len(ends) else "running") for i, host in enumerate(hosts))
+
+
+_ENDS = {StateType.CRASHED, StateType.FAILED, StateType.CANCELLED, StateType.COMPLETED}
 
 
 def _count(shards: list[Shard]) -> str:

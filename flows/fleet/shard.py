@@ -40,7 +40,7 @@ from prefect.runtime import flow_run
 from prefect.states import Crashed, Scheduled
 
 from kernelsweep.errors import UsageError
-from kernelsweep.fleet.hosts import VERSION_NAMES, HostReport, unmet
+from kernelsweep.fleet.hosts import VERSION_NAMES, HostReport, attempt_label, unmet
 from kernelsweep.fleet.plan import pool_name, shard_journal_key
 from kernelsweep.flows.host_run import probe_locations, run_points, scheduled_date
 from kernelsweep.flows.progress import subscribe
@@ -128,7 +128,8 @@ def report_host(ctx: StageContext) -> HostReport:
     versions = {name: getattr(ctx.versions, name) for name in VERSION_NAMES}
     report = HostReport(host_name_from_env(), ctx.host.family, versions, ctx.toolchain.kind)
     with get_client(sync_client=True) as client:
-        client.update_flow_run_labels(UUID(str(flow_run.id)), report.labels())
+        attempt = {attempt_label(flow_run.run_count or 1): report.host}  # the summary names every attempt's host
+        client.update_flow_run_labels(UUID(str(flow_run.id)), {**report.labels(), **attempt})
     get_run_logger().info(report.line())
     return report
 

@@ -1,7 +1,8 @@
 """The fleet run's summary: one markdown artifact (`fleet-<sweep name>`), versioned run after run.
 
 Per shard: its family, points, the rows read back from the dataset (ok, failed), its final state,
-the host that ran it and a link to its flow run; per family, the SDK each host reported and a flag
+every host that started it (an earlier attempt with how it ended: crashed, refused) and a link to
+its flow run; per family, the SDK each host reported and a flag
 where the hosts of one family disagree (kernelsweep.fleet.hosts); what the run cost in
 Neuron-host-hours and CPU-host-hours, per run and per 1,000 points, and at on-demand prices
 (kernelsweep.fleet.cost). Object names are shown without their folder (the partition is in the
@@ -28,6 +29,17 @@ from kernelsweep.sweepspec import SweepSpec
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One start of a shard: the host that took it, and how that attempt ended."""
+
+    host: str
+    ended: str  # "completed", "crashed: ...", "failed: ..." (a refusal names why), "running"
+
+    def describe(self) -> str:
+        return f"{self.host} ({self.ended})"
+
+
+@dataclass(frozen=True)
 class ShardOutcome:
     shard: Shard
     flow_run_id: str
@@ -35,6 +47,11 @@ class ShardOutcome:
     message: str
     data: ShardData
     host: HostReport | None = None  # what the host of its last attempt reported
+    attempts: tuple[Attempt, ...] = ()  # every host that started it, in order
+
+    def retried(self) -> str | None:
+        """The earlier attempts, as `trn2-a (crashed: ...)`; None when the first attempt was the last."""
+        return ", ".join(a.describe() for a in self.attempts[:-1]) or None
 
     @property
     def completed(self) -> bool:
@@ -76,6 +93,8 @@ def publish(spec: SweepSpec, outcomes: list[ShardOutcome], flags: list[str], cos
         objects = "<br>".join(path.rsplit("/", 1)[-1] for path in o.data.objects) or "-"
         state = o.state.lower() + (f": {o.message}" if not o.completed and o.message else "")
         host = o.host.host if o.host else "-"
+        if o.retried():
+            host = f"{o.retried()}, then {host}"
         lines.append(
             f"| {o.shard.family} | {o.shard.index} | {len(o.shard.points)} | {o.data.ok} | {o.data.failed} "
             f"| {state.replace('|', '/')} | {host} | {run_link(o.flow_run_id)} | {objects} |"

@@ -52,6 +52,20 @@ class HostReport:
         return f"host {self.host} ({self.family or 'every family'}, toolchain {self.toolchain or '-'}): {versions}"
 
 
+def attempt_label(attempt: int) -> str:
+    """The label naming the host of a shard's `attempt` (1, 2, ...): `kernelsweep.host` names only the last."""
+    return f"{LABEL_PREFIX}attempt.{attempt}"
+
+
+def attempt_hosts(labels: Mapping[str, object]) -> list[str]:
+    """The hosts that started a shard, attempt by attempt (each attempt's label; a gap is "?")."""
+    prefix = attempt_label(0)[:-1]
+    found = {
+        int(k[len(prefix) :]): str(v) for k, v in labels.items() if k.startswith(prefix) and k[len(prefix) :].isdigit()
+    }
+    return [found.get(n, "?") for n in range(1, max(found, default=0) + 1)]
+
+
 def unmet(require: Requirements, versions: Mapping[str, str | None]) -> list[str]:
     """Each pinned version this host does not have, as `compiler 2.22.1 (the run requires 2.21.*)`."""
     problems = []

@@ -1,0 +1,79 @@
+"""Contests (kernelsweep.tuned.contest) run as sweep runs of their own, and what uses them: a search's
+winner confirmed before it enters the tuned store. Each round is a `sweep` flow run (a subflow when
+called from a flow), so its rows are stored and linked like any other run's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+
+from kernelsweep.report.best import Best, best_configurations
+from kernelsweep.report.load import ReportRow, Selection, load
+from kernelsweep.report.stats import Rule
+from kernelsweep.results.rows import Row
+from kernelsweep.sweepspec.blocks import SearchTarget
+from kernelsweep.sweepspec.models import SweepSpec
+from kernelsweep.tuned.contest import ROUNDS, Contest, contest_name, contest_spec
+from kernelsweep.tuned.from_search import as_report_row
+from kernelsweep.tuned.keys import numbers
+from kernelsweep.tuned.record import Change, entry_key, record
+from kernelsweep.tuned.store import TunedStore
+
+
+def run_contests(base: SweepSpec, contests: Sequence[Contest], rounds: int = ROUNDS) -> list[ReportRow]:
+    """Every contest measured `rounds` times (a sweep run per platform and round); their rows."""
+    from kernelsweep.flows.sweep import sweep
+
+    runs = {
+        sweep(contest_spec(base, contests, platform, r)).flow_run_id
+        for platform in sorted({c.platform for c in contests})
+        for r in range(rounds)
+    }
+    rows = load(base.results, Selection(sweeps=(contest_name(base.name),)))
+    return [r for r in rows if r.flow_run_id in runs]
+
+
+def confirm_searches(
+    spec: SweepSpec, targets: Sequence[SearchTarget], rows: Sequence[Row], run_date: date
+) -> list[Change]:
+    """Each searched shape's winner into the tuned store, confirmed first: measured again against the
+    stored best (when the store holds a different one) or else its runner-up, and recorded by the
+    store's rule from those rows (a clear win replaces, a tie keeps the incumbent)."""
+    searched = [as_report_row(r, run_date) for r in rows if r.search_trial is not None]
+    store = TunedStore(spec.results_location)
+    settled: list[Best] = []
+    contests: list[Contest] = []
+    for b in best_configurations(searched, Rule()):
+        stored = store.get(entry_key(b.best))
+        mine = numbers(b.best.tunables or "")
+        if stored is not None and stored["best"]["tunables"] != mine:
+            opponent = stored["best"]["tunables"]
+        elif stored is None and b.runner_up is not None:
+            opponent = numbers(b.runner_up.tunables or "")
+        else:  # the stored best won again, or nothing else measured: no contest to run
+            settled.append(b)
+            continue
+        point = _target(targets, b.best).point
+        contests.append(
+            Contest(
+                point.kernel_ref,
+                point.params,
+                point.dtype,
+                point.platform,
+                point.lnc,
+                point.toolchain_name,
+                (mine, opponent),
+            )
+        )
+    remeasured = best_configurations(run_contests(spec, contests), Rule()) if contests else []
+    return record(store, settled + remeasured, by="search")
+
+
+def _target(targets: Sequence[SearchTarget], r: ReportRow) -> SearchTarget:
+    for t in targets:
+        p = t.point
+        if (p.kernel, p.shape, p.dtype, p.platform, p.lnc, p.toolchain_name) == (
+            r.kernel, r.shape, r.dtype, r.platform, r.lnc, r.toolchain_name or ""
+        ):  # fmt: skip
+            return t
+    raise LookupError(f"no search target for {r.kernel} {r.shape} {r.dtype} {r.platform}")

@@ -12,4 +12,3 @@ from kernelsweep.results.rows import Row
 def as_report_row(row: Row, run_date: date) -> ReportRow:
     record_ = row.record()
     return ReportRow(**typed({c: record_.get(c) for c in COLUMNS} | {"run_date": run_date}))
-

@@ -1,6 +1,6 @@
-"""Contests (kernelsweep.tuned.contest) run as sweep runs of their own, and what uses them: a search's
-winner confirmed before it enters the tuned store. Each round is a `sweep` flow run (a subflow when
-called from a flow), so its rows are stored and linked like any other run's."""
+"""A search's winner confirmed before it enters the tuned store: a contest (kernelsweep.tuned.contest)
+against the stored best or its runner-up, each round a `sweep` subflow run of the search's flow, so
+its rows are stored and linked like any other run's."""
 
 from __future__ import annotations
 
@@ -8,29 +8,16 @@ from collections.abc import Sequence
 from datetime import date
 
 from kernelsweep.report.best import Best, best_configurations
-from kernelsweep.report.load import ReportRow, Selection, load
+from kernelsweep.report.load import ReportRow
 from kernelsweep.report.stats import Rule
 from kernelsweep.results.rows import Row
 from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.tuned.contest import ROUNDS, Contest, contest_name, contest_spec
+from kernelsweep.tuned.contest import Contest, run_contests
 from kernelsweep.tuned.from_search import as_report_row
 from kernelsweep.tuned.keys import numbers
 from kernelsweep.tuned.record import Change, entry_key, record
 from kernelsweep.tuned.store import TunedStore
-
-
-def run_contests(base: SweepSpec, contests: Sequence[Contest], rounds: int = ROUNDS) -> list[ReportRow]:
-    """Every contest measured `rounds` times (a sweep run per platform and round); their rows."""
-    from kernelsweep.flows.sweep import sweep
-
-    runs = {
-        sweep(contest_spec(base, contests, platform, r)).flow_run_id
-        for platform in sorted({c.platform for c in contests})
-        for r in range(rounds)
-    }
-    rows = load(base.results, Selection(sweeps=(contest_name(base.name),)))
-    return [r for r in rows if r.flow_run_id in runs]
 
 
 def confirm_searches(
@@ -65,7 +52,9 @@ def confirm_searches(
                 (mine, opponent),
             )
         )
-    remeasured = best_configurations(run_contests(spec, contests), Rule()) if contests else []
+    from kernelsweep.flows.sweep import sweep  # the flow this one is part of
+
+    remeasured = best_configurations(run_contests(spec, contests, sweep), Rule()) if contests else []
     return record(store, settled + remeasured, by="search")
 
 

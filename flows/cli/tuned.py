@@ -53,3 +53,42 @@ def export_file(results_uri: str, path: Path) -> None:
     store = TunedStore(results_uri)
     written = write(store.entries(), store.uri, path)
     console.print(f"{written} stored best(s) from {store.uri}: {path}", highlight=False, soft_wrap=True)
+
+
+@tuned.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
+@click.option("--toolchain", type=click.Choice(["sim", "neuron"]), help="Override the spec's toolchain.")
+@click.option("--results", help="Override the spec's results location (its tuned store is re-checked).")
+@click.option("--artifacts", help="Override the spec's artifact store.")
+def recheck(spec_path: str, toolchain: str | None, results: str | None, artifacts: str | None) -> None:
+    """Measure each stored best of SPEC's searched kernels against its runner-up on this host's
+    toolchain; re-tune (warm-started, SPEC's search settings) only the keys whose verdict flips."""
+    import os
+
+    from kernelsweep.flows.cli.run import QUIET_PREFECT, load_expansion
+
+    spec, _ = load_expansion(spec_path, toolchain=toolchain, results=results, artifacts=artifacts)
+    for key, value in QUIET_PREFECT.items():
+        os.environ.setdefault(key, value)
+    from kernelsweep.flows import embedded
+    from kernelsweep.tuned.recheck import recheck as run_recheck
+
+    api = embedded.start_api()
+    outcome = run_recheck(spec, lambda s: embedded.run_sweep(s, on_row=lambda _: None, api=api))
+    for change in outcome.held:
+        out.print(f"held: {change.line()}", highlight=False, soft_wrap=True)
+    for before, now in outcome.retuned:
+        was = ",".join(f"{n}={v}" for n, v in before["best"]["tunables"].items())
+        line = f"re-tuned {before['key']['kernel']} {before['key']['shape']}: was {was}"
+        if now is not None:
+            best = ",".join(f"{n}={v}" for n, v in now["best"]["tunables"].items())
+            why = (now.get("history") or [{}])[0].get("why", "the stored best won its contest")
+            line += f", now {best} ({why})"
+        out.print(line, highlight=False, soft_wrap=True)
+    for line in outcome.skipped:
+        console.print(f"skipped: {line}", highlight=False, soft_wrap=True)
+    console.print(
+        f"re-checked {len(outcome.held) + len(outcome.retuned)} stored best(s): "
+        f"{len(outcome.held)} held, {len(outcome.retuned)} re-tuned",
+        highlight=False,
+    )

@@ -9,12 +9,16 @@ each configuration's rounds are its runs, so the gap's interval carries run-to-r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernelsweep.report.load import ReportRow, Selection, load
+from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.sweepspec.load import parse_spec
 from kernelsweep.sweepspec.models import SweepSpec
+
+Runner = Callable[[SweepSpec], SweepOutcome]  # the sweep flow, called in a flow or through the CLI's server
 
 ROUNDS = 3  # runs of each pair: with fewer the rule cannot bound the run-to-run noise of a gap
 SUFFIX = "-contest"  # the contest runs' sweep name: the spec's own with this suffix
@@ -55,3 +59,14 @@ def contest_spec(base: SweepSpec, contests: Sequence[Contest], platform: str, ro
             )
     data = base.model_dump(mode="json", exclude={"kernels", "name", "platforms"})
     return parse_spec({**data, "name": contest_name(base.name), "platforms": [platform], "kernels": blocks})
+
+
+def run_contests(base: SweepSpec, contests: Sequence[Contest], run: Runner, rounds: int = ROUNDS) -> list[ReportRow]:
+    """Every contest measured `rounds` times (a sweep run per platform and round); their rows."""
+    runs = {
+        run(contest_spec(base, contests, platform, r)).flow_run_id
+        for platform in sorted({c.platform for c in contests})
+        for r in range(rounds)
+    }
+    rows = load(base.results, Selection(sweeps=(contest_name(base.name),)))
+    return [r for r in rows if r.flow_run_id in runs]

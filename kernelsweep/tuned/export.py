@@ -43,7 +43,7 @@ def write(entries: list[dict[str, Any]], source: str, path: Path) -> int:
         doc["tuned"] = [seal(_no_nulls(e)) for e in entries]
         text = tomli_w.dumps(doc)
     else:
-        text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+        text = json.dumps(doc, indent=1) + "\n"
     partial = path.with_name(f".{path.name}.partial")
     try:
         partial.write_text(text)

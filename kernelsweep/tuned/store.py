@@ -38,7 +38,7 @@ class TunedStore:
         return self._read(name) if self.files.get(name) is not None else None
 
     def put(self, entry: dict[str, Any]) -> None:
-        self.files.put(self._name(entry["key"]), json.dumps(seal(entry), indent=1, sort_keys=True).encode())
+        self.files.put(self._name(entry["key"]), json.dumps(seal(entry), indent=1).encode())
 
     def _name(self, key: dict[str, Any]) -> str:
         return f"{ENTRIES}/{key_id(key)}.json"

@@ -1,11 +1,14 @@
-"""A search's winner confirmed before it enters the tuned store: a contest (kernelsweep.tuned.contest)
-against the stored best or its runner-up, each round a `sweep` subflow run of the search's flow, so
-its rows are stored and linked like any other run's."""
+"""The tuned store's flows: a search's winner confirmed before it enters the store (a contest,
+kernelsweep.tuned.contest, against the stored best or its runner-up), and the re-check on a new SDK;
+each contest round and re-tune a `sweep` subflow run, so its rows are stored and linked like any
+other run's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
+
+from prefect import flow
 
 from kernelsweep.report.best import Best, best_configurations
 from kernelsweep.report.load import ReportRow
@@ -16,6 +19,7 @@ from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.tuned.contest import Contest, run_contests
 from kernelsweep.tuned.from_search import as_report_row
 from kernelsweep.tuned.keys import numbers
+from kernelsweep.tuned.recheck import Outcome, recheck
 from kernelsweep.tuned.record import Change, entry_key, record
 from kernelsweep.tuned.store import TunedStore
 
@@ -66,3 +70,12 @@ def _target(targets: Sequence[SearchTarget], r: ReportRow) -> SearchTarget:
         ):  # fmt: skip
             return t
     raise LookupError(f"no search target for {r.kernel} {r.shape} {r.dtype} {r.platform}")
+
+
+@flow(name="tuned-recheck", flow_run_name="tuned-recheck-{spec.name}")
+def recheck_flow(spec: SweepSpec) -> Outcome:
+    """`kernelsweep tuned recheck`: the re-check (kernelsweep.tuned.recheck), its contests and re-tunes
+    each a `sweep` subflow run."""
+    from kernelsweep.flows.sweep import sweep
+
+    return recheck(spec, sweep)

@@ -71,10 +71,11 @@ def recheck(spec_path: str, toolchain: str | None, results: str | None, artifact
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from kernelsweep.flows import embedded
-    from kernelsweep.tuned.recheck import recheck as run_recheck
 
-    api = embedded.start_api()
-    outcome = run_recheck(spec, lambda s: embedded.run_sweep(s, on_row=lambda _: None, api=api))
+    api = embedded.start_api()  # boots while the flow's modules import
+    from kernelsweep.flows.contest import recheck_flow
+
+    outcome = embedded.run_flow(lambda: recheck_flow(spec), on_row=lambda _: None, api=api)
     for change in outcome.held:
         out.print(f"held: {change.line()}", highlight=False, soft_wrap=True)
     for before, now in outcome.retuned:

@@ -4,7 +4,7 @@ user runs: `kernelsweep run` of an exhaustive grid on the simulated compiler 2.2
 (kernelsweep/sim/sdk_tuning.py moves the best of M=512,K=1024,N=2048) `kernelsweep tuned recheck` of a
 spec searching the same space, and last the full re-sweep it is weighed against. Counts, not times.
 
-    python benchmarks/tuned_recheck.py [--tile-k 64,128] [--budget 4]
+    python benchmarks/tuned_recheck.py [--tile-k 64,128] [--tile-m 128] [--budget 4]
 """
 
 from __future__ import annotations
@@ -57,10 +57,14 @@ def kernelsweep(*args: str, compiler: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tile-k", default="64,128", help="tile_k values (the grid's size per shape: 2 x these)")
+    parser.add_argument("--tile-k", default="64,128", help="tile_k values")
+    parser.add_argument(
+        "--tile-m", default="128", help="tile_m values (a shape's grid: 2 loop orders x these x tile_k)"
+    )
     parser.add_argument("--budget", type=int, default=4, help="a re-tune's search budget")
     args = parser.parse_args()
-    tunables = {"tile_m": [128], "tile_n": [512], "tile_k": [int(v) for v in args.tile_k.split(",")]}
+    tunables = {"tile_m": [int(v) for v in args.tile_m.split(",")], "tile_n": [512]}
+    tunables["tile_k"] = [int(v) for v in args.tile_k.split(",")]
     tunables["loop_order"] = ["mn", "nm"]
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)

@@ -40,6 +40,7 @@ def test_the_nearest_shapes_best_comes_first_then_its_runner_up(tmp_path):
     entries = [
         _entry("M=4096,K=1024,N=2048", C),  # three octaves away
         _entry("M=1024,K=1024,N=2048", A, B),  # one octave away
+        _entry("M=2048,K=1024,N=2048", A),  # two octaves away, the same best: tried once
         _entry("M=512,K=1024,N=2048", C, platform="trn1"),  # another platform
         _entry("M=512,K=1024,N=2048", C, lnc=1),  # another LNC
         _entry("M=512,K=1024", C),  # another set of dimensions

@@ -1,36 +1,45 @@
-"""The tuned store's flows: a search's winner confirmed before it enters the store (a contest,
-kernelsweep.tuned.contest, against the stored best or its runner-up), and the re-check on a new SDK;
-each contest round and re-tune a `sweep` subflow run, so its rows are stored and linked like any
+"""A search's winner confirmed before it enters the tuned store: a contest (kernelsweep.tuned.contest)
+against the stored best or its runner-up, each round a `sweep` subflow run of the search's flow (the
+flow hands itself in: this module never imports it), so its rows are stored and linked like any
 other run's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
 
-from prefect import flow
+from prefect import get_run_logger
 
+from kernelsweep.errors import StoreError
 from kernelsweep.report.best import Best, best_configurations
-from kernelsweep.report.load import ReportRow
+from kernelsweep.report.load import ReportRow, Selection, load
 from kernelsweep.report.stats import Rule
-from kernelsweep.results.rows import Row
 from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.tuned.contest import Contest, run_contests
-from kernelsweep.tuned.from_search import as_report_row
+from kernelsweep.tuned.contest import Contest, Runner, run_contests
 from kernelsweep.tuned.keys import numbers
-from kernelsweep.tuned.recheck import Outcome, recheck
 from kernelsweep.tuned.record import Change, entry_key, record
 from kernelsweep.tuned.store import TunedStore
 
 
-def confirm_searches(
-    spec: SweepSpec, targets: Sequence[SearchTarget], rows: Sequence[Row], run_date: date
-) -> list[Change]:
-    """Each searched shape's winner into the tuned store, confirmed first: measured again against the
-    stored best (when the store holds a different one) or else its runner-up, and recorded by the
-    store's rule from those rows (a clear win replaces, a tie keeps the incumbent)."""
-    searched = [as_report_row(r, run_date) for r in rows if r.search_trial is not None]
+def confirm_searches(spec: SweepSpec, targets: Sequence[SearchTarget], run_id: str, run: Runner) -> None:
+    """Each searched shape's winner of run `run_id` into the tuned store, confirmed first: measured again
+    against the stored best (when the store holds a different one) or else its runner-up, and recorded
+    by the store's rule from those rows (a clear win replaces, a tie keeps the incumbent). The rows are
+    stored already: a store that cannot be read or written is a warning (`report --export-best`
+    records the report's bests later)."""
+    logger = get_run_logger()
+    try:
+        changes = _confirm(spec, targets, run_id, run)
+    except StoreError as exc:
+        logger.warning(f"tuned store not updated: {exc.message}; `kernelsweep report --export-best` records it")
+        return
+    for change in changes:
+        logger.info(f"tuned store: {change.line()}")
+
+
+def _confirm(spec: SweepSpec, targets: Sequence[SearchTarget], run_id: str, run: Runner) -> list[Change]:
+    rows = load(spec.results, Selection(sweeps=(spec.name,)))
+    searched = [r for r in rows if r.flow_run_id == run_id and r.search_trial is not None]
     store = TunedStore(spec.results_location)
     settled: list[Best] = []
     contests: list[Contest] = []
@@ -56,9 +65,7 @@ def confirm_searches(
                 (mine, opponent),
             )
         )
-    from kernelsweep.flows.sweep import sweep  # the flow this one is part of
-
-    remeasured = best_configurations(run_contests(spec, contests, sweep), Rule()) if contests else []
+    remeasured = best_configurations(run_contests(spec, contests, run), Rule()) if contests else []
     return record(store, settled + remeasured, by="search")
 
 
@@ -70,12 +77,3 @@ def _target(targets: Sequence[SearchTarget], r: ReportRow) -> SearchTarget:
         ):  # fmt: skip
             return t
     raise LookupError(f"no search target for {r.kernel} {r.shape} {r.dtype} {r.platform}")
-
-
-@flow(name="tuned-recheck", flow_run_name="tuned-recheck-{spec.name}")
-def recheck_flow(spec: SweepSpec) -> Outcome:
-    """`kernelsweep tuned recheck`: the re-check (kernelsweep.tuned.recheck), its contests and re-tunes
-    each a `sweep` subflow run."""
-    from kernelsweep.flows.sweep import sweep
-
-    return recheck(spec, sweep)

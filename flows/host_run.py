@@ -121,27 +121,9 @@ def run_points(
     if stopped:
         raise SweepInterrupted(len(rows), len(points) + sum(t.settings.budget for t in targets), where)
     paths = _store(spec, next(iter(contexts.values())), rows, run_id, run_date, where)
-    if targets:
-        _record_tuned(spec, targets, rows, run_date)
     summaries = [row.summary() for row in rows]
     summary_artifact(spec.name, summaries)
     return SweepOutcome(flow_run_id=run_id, paths=paths, rows=summaries)
-
-
-def _record_tuned(spec: SweepSpec, targets: Sequence[SearchTarget], rows: list[Row], run_date: date) -> None:
-    """The searches' winners, confirmed by a contest, into the tuned store beside the results
-    (kernelsweep.flows.contest). The rows are stored already: a store that cannot be written is a
-    warning, and `report --export-best` records the same winners later."""
-    from kernelsweep.flows.contest import confirm_searches
-
-    logger = get_run_logger()
-    try:
-        changes = confirm_searches(spec, targets, rows, run_date)
-    except StoreError as exc:
-        logger.warning(f"tuned store not updated: {exc.message}; `kernelsweep report --export-best` records it")
-        return
-    for change in changes:
-        logger.info(f"tuned store: {change.line()}")
 
 
 def _store(

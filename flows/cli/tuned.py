@@ -73,7 +73,7 @@ def recheck(spec_path: str, toolchain: str | None, results: str | None, artifact
     from kernelsweep.flows import embedded
 
     api = embedded.start_api()  # boots while the flow's modules import
-    from kernelsweep.flows.contest import recheck_flow
+    from kernelsweep.flows.recheck import recheck_flow
 
     outcome = embedded.run_flow(lambda: recheck_flow(spec), on_row=lambda _: None, api=api)
     for change in outcome.held:
@@ -81,10 +81,11 @@ def recheck(spec_path: str, toolchain: str | None, results: str | None, artifact
     for before, now in outcome.retuned:
         was = ",".join(f"{n}={v}" for n, v in before["best"]["tunables"].items())
         line = f"re-tuned {before['key']['kernel']} {before['key']['shape']}: was {was}"
-        if now is not None:
+        if now is not None and now["best"]["tunables"] != before["best"]["tunables"]:
             best = ",".join(f"{n}={v}" for n, v in now["best"]["tunables"].items())
-            why = (now.get("history") or [{}])[0].get("why", "the stored best won its contest")
-            line += f", now {best} ({why})"
+            line += f", now {best} ({now['history'][0]['why']})"
+        else:
+            line += ", kept: the re-tune's winner did not beat it clearly"
         out.print(line, highlight=False, soft_wrap=True)
     for line in outcome.skipped:
         console.print(f"skipped: {line}", highlight=False, soft_wrap=True)

@@ -15,7 +15,7 @@ from kernelsweep.report.load import ReportRow, Selection, load
 from kernelsweep.report.stats import Rule
 from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.tuned.contest import Contest, Runner, run_contests
+from kernelsweep.tuned.contest import Contest, Runner, contest_bests, run_contests
 from kernelsweep.tuned.keys import numbers
 from kernelsweep.tuned.record import Change, entry_key, record
 from kernelsweep.tuned.store import TunedStore
@@ -65,7 +65,7 @@ def _confirm(spec: SweepSpec, targets: Sequence[SearchTarget], run_id: str, run:
                 (mine, opponent),
             )
         )
-    remeasured = best_configurations(run_contests(spec, contests, run), Rule()) if contests else []
+    remeasured = contest_bests(run_contests(spec, contests, run), Rule()) if contests else []
     return record(store, settled + remeasured, by="search")
 
 

@@ -154,3 +154,22 @@ def test_reading_a_best_imports_neither_prefect_nor_pyarrow(exported):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "exact []"
+
+
+def test_a_contest_is_judged_over_every_round_not_the_newest_alone():
+    """Three rounds of two configurations: A is 10% faster in two and 1% slower in the newest. The
+    report's best table (newest run) would pick B; the contest's verdict over the rounds picks A."""
+    from kernelsweep.tuned.contest import contest_bests
+
+    def rounds(tunables: str, centres: list[float]):
+        made = []
+        for night, centre in enumerate(centres):
+            r = _config(tunables, centre, run=f"contest-{night}")
+            made.append(replace(r, run_date=r.run_date.replace(day=1 + night), row_id=f"{r.row_id}/{night}"))
+        return made
+
+    rows = rounds("tile_m=128", [90.0, 91.0, 101.0]) + rounds("tile_m=64", [100.0, 100.5, 100.0])
+    assert _bests(*rows)[0].best.tunables == "tile_m=64"  # the newest run alone
+    (judged,) = contest_bests(rows, Rule())
+    assert judged.best.tunables == "tile_m=128" and judged.runner_up is not None
+    assert judged.gap is not None and judged.gap.runs == (3, 3) and judged.verdict in ("clear win", "inconclusive")

@@ -3,17 +3,22 @@ enters the store, and what the re-check on a new SDK runs for each stored best a
 
 Each round is one ordinary sweep run (its own rows, lineage and journal) holding both configurations
 of every key, so they share the run's device, host and run-level noise; the next round lists them in
-the other order. The verdict is then the report's (kernelsweep.report.best over the rounds' rows):
-each configuration's rounds are its runs, so the gap's interval carries run-to-run noise too.
+the other order. The verdict is the report's rule (kernelsweep.report.stats) over every round: each
+configuration's rounds are its runs, their levels compared, so the gap's interval carries run-to-run
+noise too (the report's best table judges the newest run alone).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from kernelsweep.report.best import OUTCOMES, Best, ShapeKey
 from kernelsweep.report.load import ReportRow, Selection, load
+from kernelsweep.report.stats import Rule, decide, effect
 from kernelsweep.results.outcome import SweepOutcome
 from kernelsweep.sweepspec.load import parse_spec
 from kernelsweep.sweepspec.models import SweepSpec
@@ -70,3 +75,46 @@ def run_contests(base: SweepSpec, contests: Sequence[Contest], run: Runner, roun
     }
     rows = load(base.results, Selection(sweeps=(contest_name(base.name),)))
     return [r for r in rows if r.flow_run_id in runs]
+
+
+def contest_bests(rows: Sequence[ReportRow], rule: Rule) -> list[Best]:
+    """Each key's two configurations judged over every round, not only the newest (what the report's
+    best table does): their run levels side by side, the faster by mean level first, the gap by the
+    verdict rule with the family correction over the keys judged."""
+    groups: dict[tuple[Any, ...], dict[str, list[ReportRow]]] = {}
+    for r in rows:
+        at = (r.kernel, r.shape, r.dtype, r.platform, r.lnc, r.toolchain_name or "")
+        groups.setdefault(at, {}).setdefault(r.tunables or "", []).append(r)
+    found: list[Best] = []
+    for configs in groups.values():
+        measured = sorted(
+            ([r for r in runs if r.ok] for runs in configs.values()),
+            key=lambda runs: statistics.fmean(r.sample().level for r in runs) if runs else math.inf,
+        )
+        first, second = measured[0], (measured[1] if len(measured) > 1 else [])
+        if not first:
+            continue
+        tried = len(configs)
+        if not second:
+            found.append(Best(_key(first[0]), _newest(first), tried, tried - 1, None, None))
+            continue
+        gap = effect(
+            [r.sample() for r in first],
+            [r.sample() for r in second],
+            threshold=rule.threshold_for(first[0].kernel),
+            alpha=rule.alpha,
+        )
+        found.append(Best(_key(first[0]), _newest(first), tried, 0, _newest(second), gap))
+    judged = [i for i, b in enumerate(found) if b.gap is not None]
+    verdicts = decide([found[i].gap for i in judged if found[i].gap is not None], rule)
+    for i, (verdict, why, _) in zip(judged, verdicts, strict=True):
+        found[i] = replace(found[i], verdict=OUTCOMES[verdict], why=why)
+    return found
+
+
+def _newest(rows: list[ReportRow]) -> ReportRow:
+    return max(rows, key=lambda r: r.order)
+
+
+def _key(r: ReportRow) -> ShapeKey:
+    return (r.kernel, r.shape, r.dtype, r.platform, " ".join(p for p in r.variant.split(" ") if p and p != r.tunables))

@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelsweep.report.best import best_configurations
 from kernelsweep.report.stats import Rule
 from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.expansion import expand_spec
 from kernelsweep.sweepspec.load import parse_spec
 from kernelsweep.sweepspec.models import SweepSpec
-from kernelsweep.tuned.contest import Contest, Runner, run_contests
+from kernelsweep.tuned.contest import Contest, Runner, contest_bests, run_contests
 from kernelsweep.tuned.keys import key_id, numbers, version_order
 from kernelsweep.tuned.record import Change, entry_key, record
 from kernelsweep.tuned.store import TunedStore
@@ -71,7 +70,7 @@ def recheck(spec: SweepSpec, run: Runner, rule: Rule | None = None) -> Outcome:
             entries.append(e)
     contests = [_contest(e, searched[e["key"]["kernel"]]) for e in entries]
     rows = run_contests(spec, contests, run) if contests else []
-    now = {place(entry_key(b.best)): b for b in best_configurations(rows, rule)}
+    now = {place(entry_key(b.best)): b for b in contest_bests(rows, rule)}
     held: list[Change] = []
     retuned: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
     for e in entries:

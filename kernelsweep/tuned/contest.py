@@ -94,9 +94,9 @@ def contest_bests(rows: Sequence[ReportRow], rule: Rule) -> list[Best]:
         first, second = measured[0], (measured[1] if len(measured) > 1 else [])
         if not first:
             continue
-        tried = len(configs)
+        tried, failed = len(configs), sum(not runs for runs in measured)
         if not second:
-            found.append(Best(_key(first[0]), _newest(first), tried, tried - 1, None, None))
+            found.append(Best(_key(first[0]), _newest(first), tried, failed, None, None))
             continue
         gap = effect(
             [r.sample() for r in first],
@@ -104,10 +104,10 @@ def contest_bests(rows: Sequence[ReportRow], rule: Rule) -> list[Best]:
             threshold=rule.threshold_for(first[0].kernel),
             alpha=rule.alpha,
         )
-        found.append(Best(_key(first[0]), _newest(first), tried, 0, _newest(second), gap))
-    judged = [i for i, b in enumerate(found) if b.gap is not None]
-    verdicts = decide([found[i].gap for i in judged if found[i].gap is not None], rule)
-    for i, (verdict, why, _) in zip(judged, verdicts, strict=True):
+        found.append(Best(_key(first[0]), _newest(first), tried, failed, _newest(second), gap))
+    gaps = [(i, b.gap) for i, b in enumerate(found) if b.gap is not None]
+    verdicts = decide([gap for _, gap in gaps], rule)
+    for (i, _), (verdict, why, _) in zip(gaps, verdicts, strict=True):
         found[i] = replace(found[i], verdict=OUTCOMES[verdict], why=why)
     return found
 

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from prefect.events.worker import EventsWorker
 from prefect.logging.handlers import APILogWorker
@@ -56,6 +56,7 @@ from kernelsweep.toolchain import kill_running_tools
 _NOISY_LOGGERS = ("prefect.server", "uvicorn", "uvicorn.error", "prefect._internal", "prefect.client")
 SERVER_STOP_GRACE_SECONDS = 5.0  # as Prefect gives its temporary server; it stops in well under 1 s
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class _Stopping:
@@ -80,14 +81,20 @@ def run_sweep(
     api = api or start_api()
     from kernelsweep.flows.sweep import sweep  # the flow's modules: imported while a server boots
 
+    return run_flow(
+        lambda: sweep(spec, resume_run_id=resume_run_id, remeasure=remeasure, max_points=max_points), on_row, api
+    )
+
+
+def run_flow(work: Callable[[], T], on_row: Listener, api: PrefectApi) -> T:
+    """A flow call (`work`), in a worker thread, against `api`, stopped by the first signal: what
+    `run_sweep` does for the sweep, for any flow that runs sweeps (`kernelsweep tuned recheck`)."""
     for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     stopping.reset()
     stopped_by.signal = None
     with _signals_stop_the_sweep(), subscribe(on_row), api.in_use():
-        return _in_worker_thread(
-            lambda: sweep(spec, resume_run_id=resume_run_id, remeasure=remeasure, max_points=max_points)
-        )
+        return _in_worker_thread(work)
 
 
 @contextmanager
@@ -113,7 +120,7 @@ def _signals_stop_the_sweep() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _in_worker_thread(work: Callable[[], SweepOutcome]) -> SweepOutcome:
+def _in_worker_thread(work: Callable[[], T]) -> T:
     outcome: dict[str, Any] = {}
     context = contextvars.copy_context()
 

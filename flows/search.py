@@ -9,7 +9,7 @@ killed mid-search and run again resumes its searches where they were.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prefect import get_run_logger
 
@@ -20,6 +20,8 @@ from kernelsweep.search import ShapeSearch, study_storage
 from kernelsweep.sweepspec import Point, SweepSpec
 from kernelsweep.sweepspec.blocks import SearchTarget, point_check
 from kernelsweep.this_host import StageContext
+from kernelsweep.tuned.store import TunedStore
+from kernelsweep.tuned.warm import seeds
 
 
 def run_searches(
@@ -33,6 +35,7 @@ def run_searches(
 
     storage, where = study_storage(spec.results_location, run_key(spec), run_id)
     searches = {t.point.point_id: ShapeSearch.open(t, storage, point_check(spec, t)) for t in targets}
+    warm_start(spec, searches.values())
     rows: list[Row] = []
     for search in searches.values():
         rows += search.resume(journal.completed if journal is not None else lambda _: {})
@@ -49,6 +52,23 @@ def run_searches(
         if len(measured) < len(batch):
             return rows, None, True
     return rows, None, first.stop.is_set()
+
+
+def warm_start(spec: SweepSpec, searches: Iterable[ShapeSearch]) -> None:
+    """Fresh studies first try the tuned store's bests near their shapes (kernelsweep.tuned.warm); a
+    store that cannot be read leaves them cold, with a warning."""
+    wanted = [s for s in searches if s.target.settings.warm_start]
+    if not wanted:
+        return
+    try:
+        entries = TunedStore(spec.results_location).entries()
+    except StoreError as exc:
+        get_run_logger().warning(f"searches start cold: {exc.message}")
+        return
+    for search in wanted:
+        queued = search.seed(seeds(entries, search.target.point, search.target.settings.warm_start))
+        if queued:
+            get_run_logger().info(f"{search.target.point.point_id}: warm start from {queued} stored configuration(s)")
 
 
 def _teller(searches: Mapping[str, ShapeSearch]) -> Callable[[Point, Row], None]:

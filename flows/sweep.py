@@ -62,6 +62,10 @@ def sweep(
         journal.close()
     finally:
         journal.release()  # the run's lease, however it ends (a resume may take the journal over)
+    if expansion.targets:  # the searches' winners, confirmed, into the tuned store (docs/tuning.md)
+        from kernelsweep.flows.contest import confirm_searches  # the report's modules: a search's run only
+
+        confirm_searches(spec, expansion.targets, report.flow_run_id, run=sweep)
     return report
 
 

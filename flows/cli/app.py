@@ -33,6 +33,7 @@ COMMANDS = {
     "compare": "compare",
     "compact": "compact",
     "server": "server",
+    "tuned": "tuned",
 }
 
 

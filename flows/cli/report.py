@@ -18,6 +18,7 @@ from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.report import Selection
+from kernelsweep.report.best import Best
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
 from kernelsweep.report.summary import Cell, Report
 from kernelsweep.sim import SIM_VERSION_SUFFIX
@@ -138,7 +139,7 @@ def selection_from(
     "--export-best",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write each shape's best configuration (kernel, shape, tunables, latency, row id) to this file: "
-    "TOML for a .toml name, else JSON.",
+    "TOML for a .toml name, else JSON; the tuned store beside the results takes them too (docs/tuning.md).",
 )
 def report(
     results_uri: str,
@@ -173,12 +174,28 @@ def report(
         from kernelsweep.report.best import export
 
         written = export(built.best, export_best)
+        changes = record_best(results_uri, built.best)
     emit(output_format, built, allow_incorrect)
     if html_dir is not None:
         console.print(f"HTML report: {page}", highlight=False, soft_wrap=True)
     if export_best is not None:
         console.print(f"best configurations of {written} shape(s): {export_best}", highlight=False, soft_wrap=True)
+        for line in changes:
+            console.print(line, highlight=False, soft_wrap=True)
     sys.exit(built.exit_code(allow_incorrect))
+
+
+def record_best(results_uri: str, best: list[Best]) -> list[str]:
+    """The report's bests into the tuned store beside the results; a line per key that changed."""
+    from kernelsweep.tuned.record import CONFIRMED, NEW, REPLACED, record
+    from kernelsweep.tuned.store import TunedStore
+
+    store = TunedStore(results_uri)
+    changes = record(store, best, by="report")
+    moved = [c for c in changes if c.action in (NEW, REPLACED)]
+    return [f"tuned store {store.uri}: {len(moved)} of {len(changes)} key(s) new or replaced"] + [
+        f"  {c.line()}" for c in changes if c.action != CONFIRMED
+    ]
 
 
 def emit(output_format: str, built: Report, allow_incorrect: bool) -> None:

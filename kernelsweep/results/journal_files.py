@@ -146,9 +146,12 @@ class _S3Files:
             self._call("deleting", "", "delete_objects", Delete={"Objects": keys[start : start + 1000]})
 
 
-def open_files(results: Location | str, client: s3.S3Client | None = None) -> JournalFiles:
-    """`<results>/_journal`, in a folder or under the results' S3 prefix."""
-    where = parse_location(results, "results location").child(JOURNAL_FOLDER)
+def open_files(
+    results: Location | str, client: s3.S3Client | None = None, folder: str = JOURNAL_FOLDER
+) -> JournalFiles:
+    """`<results>/_journal` (or another folder beside the results), in a folder or under the results'
+    S3 prefix."""
+    where = parse_location(results, "results location").child(folder)
     if isinstance(where, s3.S3Location):
         return _S3Files(where, client or s3.make_client())
     return _LocalFiles(where.path)

@@ -87,6 +87,18 @@ class ShapeSearch:
                 self.study.enqueue_trial(dict(trial.params), skip_if_exists=False)
         return list(rows.values())
 
+    def seed(self, configs: list[dict[str, int | str]]) -> int:
+        """A fresh study's first trials: these configurations (a warm start from the tuned store), asked
+        before the sampler's own; one outside the search space is skipped. How many were queued."""
+        if self.study.get_trials(deepcopy=False):
+            return 0  # a resumed study keeps what it had
+        queued = 0
+        for config in configs:
+            if config.keys() == self.target.space.keys() and all(v in self.target.space[n] for n, v in config.items()):
+                self.study.enqueue_trial({n: _param(self.target.space[n], v) for n, v in config.items()})
+                queued += 1
+        return queued
+
     def propose(self, wanted: int) -> list[Point]:
         """Up to `wanted` new configurations to measure, within the budget."""
         room = min(wanted, self.target.settings.budget - self.measured)
@@ -141,6 +153,13 @@ def _distribution(values: list[int | str]) -> optuna.distributions.BaseDistribut
     if all(isinstance(v, int) for v in values):
         return optuna.distributions.IntDistribution(0, len(values) - 1)
     return optuna.distributions.CategoricalDistribution(values)
+
+
+def _param(values: list[int | str], value: int | str) -> int | str:
+    """A tunable's value as the study's parameter: `_value` the other way round."""
+    if all(isinstance(v, int) for v in values):
+        return sorted(values).index(value)
+    return value
 
 
 def _value(values: list[int | str], param: int | str) -> int | str:

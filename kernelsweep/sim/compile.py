@@ -19,6 +19,7 @@ from kernelsweep.platforms import PLATFORMS
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sim.latency import COMPILE, emulate, ir_point_key
 from kernelsweep.sim.model import compile_seconds
+from kernelsweep.sim.sdk_tuning import sdk_code_factor
 from kernelsweep.toolchain.neff import write_neff
 
 INJECTED = "injected by KERNELSWEEP_SIM_FAULTS"
@@ -104,7 +105,9 @@ def write_sim_neff(
     """The configured compiler version goes into the NEFF, and with it any slowdown of the code it
     emits (sim.config's COMPILER_SLOWDOWN): the profiler's model applies it whenever this NEFF runs.
     `with_debug_info` adds kernel_debug_info.json, which the simulated view reads, as Explorer does."""
-    version, factor = config.compiler_version, config.slowdown(ir["kernel"], ir["params"])
+    version = config.compiler_version
+    factor = config.slowdown(ir["kernel"], ir["params"])
+    factor *= sdk_code_factor(version, ir["kernel"], ir["params"], ir.get("tunables", {}))
     built = {**ir, "compiler_version": version} | ({"code_factor": factor} if factor != 1.0 else {})
     names = list(output_names) if output_names else [f"output_{i}" for i in range(len(ir["outputs"]))]
     if len(names) != len(ir["outputs"]):

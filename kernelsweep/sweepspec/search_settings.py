@@ -36,6 +36,14 @@ class SearchSettings(BaseModel):
         description="tpe: random configurations before the model proposes (Optuna's n_startup_trials).",
     )
 
+    warm_start: int = Field(
+        2,
+        ge=0,
+        le=100,
+        description="Configurations tried first from the tuned store: the stored bests (and runners-up) of this "
+        "kernel at the nearest shapes, any SDK; 0: start cold. They count toward the budget.",
+    )
+
     @property
     def column(self) -> str:
         return OBJECTIVE_COLUMNS[self.objective]

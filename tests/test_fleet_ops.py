@@ -216,6 +216,15 @@ def test_a_second_fleet_run_waits_for_the_first_and_a_slower_night_reaches_the_w
     assert "slower" in regression["subject"] and "Report: " in regression["body"]
     assert len({r["flow_run_id"] for r in _dataset_rows(spec)}) == 4  # four nights, one row each
 
+    failed = {"type": "FAILED", "name": "Failed", "message": "two shards did not complete (set by the test)"}
+    server.api(f"/flow_runs/{slower}/set_state", {"state": failed, "force": True})  # a failed night is told too
+    told = poll(
+        lambda: next((m for m in webhook if m.get("subject") == "kernelsweep fleet fleet-nights failed"), None),
+        timeout=120,
+        what="the failed fleet run at the webhook",
+    )
+    assert slower in told["body"] and "two shards did not complete (set by the test)" in told["body"], told
+
 
 def test_a_shard_whose_worker_alone_is_killed_finishes_and_stores_its_rows(fleet_server, control, tmp_path):
     """The OOM killer or `kill -9` takes the worker process only: its flow run (in a session of its own)

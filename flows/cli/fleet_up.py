@@ -97,6 +97,7 @@ def up(
         automations.install(client, automations.shard_retries(shard_retries))
         if block is not None:
             automations.install(client, automations.notifications(block))
+            automations.install(client, automations.failure_notifications(block))
     console.print(f"nightly spec {spec.name} ({len(points)} points) stored as variable {NIGHTLY_VARIABLE}")
     _deploy(Path(file_path))
     with _client() as client:

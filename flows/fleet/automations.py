@@ -14,6 +14,10 @@ nobody watching and without the fleet run (they live on the server, not in a flo
   emits is sent through a notification block the operator names (webhook, Slack, email: any Prefect
   notification block), its subject and body as the report wrote them.
 
+- **Failures** reach the same block: a shard (capture or compile) or a fleet run that ends Crashed or
+  Failed is told once, with its host and the state's message, and again for the same run only after
+  `FAILURE_QUIET` (the trigger's window): a shard crashing on every retry of a night is one message.
+
 Each is found again by its name, so installing one twice updates it.
 """
 
@@ -32,8 +36,11 @@ from kernelsweep.report.notify import REGRESSION_EVENT, RESOURCE_PREFIX, SUMMARY
 CRASH = "kernelsweep: crash flow runs whose host went silent"
 RETRY = "kernelsweep: retry crashed or failed fleet shards"
 NOTIFY = "kernelsweep: send regressions and nightly summaries"
+FAILURES = "kernelsweep: tell of crashed or failed shards and fleet runs"
+FAILURE_QUIET = timedelta(hours=12)  # one message per run and night
 ENDED = ("Completed", "Failed", "Cancelled", "Crashed")
 SHARD_FLOW = "sweep-shard"
+FLEET_FLOW = "fleet"
 SHARD_FLOWS = [SHARD_FLOW, "compile-shard"]  # a compile farm's shard is retried like a capture shard
 
 
@@ -130,6 +137,31 @@ def notifications(block_document_id: UUID) -> AutomationCore:
                 block_document_id=block_document_id,
                 subject="{{ event.payload.subject }}",
                 body="{{ event.payload.body }}",
+            )
+        ],
+    )
+
+
+def failure_notifications(block_document_id: UUID) -> AutomationCore:
+    return AutomationCore(
+        name=FAILURES,
+        description="A crashed or failed shard or fleet run, through the notification block (once a night per run).",
+        trigger=EventTrigger(
+            match={"prefect.resource.id": "prefect.flow-run.*"},
+            match_related={"prefect.resource.role": "flow", "prefect.resource.name": [*SHARD_FLOWS, FLEET_FLOW]},
+            expect={"prefect.flow-run.Crashed", "prefect.flow-run.Failed"},
+            for_each={"prefect.resource.id"},
+            posture=Posture.Reactive,
+            threshold=1,
+            within=FAILURE_QUIET,
+        ),
+        actions=[
+            SendNotification(
+                block_document_id=block_document_id,
+                subject="kernelsweep {{ flow.name }} {{ flow_run.name }} {{ flow_run.state.name | lower }}",
+                body="{{ flow_run.name }} ({{ flow_run.id }}) on host "
+                "{{ flow_run.labels.get('kernelsweep.host', 'unknown') }}, attempt {{ flow_run.run_count }}: "
+                "{{ flow_run.state.name }}: {{ flow_run.state.message }}",
             )
         ],
     )

@@ -43,6 +43,7 @@ from kernelsweep.sim.config import sim_env
 HOSTS = {"trn1-a": "trn1", "trn2-a": "trn2", "trn2-b": "trn2", "inf2-a": "inf2"}  # name -> family
 STATE_FILE = "demo.json"
 STOP_SECONDS = 10.0
+DEMO_CRASH_AFTER = 60  # `fleet up --crash-after`'s least: two of its hosts' 30 s heartbeats
 SPEC = """\
 # The demo fleet's nightly suite: every family, on the simulated toolchain, results in this folder.
 name = "demo"
@@ -181,6 +182,7 @@ def _fleet_up(env: dict[str, str], home: Path, prefect_yaml: Path) -> None:
     spec = home / "nightly.toml"
     spec.write_text(SPEC.format(home=home))
     argv = [sys.executable, "-m", "kernelsweep.flows.cli", "fleet", "up", "--file", str(prefect_yaml)]
+    argv += ["--crash-after", str(DEMO_CRASH_AFTER)]  # a killed demo host's shard is retried within a minute or two
     with (home / "logs" / "fleet-up.log").open("wb") as log:
         done = subprocess.run([*argv, "--spec", str(spec)], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=home)
     if done.returncode != 0:

@@ -49,10 +49,10 @@ SHARD_ENTRYPOINT = "kernelsweep.flows.sweep:sweep_shard"
 @click.option(
     "--crash-after",
     type=click.IntRange(min=60),
-    default=600,
+    default=120,
     show_default=True,
-    help="Seconds without a heartbeat before a running flow run is marked Crashed (workers send one every "
-    "PREFECT_FLOWS_HEARTBEAT_FREQUENCY seconds, 180 by default).",
+    help="Seconds without a heartbeat before a running flow run is marked Crashed (`kernelsweep fleet worker`'s "
+    "flow runs send one every 30 s: PREFECT_FLOWS_HEARTBEAT_FREQUENCY).",
 )
 @click.option(
     "--shard-retries",

@@ -9,7 +9,9 @@ stop). This command puts SIGINT and SIGTERM back to their defaults and then beco
 start` (exec: the same process id, which is what a supervisor signals), so SIGTERM stops it at once
 when it is idle, and stops it (and with it, under the shipped unit, its flow runs) when it is not.
 
-The fleet's pools start each flow run as `python -m prefect.engine` (kernelsweep.flows.fleet_setup):
+Its flow runs beat every 30 s (PREFECT_FLOWS_HEARTBEAT_FREQUENCY, unless set), so a host that dies
+is noticed within `fleet up --crash-after` (default 120 s). The fleet's pools start each flow run as
+`python -m prefect.engine` (kernelsweep.flows.fleet_setup):
 this interpreter is put first on the worker's PATH as `python`, so that is the one they run, whatever
 else the host's PATH holds.
 """
@@ -26,6 +28,9 @@ from pathlib import Path
 import click
 
 PREFECT_WORKER = ("-P", "-m", "prefect", "worker", "start")  # -P: the working folder off the import path
+# How often this host's flow runs tell the server they live, unless the environment says: Prefect's
+# least, so `fleet up --crash-after` (120 s by default) can mark a dead host's shard Crashed in two minutes.
+HEARTBEAT_ENV, HEARTBEAT_SECONDS = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "30"
 
 
 def worker_argv(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...] = ()) -> list[str]:
@@ -49,7 +54,8 @@ def worker(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...
     path = os.pathsep.join([python_folder(), os.environ.get("PATH", os.defpath)])
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(argv[0], argv, {**os.environ, "PATH": path})
+    beats = {HEARTBEAT_ENV: os.environ.get(HEARTBEAT_ENV) or HEARTBEAT_SECONDS}
+    os.execve(argv[0], argv, {**os.environ, "PATH": path, **beats})
 
 
 def python_folder() -> str:

@@ -335,15 +335,18 @@ def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, 
 
 
 def test_guards_a_wrong_family_host_and_a_version_pin_fail_their_shards(fleet_server, control, tmp_path):
-    """A trn1 host started in the trn2 pool, and an inf2 host without the compiler the run pins: each
-    refuses its shard before measuring (retried, bounded, then final); the fleet run fails naming them."""
+    """A trn1 host started in the trn2 pool, and an inf2 host with a newer compiler than the run pins: each
+    refuses its shard before measuring (retried, bounded, then final); the fleet run fails naming them.
+    Then a pin that no host of a family has, as the hosts last reported, fails the next fleet run at its
+    start, before any shard."""
     server = fleet_server
     stray = server.start_worker("trn1-stray", POOLS["trn2"], env=sim_host_env(tmp_path / "stray", "trn1"))
-    old = server.start_worker("inf2-old", POOLS["inf2"], env=sim_host_env(tmp_path / "old", "inf2"))
+    newer = sim_host_env(tmp_path / "old", "inf2", KERNELSWEEP_SIM_COMPILER_VERSION="2.22.1.0")
+    old = server.start_worker("inf2-old", POOLS["inf2"], env=newer)
     try:
         _online(server, [stray, old])
         spec = _spec(tmp_path, "guards", ("trn2", "inf2"), [2048], per_run=2)
-        spec = spec.model_copy(update={"require": spec.require.model_copy(update={"compiler": "9.99.*"})})
+        spec = spec.model_copy(update={"require": spec.require.model_copy(update={"compiler": "2.21.*"})})
         fleet_run = _run_fleet(server, spec)
         outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
     finally:
@@ -352,12 +355,19 @@ def test_guards_a_wrong_family_host_and_a_version_pin_fail_their_shards(fleet_se
     assert outcome["type"] == "FAILED" and "2 of 2 shards did not complete" in outcome["message"]
     assert "host trn1-stray is trn1" in outcome["message"] and "work pool kernelsweep-trn2" in outcome["message"]
     assert "host inf2-old in work pool kernelsweep-inf2 has compiler" in outcome["message"]
-    assert "(the run requires 9.99.*)" in outcome["message"]
+    assert "(the run requires 2.21.*)" in outcome["message"]
     shards = _shards(server, fleet_run).values()
     assert sorted(r["run_count"] for r in shards) == [3, 3]  # the first attempt and two automatic retries
     assert not _writers(spec)  # nothing measured
     [shard] = [r for r in shards if "inf2" in r["tags"]]
     assert shard["labels"]["kernelsweep.host"] == "inf2-old" and shard["labels"]["kernelsweep.compiler"]
+
+    impossible = spec.model_copy(update={"require": spec.require.model_copy(update={"compiler": "9.99.*"})})
+    refused = server.wait_final(_run_fleet(server, impossible), RUN_TIMEOUT)
+    said = refused["state"]["message"]
+    assert refused["state"]["type"] == "FAILED" and "nothing in the fleet can run guards: no " in said, said
+    assert "(the run requires 9.99.*)" in said and "no shard was started" in said
+    assert not _shards(server, refused["id"])
 
 
 def test_a_family_with_no_worker_online_fails_its_shards_after_the_wait(fleet_server, control, tmp_path):

@@ -16,7 +16,9 @@ summary, read from the dataset, and compacts the nights before its own.
 - With a compile farm online (kernelsweep.flows.fleet.farm), each shard's points are traced and compiled
   on its CPU hosts first, and the shard starts on its family's pool as soon as its NEFFs exist.
 - The run fails, naming each shard that did not complete and why (a host in the wrong pool, a host
-  with other SDK versions than the run requires), when one still has not after its retries.
+  with other SDK versions than the run requires), when one still has not after its retries; it fails
+  at once, starting no shard, when the versions it pins (`require`, perhaps set in the run form) are
+  on no host of a family as its hosts last reported them.
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ from prefect.states import Completed, Failed, State
 
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
-from kernelsweep.fleet.hosts import HostReport, attempt_hosts, describe, disagreements
+from kernelsweep.fleet.hosts import HostReport, attempt_hosts, describe, disagreements, unrunnable
 from kernelsweep.flows.fleet.automations import retries_installed
 from kernelsweep.flows.fleet.farm import farm_online, stream
 from kernelsweep.flows.fleet.nightly_spec import live_spec
+from kernelsweep.flows.fleet.setup import reported_hosts
 from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, fleet_cost, publish
 from kernelsweep.flows.fleet.wait import ShardWait
 from kernelsweep.results.compact import compact
@@ -61,6 +64,9 @@ def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
     refuse_searches(spec, f"fleet {spec.name}")
     shards = plan_shards(expand(spec), spec.execution.max_points_per_flow_run)
     with get_client(sync_client=True) as client:
+        unmeetable = unrunnable(spec, reported_hosts(client))  # a pin set in the run form, before any shard
+        if unmeetable:
+            return Failed(message=f"nothing in the fleet can run {spec.name}: {unmeetable}; no shard was started")
         this = client.read_flow_run(UUID(str(flow_run.id)))
         pools = {family: _pool_of(client, family) for family in {s.family for s in shards}}
         queue = "nightly" if this.auto_scheduled else "urgent"

@@ -136,3 +136,11 @@ def test_the_worker_puts_its_own_interpreter_on_path_as_python(tmp_path, monkeyp
     assert wrapper.parent != only_python3.parent and python_folder() == str(wrapper.parent)  # the same one again
     ran = subprocess.run([str(wrapper), "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
     assert ran.stdout.strip() == str(only_python3)
+
+
+def test_a_compile_host_takes_one_shard_at_a_time_unless_told_and_other_hosts_are_unlimited():
+    from kernelsweep.flows.cli.fleet_worker import worker_argv
+
+    assert worker_argv("kernelsweep-compile", "c1", None)[-2:] == ["--limit", "1"]
+    assert worker_argv("kernelsweep-compile", "c1", 4)[-2:] == ["--limit", "4"]
+    assert "--limit" not in worker_argv("kernelsweep-trn2", "t1", None)

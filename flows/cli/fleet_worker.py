@@ -27,14 +27,21 @@ from pathlib import Path
 
 import click
 
+from kernelsweep.fleet.farm import COMPILE_POOL
+
 PREFECT_WORKER = ("-P", "-m", "prefect", "worker", "start")  # -P: the working folder off the import path
 # How often this host's flow runs tell the server they live, unless the environment says: Prefect's
 # least, so `fleet up --crash-after` (120 s by default) can mark a dead host's shard Crashed in two minutes.
 HEARTBEAT_ENV, HEARTBEAT_SECONDS = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "30"
+COMPILE_LIMIT = 1  # compile shards at once on a compile host, unless --limit says
 
 
 def worker_argv(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...] = ()) -> list[str]:
-    """`prefect worker start` for one pool, as this interpreter runs it."""
+    """`prefect worker start` for one pool, as this interpreter runs it. A compile host takes one shard
+    at a time unless told otherwise: its `compile_slots` already fill its CPUs, and without a limit one
+    host took every compile shard of a night in seconds while the farm's other hosts stood idle."""
+    if limit is None and pool == COMPILE_POOL:
+        limit = COMPILE_LIMIT
     argv = [sys.executable, *PREFECT_WORKER, "--pool", pool]
     argv += ["--name", name] if name else []
     argv += ["--limit", str(limit)] if limit is not None else []
@@ -44,7 +51,11 @@ def worker_argv(pool: str, name: str | None, limit: int | None, extra: tuple[str
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option("--pool", required=True, help="This host's work pool, e.g. kernelsweep-trn2.")
 @click.option("--name", help="The worker's name [Prefect's: a generated one]; a fleet uses the host name.")
-@click.option("--limit", type=click.IntRange(min=1), help="Flow runs at once on this host [no limit].")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help=f"Flow runs at once on this host [{COMPILE_LIMIT} in {COMPILE_POOL}, else no limit].",
+)
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def worker(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...]) -> None:
     """Run this host's Prefect worker (`prefect worker start`; further options go to it) so that SIGTERM stops it."""

@@ -4,7 +4,6 @@ or computed a wrong output (the object says which and why), 2 bad input, 3 the r
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from datetime import UTC, datetime
@@ -12,6 +11,7 @@ from typing import Any
 
 import click
 
+from kernelsweep import strict_json
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, console
 from kernelsweep.platforms import PLATFORM_NAMES
@@ -64,7 +64,7 @@ def bench(
     spec = parse_spec(data, source="bench")
     [point] = expand_spec(spec, source="bench").points
     found, row_status = _measured(spec, point, results)
-    print(json.dumps(found, separators=(",", ":")) if compact else json.dumps(found, indent=1))
+    print(strict_json.dumps(found, separators=(",", ":")) if compact else strict_json.dumps(found, indent=1))
     sys.exit(0 if row_status == "ok" else EXIT_PROBLEMS)
 
 

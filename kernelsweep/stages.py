@@ -9,6 +9,7 @@ into its own scratch folder. The sixth stage, store, is the results writer.
 from __future__ import annotations
 
 import inspect
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +53,8 @@ HOST_META = "host"
 DEBUG_INFO_META, ALLOC_FALLBACK_META = "debug_info", "alloc_fallback"
 VIEW_TIMEOUT_SECONDS = 600.0
 
+log = logging.getLogger(__name__)
+
 
 @contextmanager
 def _scratch(stage: str) -> Iterator[Path]:
@@ -72,10 +75,11 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     choice = ctx.tracer_choice
     key = _trace_key(ctx, point, source.sha256, nki_source.sha256 if nki_source else None, choice.first)
     hit = cache.lookup(ctx.store, "trace", ctx.versions.compiler, key)
-    if hit is not None:
+    target = get_platform(point.platform).compiler_target
+    if hit is not None and ("neff" not in hit.refs or _built_as_keyed(ctx, hit.refs["neff"], target)):
         return replace(_cached_trace(hit, source, choice), nki_source=nki_source)
     try:
-        request = tracing.TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
+        request = tracing.TraceRequest.for_point(point, definition, target)
     except InvalidShapeError as exc:  # a point that skipped the spec's checks
         raise TraceError(f"{definition.name} {point.shape}: {exc.message}", error_class="InvalidShape") from None
     cpu = ctx.toolchain.kind == "cpu"
@@ -173,6 +177,34 @@ def _cached_trace(entry: cache.Entry, source: ArtifactRef, choice: tracing.Trace
     )
 
 
+def _built_as_keyed(ctx: StageContext, neff: ArtifactRef, target: str) -> bool:
+    """Whether a cached NEFF's own header names the compiler version and target its key says: a host
+    whose SDK reports one version and compiles with another would otherwise have every capture that
+    reuses its NEFFs measure another compiler's code under this one's name. A mismatch is a miss
+    (compiled again, its entry written anew) with one warning; a NEFF that names neither is trusted."""
+    with _scratch("neff-check") as workdir:
+        try:
+            info = read_neff(ctx.store.fetch(neff, workdir / "file.neff", rebuildable=True)).info
+        except NeffFormatError as exc:
+            log.warning("cached NEFF %s is not a NEFF (%s): a cache miss, compiling it again", neff.sha256[:12], exc)
+            return False
+    built = (str(info.get("tool_version") or ""), str(info.get("target") or ""))
+    wanted = (ctx.versions.compiler or "", target)
+    if all(not have or _release(have) == _release(want) for have, want in zip(built, wanted, strict=True)):
+        return True
+    log.warning(
+        "cached NEFF %s was built by compiler %s for %s, but its cache key says compiler %s for %s: a cache miss, "
+        "compiling it again (a host whose SDK reports another compiler than it runs wrote it)",
+        neff.sha256[:12], built[0] or "?", built[1] or "?", *wanted,
+    )  # fmt: skip
+    return False
+
+
+def _release(version: str) -> str:
+    """A version without its local part (`2.21.1+abc` -> `2.21.1`), as the header and a probe may differ there."""
+    return version.split("+", 1)[0]
+
+
 def _flag(value: bool | None) -> str:
     """A cache entry's meta holds strings: "" for unknown."""
     return "" if value is None else str(value).lower()
@@ -221,7 +253,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
     )
     options = compiler.compile_options(target, lnc)
     hit = cache.lookup(ctx.store, "compile", ctx.versions.compiler, key)
-    if hit is not None:
+    if hit is not None and _built_as_keyed(ctx, hit.refs["neff"], target):
         return CompileResult(
             neff=hit.refs["neff"],
             seconds=None,

@@ -223,6 +223,13 @@ FAILURES = [
      {}, 2, "none of the profile summary fields"),
     ("extract-nested-too-deep", {"d.json": '{"a": ' + "[" * 200 + "]" * 200 + "}"}, ["extract", "d.json"], {}, 2,
      "is nested more than 64 levels deep"),
+    # issue 41: environment faults and checks before any work
+    ("bench-axis-twice", {}, ["bench", "matmul", "--shape", "M=128,M=256", "--toolchain", "sim"], {}, 2,
+     "--shape 'M=128,M=256': M is given twice; give each axis once"),
+    ("prefect-api-url-bad-ipv6", {"spec.toml": SPEC}, ["run", "spec.toml"], {"PREFECT_API_URL": "http://[::1/api"},
+     2, "PREFECT_API_URL='http://[::1/api' is not an http(s) URL"),
+    ("notify-malformed", {"spec.toml": SPEC}, ["fleet", "up", "--spec", "spec.toml", "--notify", "nonsense"],
+     {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "--notify 'nonsense': give the block as block-type-slug/name"),
 ]  # fmt: skip
 
 
@@ -235,6 +242,8 @@ AS_SUBPROCESS = {
     "unknown-command",
     "prefect-api-url-not-a-url",
     "tmpdir-not-a-folder",
+    "prefect-api-url-bad-ipv6",
+    "notify-malformed",
 }  # variables the in-process run does not set
 
 

@@ -49,8 +49,8 @@ def holder():
 
     def hold(results: str, key: str, run_id: str | None = None, note: str | None = None) -> subprocess.Popen:
         path = journal_lease.open_lease(results, key, run_id)[0]
-        proc = subprocess.Popen([sys.executable, "-I", "-c", HOLDER, path, *([note] if note else [])], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        argv = [sys.executable, "-I", "-c", HOLDER, path, *([note] if note else [])]
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         started.append(proc)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         return proc

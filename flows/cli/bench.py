@@ -75,6 +75,8 @@ def _grid(shape: str) -> dict[str, list[int]]:
         axis, sep, value = term.partition("=")
         if not sep or not axis.strip() or not value.strip().lstrip("-").isdigit():
             raise UsageError(f"--shape {shape!r}: {term!r} is not AXIS=INTEGER; give e.g. M=256,K=512,N=512")
+        if axis.strip() in grid:  # a point has one value per axis: measuring the last would be a guess
+            raise UsageError(f"--shape {shape!r}: {axis.strip()} is given twice; give each axis once")
         grid[axis.strip()] = [int(value)]
     if not grid:
         raise UsageError("--shape is empty; give the point's parameters, e.g. M=256,K=512,N=512")

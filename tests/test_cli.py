@@ -340,3 +340,13 @@ def test_the_run_summary_lists_shapes_in_their_numbers_order_not_as_text():
     assert [text.index(s) for s in ("n=512 ", "n=2048 ", "n=4096 ", "n=16384 ")] == sorted(
         text.index(s) for s in ("n=512 ", "n=2048 ", "n=4096 ", "n=16384 ")
     )
+
+
+def test_a_results_path_with_brackets_is_printed_as_it_is(capsys):
+    """Issue 41: `results/[v1]/...` was printed without `[v1]` (rich took it as markup)."""
+    from kernelsweep.flows.cli.run import _print_outcome
+    from kernelsweep.results.outcome import SweepOutcome
+
+    path = "runs/[v1]/v1/platform=trn2/run_date=2026-11-27/x.parquet"
+    _print_outcome(SweepOutcome("run", paths=[path]), 0)
+    assert f"results: {path}" in capsys.readouterr().out

@@ -110,7 +110,7 @@ def compare(
         from kernelsweep.report.compare_page import bundle
         from kernelsweep.report.publish import write_bundle
 
-        console.print(f"compare page: {write_bundle(bundle(comparison), str(html_dir))}", highlight=False)
+        console.print(f"compare page: {escape(write_bundle(bundle(comparison), str(html_dir)))}", highlight=False)
     sys.exit(comparison.exit_code)
 
 

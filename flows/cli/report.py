@@ -175,9 +175,11 @@ def report(
         written = export(built.best, export_best)
     emit(output_format, built, allow_incorrect)
     if html_dir is not None:
-        console.print(f"HTML report: {page}", highlight=False, soft_wrap=True)
+        console.print(f"HTML report: {escape(str(page))}", highlight=False, soft_wrap=True)
     if export_best is not None:
-        console.print(f"best configurations of {written} shape(s): {export_best}", highlight=False, soft_wrap=True)
+        console.print(
+            f"best configurations of {written} shape(s): {escape(str(export_best))}", highlight=False, soft_wrap=True
+        )
     sys.exit(built.exit_code(allow_incorrect))
 
 

@@ -237,7 +237,7 @@ def _print_outcome(report: SweepOutcome, reused: int) -> None:
     if reused:
         console.print(f"reused {reused} point(s) measured by the interrupted run", highlight=False)
     for path in report.paths:
-        out.print(f"results: {path}", highlight=False, soft_wrap=True)
+        out.print(f"results: {escape(path)}", highlight=False, soft_wrap=True)
     if report.failed:
         console.print(
             f"{report.failed} of {len(report.rows)} points failed (see error_message in the results)", highlight=False

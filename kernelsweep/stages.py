@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from kernelsweep.locks import CoreLease
 from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.platforms import get_platform
 from kernelsweep.profiles.metrics import LatencyStats, read_profile
+from kernelsweep.scratch import scratch
 from kernelsweep.stage_results import (
     CaptureResult,
     CompileResult,
@@ -56,12 +56,6 @@ VIEW_TIMEOUT_SECONDS = 600.0
 log = logging.getLogger(__name__)
 
 
-@contextmanager
-def _scratch(stage: str) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix=f"kernelsweep-{stage}-") as tmp:
-        yield Path(tmp)
-
-
 def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     """Trace (and on current NKI, compile) in a worker process, holding a compile slot while it
     traces: the tracing call is as heavy as a compile. The worker starts (Python, the SDK's imports)
@@ -83,7 +77,7 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     except InvalidShapeError as exc:  # a point that skipped the spec's checks
         raise TraceError(f"{definition.name} {point.shape}: {exc.message}", error_class="InvalidShape") from None
     cpu = ctx.toolchain.kind == "cpu"
-    with _scratch("trace") as workdir:
+    with scratch("trace") as workdir:
         out = tracing.trace(
             ctx.toolchain,
             request,
@@ -182,7 +176,7 @@ def _built_as_keyed(ctx: StageContext, neff: ArtifactRef, target: str) -> bool:
     whose SDK reports one version and compiles with another would otherwise have every capture that
     reuses its NEFFs measure another compiler's code under this one's name. A mismatch is a miss
     (compiled again, its entry written anew) with one warning; a NEFF that names neither is trusted."""
-    with _scratch("neff-check") as workdir:
+    with scratch("neff-check") as workdir:
         try:
             info = read_neff(ctx.store.fetch(neff, workdir / "file.neff", rebuildable=True)).info
         except NeffFormatError as exc:
@@ -263,7 +257,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             compile_host=hit.meta.get(HOST_META) or None,
             debug_info=False,  # `neuronx-cc compile` runs without NKI_DEBUG_INFO
         )
-    with _scratch("compile") as workdir:
+    with scratch("compile") as workdir:
         folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
         with ctx.compile_gate:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
@@ -283,7 +277,7 @@ def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
     """Inputs as raw C-order bytes, one `inp-<name>-000.bin` per NEFF input (seed 000), built once per
     content (kernelsweep.reference): the same shape, dtype and seed on another platform or in a re-run
     reuses them."""
-    with _scratch("inputs") as workdir:
+    with scratch("inputs") as workdir:
         return InputsResult(inputs=reference.point_inputs(ctx.store, point, load_kernel(point.kernel_ref), workdir))
 
 
@@ -297,7 +291,7 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     """
     settings = ctx.capture
     dge = {"on": True, "off": False}.get(settings.dge_notifs, get_platform(point.platform).dge_notifs_default)
-    with _scratch("capture") as workdir:
+    with scratch("capture") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         files = {
             name: ctx.store.fetch(ref, workdir / names.input_file(name), rebuildable=True)
@@ -384,7 +378,7 @@ def extract_stage(
     Fields are read through the schema the installed Explorer prints, where the profile has none."""
     profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
     schema = explorer.summary_schema(ctx.toolchain)
-    with _scratch("extract") as workdir:
+    with scratch("extract") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         profiles, viewed = [], []
         for repeat, ntff_ref in enumerate(captured.ntffs):

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelsweep import scratch
 from kernelsweep.errors import CaptureError, UsageError
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.platforms import PLATFORMS, support_notice
@@ -144,6 +145,7 @@ def prepare(
     `stop`, once set, ends every wait for a NeuronCore and tells the flow to start nothing new.
     """
     stop = stop or threading.Event()
+    scratch.remove_orphans()  # what runs killed on this host left in the temporary folder
     python = neuron_python(spec.neuron_python, locations) if spec.toolchain != "sim" else None
     toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)
     versions = collect(toolchain)

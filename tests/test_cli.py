@@ -228,6 +228,9 @@ FAILURES = [
      "--shape 'M=128,M=256': M is given twice; give each axis once"),
     ("prefect-api-url-bad-ipv6", {"spec.toml": SPEC}, ["run", "spec.toml"], {"PREFECT_API_URL": "http://[::1/api"},
      2, "PREFECT_API_URL='http://[::1/api' is not an http(s) URL"),
+    ("toolchains-python-missing", {"spec.toml": SPEC.replace('name = "cli"', 'name = "cli"\ntoolchain = "cpu"')
+     + '[toolchains]\n"2.21" = "/nonexistent/python"\n'}, ["run", "spec.toml"], {}, 2,
+     "[toolchains] '2.21' = '/nonexistent/python' is not an executable file"),
     ("notify-malformed", {"spec.toml": SPEC}, ["fleet", "up", "--spec", "spec.toml", "--notify", "nonsense"],
      {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "--notify 'nonsense': give the block as block-type-slug/name"),
 ]  # fmt: skip

@@ -104,6 +104,17 @@ def neuron_python(spec_value: str | None, locations: Locations) -> NeuronPython:
     return choose_neuron_python(spec_value or None, locations.neuron_python, own_has_sdk=own_has_sdk)
 
 
+def check_named_pythons(spec: SweepSpec) -> None:
+    """Each `[toolchains]` entry names an executable file: found before any work, naming the entry as
+    the spec writes it (the run would otherwise fail at its first point, after its journal began)."""
+    for named in spec.toolchains:
+        if not (os.path.isfile(named.python) and os.access(named.python, os.X_OK)):
+            raise UsageError(
+                f"[toolchains] {named.name!r} = {named.python!r} is not an executable file; give the python of "
+                "that Neuron SDK environment (e.g. /opt/aws_neuronx_venv_pytorch_2_9/bin/python)"
+            )
+
+
 def resolve_toolchain(
     kind: str, sim_state_dir: str | Path, extra_paths: tuple[Path, ...] = (), python: NeuronPython | None = None
 ) -> tuple[Toolchain, str | None]:

@@ -231,6 +231,8 @@ FAILURES = [
     ("toolchains-python-missing", {"spec.toml": SPEC.replace('name = "cli"', 'name = "cli"\ntoolchain = "cpu"')
      + '[toolchains]\n"2.21" = "/nonexistent/python"\n'}, ["run", "spec.toml"], {}, 2,
      "[toolchains] '2.21' = '/nonexistent/python' is not an executable file"),
+    ("sim-compiler-version-bad", {"spec.toml": SPEC}, ["run", "spec.toml"],
+     {"KERNELSWEEP_SIM_COMPILER_VERSION": "9" * 300}, 2, "KERNELSWEEP_SIM_COMPILER_VERSION='9999"),
     ("notify-malformed", {"spec.toml": SPEC}, ["fleet", "up", "--spec", "spec.toml", "--notify", "nonsense"],
      {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "--notify 'nonsense': give the block as block-type-slug/name"),
 ]  # fmt: skip

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,7 +196,14 @@ def _bad_size(name: str, text: str) -> int:
 
 
 def _simulated(version: str | None) -> str | None:
-    """A configured version still says it is simulated."""
+    """A configured version still says it is simulated. It names cache entries and is stamped into
+    NEFFs: one that is not a version (a line break, 300 characters) is a ValueError before any work,
+    not a failed row at every point."""
+    if version and not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._+-]{0,63}", version):
+        raise ValueError(
+            f"KERNELSWEEP_SIM_COMPILER_VERSION={version[:80]!r}: give a version such as 2.21.33363.0 "
+            "(letters, digits, '.', '_', '+', '-'; at most 64)"
+        )
     return version and version.removesuffix(SIM_VERSION_SUFFIX) + SIM_VERSION_SUFFIX
 
 

@@ -233,6 +233,8 @@ FAILURES = [
      "[toolchains] '2.21' = '/nonexistent/python' is not an executable file"),
     ("sim-compiler-version-bad", {"spec.toml": SPEC}, ["run", "spec.toml"],
      {"KERNELSWEEP_SIM_COMPILER_VERSION": "9" * 300}, 2, "KERNELSWEEP_SIM_COMPILER_VERSION='9999"),
+    ("no-neuron-core", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_CORES": "0"}, 2,
+     "this host has no NeuronCore (neuron-ls lists none)"),
     ("notify-malformed", {"spec.toml": SPEC}, ["fleet", "up", "--spec", "spec.toml", "--notify", "nonsense"],
      {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "--notify 'nonsense': give the block as block-type-slug/name"),
 ]  # fmt: skip

@@ -104,6 +104,12 @@ def neuron_python(spec_value: str | None, locations: Locations) -> NeuronPython:
     return choose_neuron_python(spec_value or None, locations.neuron_python, own_has_sdk=own_has_sdk)
 
 
+NO_CORES = (
+    "this host has no NeuronCore (neuron-ls lists none): run on a Neuron instance, or use --toolchain cpu "
+    "to trace and compile with the SDK here and capture on the simulator (kernelsweep doctor shows details)"
+)
+
+
 def check_named_pythons(spec: SweepSpec) -> None:
     """Each `[toolchains]` entry names an executable file: found before any work, naming the entry as
     the spec writes it (the run would otherwise fail at its first point, after its journal began)."""
@@ -209,10 +215,12 @@ def _leasers(
     leasers: dict[int, CoreLeaser] = {}
     notices: list[str] = []
     instance = None
+    listed = False
     swept = {lnc for entry in spec.kernels for lnc in entry.lnc}  # LNC as an axis: trn2 at 1 and 2
     for lnc in sorted({PLATFORMS[p].default_lnc for p in spec.platforms} | swept):
         devices = list_devices(toolchain, default_lnc=_default_lnc(instance_type), lnc=lnc)
         instance = instance or devices.instance_type
+        listed = listed or bool(devices.logical_cores)
         if devices.lnc != lnc:
             continue
         held = devices.held_notice()
@@ -222,4 +230,13 @@ def _leasers(
             leasers[lnc] = CoreLeaser(
                 lock_dir, devices.free_cores, lnc=lnc, wait_timeout_seconds=locations.lease_timeout_seconds, stop=stop
             )
+    if not listed:
+        raise UsageError(NO_CORES)
     return leasers, notices, instance
+
+
+def check_cores(toolchain: Toolchain) -> None:
+    """A host that captures has a NeuronCore: without one every point would be traced and compiled,
+    then fail at its capture. UsageError before any work."""
+    if not list_devices(toolchain).logical_cores:
+        raise UsageError(NO_CORES)

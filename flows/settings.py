@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -27,6 +28,7 @@ from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
 REPORTS_URL_ENV = "KERNELSWEEP_REPORTS_URL"  # a web server's base URL for the results' reports/ folder
 LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
+MIN_STATE_FREE_BYTES = 4 << 20  # leases, the simulator's sessions, compile peaks: a few KiB a run
 WORKER_NAME_ENV = "PREFECT__WORKER_NAME"  # set by a Prefect worker for the flow runs it starts
 
 
@@ -86,6 +88,9 @@ def locations_from_env() -> Locations:
         private_folder(base, "state folder")
     sim_dir = private_folder(Path(sim) if sim else base / "sim", "simulator state folder")
     lock_dir = private_folder(Path(locks) if locks else base / "leases", "lock folder")
+    for folder, what, variable in ((sim_dir, "simulator state folder", "KERNELSWEEP_SIM_STATE"),
+                                   (lock_dir, "lock folder", "KERNELSWEEP_LOCK_DIR")):  # fmt: skip
+        _check_room(folder, what, variable if os.environ.get(variable) else STATE_DIR_ENV)
     return Locations(
         sim_state_dir=sim_dir,
         lock_dir=lock_dir,
@@ -94,3 +99,22 @@ def locations_from_env() -> Locations:
         neuron_python=neuron_python_from_env(),
         host_name=host_name_from_env(),
     )
+
+
+def _check_room(folder: Path, what: str, variable: str) -> None:
+    """The state folders take a file and have room: a full disk there would fail the run's first small
+    write (a lease, the simulator's session) as an internal error."""
+    fix = f"free space there or set {variable} to a folder with room"
+    try:
+        with tempfile.TemporaryFile(dir=folder) as probe:
+            probe.write(b"x" * 4096)
+            probe.flush()
+            os.fsync(probe.fileno())
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise UsageError(f"{what} {folder} cannot take a file ({exc.strerror}); {fix}") from None
+    if free < MIN_STATE_FREE_BYTES:
+        raise UsageError(
+            f"{what} {folder} has {free / 2**20:.1f} MiB free, under the {MIN_STATE_FREE_BYTES >> 20} MiB a run "
+            f"needs; {fix}"
+        )

@@ -90,7 +90,8 @@ def locations_from_env() -> Locations:
     lock_dir = private_folder(Path(locks) if locks else base / "leases", "lock folder")
     for folder, what, variable in ((sim_dir, "simulator state folder", "KERNELSWEEP_SIM_STATE"),
                                    (lock_dir, "lock folder", "KERNELSWEEP_LOCK_DIR")):  # fmt: skip
-        _check_room(folder, what, variable if os.environ.get(variable) else STATE_DIR_ENV)
+        fix = f"set {variable if os.environ.get(variable) else STATE_DIR_ENV} to a folder with room"
+        check_room(folder, f"{what} {folder}", fix, MIN_STATE_FREE_BYTES)
     return Locations(
         sim_state_dir=sim_dir,
         lock_dir=lock_dir,
@@ -101,20 +102,17 @@ def locations_from_env() -> Locations:
     )
 
 
-def _check_room(folder: Path, what: str, variable: str) -> None:
-    """The state folders take a file and have room: a full disk there would fail the run's first small
-    write (a lease, the simulator's session) as an internal error."""
-    fix = f"free space there or set {variable} to a folder with room"
+def check_room(folder: str | Path, where: str, fix: str, minimum: int) -> None:
+    """`folder` takes a file and has `minimum` bytes free; else one line: `where` (what the folder is
+    and its path), what is wrong, and `fix`."""
     try:
-        with tempfile.TemporaryFile(dir=folder) as probe:
-            probe.write(b"x" * 4096)
-            probe.flush()
-            os.fsync(probe.fileno())
+        with tempfile.TemporaryFile(dir=folder):
+            pass
         free = shutil.disk_usage(folder).free
     except OSError as exc:
-        raise UsageError(f"{what} {folder} cannot take a file ({exc.strerror}); {fix}") from None
-    if free < MIN_STATE_FREE_BYTES:
+        raise UsageError(f"{where} cannot take a file ({exc.strerror}); free space there or {fix}") from None
+    if free < minimum:
         raise UsageError(
-            f"{what} {folder} has {free / 2**20:.1f} MiB free, under the {MIN_STATE_FREE_BYTES >> 20} MiB a run "
-            f"needs; {fix}"
+            f"{where} has {free / 2**20:.1f} MiB free, under the {minimum >> 20} MiB a run needs; "
+            f"free space there or {fix}"
         )

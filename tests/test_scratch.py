@@ -42,10 +42,7 @@ def holders(tmp_path):
     yield hold
     for proc in started:
         proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream:
-                stream.close()
+        proc.communicate()  # waits, and closes its pipes
 
 
 def test_the_next_run_removes_a_killed_captures_folder_and_never_a_live_ones(tmp_path, holders, monkeypatch):

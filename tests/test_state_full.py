@@ -34,7 +34,7 @@ def test_a_full_state_folder_is_one_line_and_exit_2_before_any_work(tmp_path: Pa
                           env=env, cwd=tmp_path, timeout=300)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == (
-        f"error: simulator state folder {state}/sim cannot take a file (No space left on device); free space there "
+        f"error: simulator state folder {state}/sim has 0.0 MiB free, under the 4 MiB a run needs; free space there "
         "or set KERNELSWEEP_STATE_DIR to a folder with room\n"
     )
     assert not (tmp_path / "results").exists()

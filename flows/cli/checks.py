@@ -6,11 +6,11 @@ not write its files), as an internal error, minutes in."""
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import urllib.parse
 
 from kernelsweep.errors import UsageError
+from kernelsweep.flows.settings import check_room
 
 MIN_TEMP_FREE_BYTES = 64 << 20  # the run's Prefect server, the tools' scratch files: far more than they need
 
@@ -42,14 +42,4 @@ def check_temp_dir() -> None:
     fix = "point TMPDIR at another folder" if named else "set TMPDIR to a folder with room"
     if not os.path.isdir(folder):
         raise UsageError(f"{where} is not a folder; create it or {fix}")
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-        free = shutil.disk_usage(folder).free
-    except OSError as exc:
-        raise UsageError(f"{where} cannot take a file ({exc.strerror}); free space there or {fix}") from None
-    if free < MIN_TEMP_FREE_BYTES:
-        raise UsageError(
-            f"{where} has {free / 2**20:.1f} MiB free, under the {MIN_TEMP_FREE_BYTES >> 20} MiB a run needs; "
-            f"free space there or {fix}"
-        )
+    check_room(folder, where, fix, MIN_TEMP_FREE_BYTES)

@@ -140,15 +140,10 @@ class ShapeSearch:
             else point.tunables[name]
             for name, values in self.target.space.items()
         }  # fmt: skip
-        value = getattr(row, self.target.settings.column)
-        ok = row.status == OK and row.correct is not False and value is not None and math.isfinite(value)
+        value = self._objective(row)
+        state = TrialState.COMPLETE if value is not None else TrialState.FAIL
         self.study.add_trial(
-            optuna.trial.create_trial(
-                params=params,
-                distributions=self._distributions,
-                value=float(value) if ok else None,
-                state=TrialState.COMPLETE if ok else TrialState.FAIL,
-            )
+            optuna.trial.create_trial(params=params, distributions=self._distributions, value=value, state=state)
         )
 
     def propose(self, wanted: int) -> list[Point]:
@@ -183,11 +178,17 @@ class ShapeSearch:
         self._tell(point.search_trial, row)
 
     def _tell(self, number: int, row: Row) -> None:
-        value = getattr(row, self.target.settings.column)
-        if row.status == OK and row.correct is not False and value is not None and math.isfinite(value):
-            self.study.tell(number, float(value))
+        value = self._objective(row)
+        if value is not None:
+            self.study.tell(number, value)
         else:
             self.study.tell(number, state=TrialState.FAIL)
+
+    def _objective(self, row: Row) -> float | None:
+        """The row's objective, or None when the trial failed (a failed or incorrect row, no number)."""
+        value = getattr(row, self.target.settings.column)
+        ok = row.status == OK and row.correct is not False and value is not None and math.isfinite(value)
+        return float(value) if ok else None
 
     def _values(self) -> dict[str, float]:
         """Each measured configuration's objective, by its tunables."""

@@ -1,6 +1,7 @@
-"""`kernelsweep report` and `compare` on 10^4, 10^5 and 10^6 rows: rows, seconds and peak memory.
+"""`kernelsweep report` and `compare` on 10^4 to 10^6 rows in two shapes: rows, seconds and peak memory.
 
-A dataset of N nights x 1,000 series (2 kernels x 125 shapes x 2 dtypes x 2 platforms) is written
+A dataset of N nights x S series (the first S of 2 kernels x 125 shapes x 2 dtypes x 2 platforms;
+1,000 by default, 300 for the long-history shape: 1,000 nights x 300 series is 300,000 rows) is written
 once through the real writer and schema (kernelsweep.results.writer.write_results: one object per
 platform per night) and cached under --data. Each row has ten raw repeats drawn like the simulator
 draws them (a 1% jitter per repeat, a 1% shift per run); a compiler upgrade two thirds of the way
@@ -8,7 +9,8 @@ through makes a tenth of the series 10% slower, and one point in a thousand fail
 figures comes from the data: they are the commands' own wall time and peak resident memory (the
 child's ru_maxrss), each command run as a user runs it, in its own process.
 
-    python benchmarks/report_scale.py [--data /tmp/kernelsweep-report-scale] [--nights 10 100 1000]
+    python benchmarks/report_scale.py [--data /tmp/kernelsweep-report-scale] [--nights 10 100 1000] [--series 1000]
+    python benchmarks/report_scale.py --nights 1000 3334 --series 300   # the long-history shape
 """
 
 from __future__ import annotations
@@ -37,23 +39,24 @@ FIRST = date(2024, 1, 1)
 OLD, NEW = "2.21.33363.0", "2.22.1000.0"
 
 
-def _night_rows(rng: np.random.Generator, night: int, nights: int, run_id: str) -> list[Row]:
+def _series(count: int) -> list[tuple[str, int, str, str, str]]:
+    """The first `count` (kernel, shape index, shape, dtype, platform) series."""
+    every = [(k, s, shape, d, p) for k in KERNELS for s, shape in enumerate(SHAPES) for d in DTYPES for p in PLATFORMS]
+    if not 0 < count <= len(every):
+        raise SystemExit(f"--series {count}: give 1 to {len(every)}")
+    return every[:count]
+
+
+def _night_rows(rng: np.random.Generator, night: int, nights: int, run_id: str, series: int) -> list[Row]:
     upgraded = night >= (2 * nights) // 3
     started = datetime.combine(FIRST + timedelta(days=night), datetime.min.time(), UTC) + timedelta(hours=1)
     rows = []
-    index = 0
-    for kernel in KERNELS:
-        for s, shape in enumerate(SHAPES):
-            for dtype in DTYPES:
-                for platform in PLATFORMS:
-                    index += 1
-                    base = 10.0 + s * (2.0 if kernel == "matmul" else 0.5)
-                    slower = 1.10 if upgraded and index % 10 == 0 else 1.0
-                    values = (
-                        base * slower * (1 + 0.01 * rng.standard_normal()) * (1 + 0.01 * rng.standard_normal(REPEATS))
-                    )
-                    failed = rng.random() < 0.001
-                    rows.append(_row(kernel, shape, dtype, platform, run_id, started, values, failed, upgraded))
+    for index, (kernel, s, shape, dtype, platform) in enumerate(_series(series), start=1):
+        base = 10.0 + s * (2.0 if kernel == "matmul" else 0.5)
+        slower = 1.10 if upgraded and index % 10 == 0 else 1.0
+        values = base * slower * (1 + 0.01 * rng.standard_normal()) * (1 + 0.01 * rng.standard_normal(REPEATS))
+        failed = rng.random() < 0.001
+        rows.append(_row(kernel, shape, dtype, platform, run_id, started, values, failed, upgraded))
     return rows
 
 
@@ -97,9 +100,9 @@ def _row(kernel, shape, dtype, platform, run_id, started, values, failed, upgrad
     )
 
 
-def dataset(data: Path, nights: int) -> Path:
-    """`<data>/<nights>-nights/results`, written once (a `.complete` marker last)."""
-    folder = data / f"{nights}-nights"
+def dataset(data: Path, nights: int, series: int = 1000) -> Path:
+    """`<data>/<nights>-nights[-<series>-series]/results`, written once (a `.complete` marker last)."""
+    folder = data / (f"{nights}-nights" if series == 1000 else f"{nights}-nights-{series}-series")
     results = folder / "results"
     if (folder / ".complete").exists():
         return results
@@ -107,7 +110,7 @@ def dataset(data: Path, nights: int) -> Path:
     started = time.perf_counter()
     for night in range(nights):
         run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"night-{nights}-{night}"))
-        rows = _night_rows(rng, night, nights, run_id)
+        rows = _night_rows(rng, night, nights, run_id, series)
         write_results(rows, str(results), flow_run_id=run_id, run_date=FIRST + timedelta(days=night), lineage={})
     (folder / ".complete").write_text("")
     print(f"wrote {nights} nights to {results} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
@@ -135,12 +138,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "kernelsweep-report-scale")
     parser.add_argument("--nights", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--series", type=int, default=1000, help="series a night (1,000; 300: the long-history shape)")
     args = parser.parse_args()
-    series = len(KERNELS) * len(SHAPES) * len(DTYPES) * len(PLATFORMS)
+    series = args.series
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     print(f"{'command':<40} {'rows':>9} {'seconds':>8} {'peak MiB':>9} {'exit':>4} {'load 1m':>7}")
     for nights in args.nights:
-        results = str(dataset(args.data, nights))
+        results = str(dataset(args.data, nights, series))
         commands = {
             "report --format json": ["report", "--results", results, "--format", "json"],
             "compare --versions compiler": [

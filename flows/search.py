@@ -37,8 +37,9 @@ def run_searches(
     searches = {t.point.point_id: ShapeSearch.open(t, storage, point_check(spec, t)) for t in targets}
     warm_start(spec, searches.values())
     rows: list[Row] = []
+    recorded = journal.rows() if journal is not None else []
     for search in searches.values():
-        rows += search.resume(journal.completed if journal is not None else lambda _: {})
+        rows += search.resume(journal.completed if journal is not None else lambda _: {}, recorded)
     first = next(iter(contexts.values()))
     get_run_logger().info(f"searching {len(searches)} shape(s); studies in {where}")
     while not first.stop.is_set():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -27,6 +28,7 @@ from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
 REPORTS_URL_ENV = "KERNELSWEEP_REPORTS_URL"  # a web server's base URL for the results' reports/ folder
 LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
+MIN_STATE_FREE_BYTES = 4 << 20  # leases, the simulator's sessions, compile peaks: a few KiB a run
 WORKER_NAME_ENV = "PREFECT__WORKER_NAME"  # set by a Prefect worker for the flow runs it starts
 
 
@@ -86,6 +88,10 @@ def locations_from_env() -> Locations:
         private_folder(base, "state folder")
     sim_dir = private_folder(Path(sim) if sim else base / "sim", "simulator state folder")
     lock_dir = private_folder(Path(locks) if locks else base / "leases", "lock folder")
+    for folder, what, variable in ((sim_dir, "simulator state folder", "KERNELSWEEP_SIM_STATE"),
+                                   (lock_dir, "lock folder", "KERNELSWEEP_LOCK_DIR")):  # fmt: skip
+        fix = f"set {variable if os.environ.get(variable) else STATE_DIR_ENV} to a folder with room"
+        check_room(folder, f"{what} {folder}", fix, MIN_STATE_FREE_BYTES)
     return Locations(
         sim_state_dir=sim_dir,
         lock_dir=lock_dir,
@@ -94,3 +100,19 @@ def locations_from_env() -> Locations:
         neuron_python=neuron_python_from_env(),
         host_name=host_name_from_env(),
     )
+
+
+def check_room(folder: str | Path, where: str, fix: str, minimum: int) -> None:
+    """`folder` takes a file and has `minimum` bytes free; else one line: `where` (what the folder is
+    and its path), what is wrong, and `fix`."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise UsageError(f"{where} cannot take a file ({exc.strerror}); free space there or {fix}") from None
+    if free < minimum:
+        raise UsageError(
+            f"{where} has {free / 2**20:.1f} MiB free, under the {minimum >> 20} MiB a run needs; "
+            f"free space there or {fix}"
+        )

@@ -9,10 +9,10 @@ into its own scratch folder. The sixth stage, store, is the results writer.
 from __future__ import annotations
 
 import inspect
-import tempfile
+import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from kernelsweep.locks import CoreLease
 from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.platforms import get_platform
 from kernelsweep.profiles.metrics import LatencyStats, ProfileMetrics, read_profile
+from kernelsweep.scratch import scratch
 from kernelsweep.stage_results import (
     CaptureResult,
     CompileResult,
@@ -52,11 +53,7 @@ HOST_META = "host"
 DEBUG_INFO_META, ALLOC_FALLBACK_META = "debug_info", "alloc_fallback"
 VIEW_TIMEOUT_SECONDS = 600.0
 
-
-@contextmanager
-def _scratch(stage: str) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix=f"kernelsweep-{stage}-") as tmp:
-        yield Path(tmp)
+log = logging.getLogger(__name__)
 
 
 def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
@@ -72,14 +69,15 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
     choice = ctx.tracer_choice
     key = _trace_key(ctx, point, source.sha256, nki_source.sha256 if nki_source else None, choice.first)
     hit = cache.lookup(ctx.store, "trace", ctx.versions.compiler, key)
-    if hit is not None:
+    target = get_platform(point.platform).compiler_target
+    if hit is not None and ("neff" not in hit.refs or _built_as_keyed(ctx, hit.refs["neff"], target)):
         return replace(_cached_trace(hit, source, choice), nki_source=nki_source)
     try:
-        request = tracing.TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
+        request = tracing.TraceRequest.for_point(point, definition, target)
     except InvalidShapeError as exc:  # a point that skipped the spec's checks
         raise TraceError(f"{definition.name} {point.shape}: {exc.message}", error_class="InvalidShape") from None
     cpu = ctx.toolchain.kind == "cpu"
-    with _scratch("trace") as workdir:
+    with scratch("trace") as workdir:
         out = tracing.trace(
             ctx.toolchain,
             request,
@@ -173,6 +171,34 @@ def _cached_trace(entry: cache.Entry, source: ArtifactRef, choice: tracing.Trace
     )
 
 
+def _built_as_keyed(ctx: StageContext, neff: ArtifactRef, target: str) -> bool:
+    """Whether a cached NEFF's own header names the compiler version and target its key says: a host
+    whose SDK reports one version and compiles with another would otherwise have every capture that
+    reuses its NEFFs measure another compiler's code under this one's name. A mismatch is a miss
+    (compiled again, its entry written anew) with one warning; a NEFF that names neither is trusted."""
+    with scratch("neff-check") as workdir:
+        try:
+            info = read_neff(ctx.store.fetch(neff, workdir / "file.neff", rebuildable=True)).info
+        except NeffFormatError as exc:
+            log.warning("cached NEFF %s is not a NEFF (%s): a cache miss, compiling it again", neff.sha256[:12], exc)
+            return False
+    built = (str(info.get("tool_version") or ""), str(info.get("target") or ""))
+    wanted = (ctx.versions.compiler or "", target)
+    if all(not have or _release(have) == _release(want) for have, want in zip(built, wanted, strict=True)):
+        return True
+    log.warning(
+        "cached NEFF %s was built by compiler %s for %s, but its cache key says compiler %s for %s: a cache miss, "
+        "compiling it again (a host whose SDK reports another compiler than it runs wrote it)",
+        neff.sha256[:12], built[0] or "?", built[1] or "?", *wanted,
+    )  # fmt: skip
+    return False
+
+
+def _release(version: str) -> str:
+    """A version without its local part (`2.21.1+abc` -> `2.21.1`), as the header and a probe may differ there."""
+    return version.split("+", 1)[0]
+
+
 def _flag(value: bool | None) -> str:
     """A cache entry's meta holds strings: "" for unknown."""
     return "" if value is None else str(value).lower()
@@ -221,7 +247,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
     )
     options = compiler.compile_options(target, lnc)
     hit = cache.lookup(ctx.store, "compile", ctx.versions.compiler, key)
-    if hit is not None:
+    if hit is not None and _built_as_keyed(ctx, hit.refs["neff"], target):
         return CompileResult(
             neff=hit.refs["neff"],
             seconds=None,
@@ -231,7 +257,7 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             compile_host=hit.meta.get(HOST_META) or None,
             debug_info=False,  # `neuronx-cc compile` runs without NKI_DEBUG_INFO
         )
-    with _scratch("compile") as workdir:
+    with scratch("compile") as workdir:
         folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
         with ctx.compile_limiter:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
@@ -251,7 +277,7 @@ def inputs_stage(ctx: StageContext, point: Point) -> InputsResult:
     """Inputs as raw C-order bytes, one `inp-<name>-000.bin` per NEFF input (seed 000), built once per
     content (kernelsweep.reference): the same shape, dtype and seed on another platform or in a re-run
     reuses them."""
-    with _scratch("inputs") as workdir:
+    with scratch("inputs") as workdir:
         return InputsResult(inputs=reference.point_inputs(ctx.store, point, load_kernel(point.kernel_ref), workdir))
 
 
@@ -265,7 +291,7 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     """
     settings = ctx.capture
     dge = dge_notifs(ctx, point.platform)
-    with _scratch("capture") as workdir:
+    with scratch("capture") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         files = {
             name: ctx.store.fetch(ref, workdir / names.input_file(name), rebuildable=True)
@@ -363,7 +389,7 @@ def extract_stage(
     """Every repeat's profile is viewed; the row's metrics are those of the median-latency repeat.
     Fields are read through the schema the installed Explorer prints, where the profile has none."""
     profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
-    with _scratch("extract") as workdir:
+    with scratch("extract") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         profiles, viewed = [], []
         for repeat, ntff_ref in enumerate(captured.ntffs):

@@ -223,6 +223,20 @@ FAILURES = [
      {}, 2, "none of the profile summary fields"),
     ("extract-nested-too-deep", {"d.json": '{"a": ' + "[" * 200 + "]" * 200 + "}"}, ["extract", "d.json"], {}, 2,
      "is nested more than 64 levels deep"),
+    # issue 41: environment faults and checks before any work
+    ("bench-axis-twice", {}, ["bench", "matmul", "--shape", "M=128,M=256", "--toolchain", "sim"], {}, 2,
+     "--shape 'M=128,M=256': M is given twice; give each axis once"),
+    ("prefect-api-url-bad-ipv6", {"spec.toml": SPEC}, ["run", "spec.toml"], {"PREFECT_API_URL": "http://[::1/api"},
+     2, "PREFECT_API_URL='http://[::1/api' is not an http(s) URL"),
+    ("toolchains-python-missing", {"spec.toml": SPEC.replace('name = "cli"', 'name = "cli"\ntoolchain = "cpu"')
+     + '[toolchains]\n"2.21" = "/nonexistent/python"\n'}, ["run", "spec.toml"], {}, 2,
+     "[toolchains] '2.21' = '/nonexistent/python' is not an executable file"),
+    ("sim-compiler-version-bad", {"spec.toml": SPEC}, ["run", "spec.toml"],
+     {"KERNELSWEEP_SIM_COMPILER_VERSION": "9" * 300}, 2, "KERNELSWEEP_SIM_COMPILER_VERSION='9999"),
+    ("no-neuron-core", {"spec.toml": SPEC}, ["run", "spec.toml"], {"KERNELSWEEP_SIM_CORES": "0"}, 2,
+     "this host has no NeuronCore (neuron-ls lists none)"),
+    ("notify-malformed", {"spec.toml": SPEC}, ["fleet", "up", "--spec", "spec.toml", "--notify", "nonsense"],
+     {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "--notify 'nonsense': give the block as block-type-slug/name"),
 ]  # fmt: skip
 
 
@@ -235,6 +249,8 @@ AS_SUBPROCESS = {
     "unknown-command",
     "prefect-api-url-not-a-url",
     "tmpdir-not-a-folder",
+    "prefect-api-url-bad-ipv6",
+    "notify-malformed",
 }  # variables the in-process run does not set
 
 
@@ -331,3 +347,13 @@ def test_the_run_summary_lists_shapes_in_their_numbers_order_not_as_text():
     assert [text.index(s) for s in ("n=512 ", "n=2048 ", "n=4096 ", "n=16384 ")] == sorted(
         text.index(s) for s in ("n=512 ", "n=2048 ", "n=4096 ", "n=16384 ")
     )
+
+
+def test_a_results_path_with_brackets_is_printed_as_it_is(capsys):
+    """Issue 41: `results/[v1]/...` was printed without `[v1]` (rich took it as markup)."""
+    from kernelsweep.flows.cli.run import _print_outcome
+    from kernelsweep.results.outcome import SweepOutcome
+
+    path = "runs/[v1]/v1/platform=trn2/run_date=2026-11-27/x.parquet"
+    _print_outcome(SweepOutcome("run", paths=[path]), 0)
+    assert f"results: {path}" in capsys.readouterr().out

@@ -126,3 +126,54 @@ def test_params_of_different_kernels_keep_their_columns(tmp_path):
     vector = [r for r in table.to_pylist() if r["kernel"] == "vector_add"]
     assert vector and all(r["param_n"] == 1024 and r["param_m"] is None for r in vector)
     assert Path(results).is_dir()
+
+
+def test_a_newer_writers_column_and_a_foreign_object_lose_nothing(tmp_path):
+    """Issue 41: a column this kernelsweep does not know (a newer writer's) was dropped and its originals
+    deleted, exit 0; a foreign Parquet object in the partition was exit 4 for ever. Every value of every
+    original object is checked, cell by cell, in the compacted one; the foreign object stays as it was."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernelsweep.results.schema import SCHEMA_VERSION
+
+    results = str(tmp_path / "results")
+    _nights(results, 2)
+    partition = Path(results) / "v1" / "platform=trn2" / f"run_date={NIGHT.isoformat()}"
+    older, newer = sorted(partition.glob("*.parquet"))
+    table = pq.read_table(newer, partitioning=None)
+    extra = pa.array([f"note {i}" for i in range(table.num_rows)])
+    # the newer writer also widened a column this one knows: its type is the one kept
+    table = table.append_column("energy_uj", pa.array([1.5 * i for i in range(table.num_rows)]))
+    table = table.append_column("note", extra).set_column(
+        table.schema.get_field_index("lnc"), "lnc", table.column("lnc").cast(pa.int64())
+    )
+    meta = dict(table.schema.metadata or {}) | {b"kernelsweep.schema_version": str(SCHEMA_VERSION + 1).encode()}
+    pq.write_table(table.replace_schema_metadata(meta), newer)
+    foreign = partition / "exported-by-hand.parquet"
+    pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), foreign)
+    originals = {p.name: pq.read_table(p, partitioning=None).to_pylist() for p in (older, newer)}
+    foreign_bytes = foreign.read_bytes()
+
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelsweep.flows.cli", "compact", results, "--before", "2099-01-01"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "exported-by-hand.parquet" in done.stderr  # skipped with one warning, as `report` does
+    [compacted] = partition.glob("compact-*.parquet")
+    assert foreign.read_bytes() == foreign_bytes and not older.exists() and not newer.exists()
+    kept = pq.read_table(compacted, partitioning=None)
+    assert kept.schema.field("energy_uj").type == pa.float64() and kept.schema.field("lnc").type == pa.int64()
+    by_id = {r["row_id"]: r for r in kept.to_pylist()}
+    cells = 0
+    for rows in originals.values():
+        for row in rows:
+            for column, value in row.items():
+                assert by_id[row["row_id"]][column] == value, (column, row["row_id"])
+                cells += 1
+    assert cells > 100 * len(by_id)  # every column of every row was compared (~160 each)
+    assert len(by_id) == kept.num_rows == sum(len(rows) for rows in originals.values())

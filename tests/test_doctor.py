@@ -48,7 +48,7 @@ def neuron_host(tmp_path, python_packages) -> doctor.Host:
     dmi = tmp_path / "product_name"
     dmi.write_text("trn2.48xlarge\n")
     python_packages("standalone", "driver_0606")
-    return doctor.Host(path=str(TOOLS / "bin"), dev_dir=dev, dmi_product_name=dmi)
+    return doctor.Host(path=str(TOOLS / "bin"), dev_dir=dev, dmi_product_name=dmi, temp_dir=tmp_path)
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_a_neuron_host_reports_every_tool_with_its_version(neuron_host):
         "neuronx-cc": "ok", "profiler": "ok", "neuron-ls": "ok", "devices": "ok", "runtime": "ok",
         "Neuron Python": "ok", "NKI tracer": "ok", "SDK packages": "ok", "support trn1": "info",
         "support trn2": "ok", "support inf2": "info", "support trn3": "ok", "kernelsweep deps": "ok",
-        "instance type": "ok", "toolchain": "ok",
+        "instance type": "ok", "scratch folders": "ok", "toolchain": "ok",
     }  # fmt: skip
     assert checks["neuronx-cc"].found.endswith("neuronx-cc (NeuronX Compiler version 2.27.5334.0+f702b353)")
     assert checks["profiler"].found.startswith("neuron-explorer 2.29.18.0 at ")

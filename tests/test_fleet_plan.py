@@ -61,9 +61,9 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
             ["status"],
             {"PREFECT_API_URL": "not a url"},
             2,
-            "the Prefect server at not a url does not answer (Request URL is missing an 'http://' or 'https://' "
-            "protocol.); start it or fix the URL",
+            "PREFECT_API_URL='not a url' is not an http(s) URL; give the server's API",
         ),  # a malformed URL is the user's mistake, not a server down
+        (["status"], {"PREFECT_API_URL": "http://[::1/api"}, 2, "PREFECT_API_URL='http://[::1/api' is not"),
         (["up", "--spec", "nosuch.toml"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "no such spec file"),
         (["up", "--spec", "{unwritable}"], {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, 2, "cannot be written"),
     ],

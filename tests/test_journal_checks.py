@@ -105,8 +105,25 @@ def _entry_doc(row: Row, **changes) -> bytes:
         {"row_id": str(uuid.uuid4())},  # a row id its run and point do not give
         {"flow_run_id": "someone-else"},
         {"shape": "n=1,free_size=1"},  # another point's row
+        {"metrics": {"total_time_us": -12.5}},  # a negative time (was: reused as an ok row)
+        {"latencies_us": [3.0, -1.0]},
+        {"capture_seconds": float("inf")},
+        {"finished_at": "2026-11-26T01:02:02+00:00"},  # before it started
     ],
-    ids=["metric-text", "int-as-text", "bool-as-int", "bool-in-floats", "time-as-number", "row-id", "run", "point"],
+    ids=[
+        "metric-text",
+        "int-as-text",
+        "bool-as-int",
+        "bool-in-floats",
+        "time-as-number",
+        "row-id",
+        "run",
+        "point",
+        "negative-metric",
+        "negative-latency",
+        "infinite-seconds",
+        "ends-before-start",
+    ],  # fmt: skip
 )
 def test_a_bad_entry_is_measured_again_with_one_warning_naming_its_file(sweep, caplog, change):
     spec, points, key = sweep

@@ -35,7 +35,7 @@ HOLDER = textwrap.dedent(
     fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     note = {"host": socket.gethostname(), "pid": os.getpid(), "since": "2026-11-26T00:00:00+00:00", "what": "run"}
-    os.write(fd, json.dumps(note).encode())
+    os.write(fd, json.dumps(note).encode() if len(sys.argv) < 3 else sys.argv[2].encode())
     print("held", flush=True)
     sys.stdin.read()
     """
@@ -47,10 +47,10 @@ def holder():
     """Starts a process that holds a lease until the test ends (its stdin closes)."""
     started: list[subprocess.Popen] = []
 
-    def hold(results: str, key: str, run_id: str | None = None) -> subprocess.Popen:
+    def hold(results: str, key: str, run_id: str | None = None, note: str | None = None) -> subprocess.Popen:
         path = journal_lease.open_lease(results, key, run_id)[0]
-        proc = subprocess.Popen([sys.executable, "-I", "-c", HOLDER, path], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        argv = [sys.executable, "-I", "-c", HOLDER, path, *([note] if note else [])]
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         started.append(proc)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         return proc
@@ -79,6 +79,18 @@ def test_a_second_run_of_a_spec_is_refused_at_once_naming_the_live_one(tmp_path,
     message = refused.value.message
     assert f"pid {first.pid} on {socket.gethostname()}" in message and "\n" not in message
     assert not (tmp_path / "results" / "_journal" / key / "run.json").exists()
+
+
+def test_a_holder_whose_note_cannot_be_read_is_named_by_its_pid_on_this_host(tmp_path, holder):
+    """Issue 41: a holder that could not write its note (a full disk), or whose note was spoilt, made the
+    refusal say "pid 0 on an unknown host"; the kernel's table of locks names the process."""
+    spec = sim_spec(tmp_path, [VECTOR_ADD], name="live")
+    points, key = expand(spec), run_key(spec)
+    first = holder(spec.results, key, note="not a note")
+    with pytest.raises(journal_lease.RunIsLive) as refused:
+        plan_resume(spec.results, key, points, find=True)
+    message = refused.value.message
+    assert f"pid {first.pid} on {socket.gethostname()}" in message and "pid 0" not in message, message
 
 
 def test_a_live_runs_journal_is_neither_resumed_nor_removed(tmp_path, holder):

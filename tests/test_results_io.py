@@ -305,7 +305,18 @@ def test_boto_failures_map_to_store_errors(exc, retryable):
 # --- S3 plumbing -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", ["s3://", "s3://A_Bucket/x", "s3:/bucket", "bucket/prefix", "s3://bk/a//b"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "s3://",
+        "s3://A_Bucket/x",
+        "s3:/bucket",
+        "bucket/prefix",
+        "s3://bk/a//b",
+        "s3://bucket/a/../b",
+        "s3://bucket/./a",
+    ],
+)
 def test_malformed_s3_uri_is_a_usage_error(bad):
     with pytest.raises(UsageError, match="s3://bucket-name/optional/prefix"):
         s3.parse_s3_uri(bad)

@@ -178,3 +178,35 @@ def test_full_json_asked_of_explorer_2_34_is_read_from_parquet(tmp_path):
     assert metrics.source_format == "parquet" and metrics.entries == 2
     assert metrics.schema.version == "12.0.1" and metrics.schema.units["total_time"] == "nanoseconds"
     assert 1 < metrics.values["total_time_us"] < 1000
+
+
+@pytest.mark.parametrize("route", ["traced", "legacy"])
+def test_a_cached_neff_another_compiler_built_is_a_miss_with_a_warning(tmp_path, caplog, route):
+    """Issue 41: a NEFF under this compiler's key whose own header names another compiler (a host whose SDK
+    reports one version and runs another) was reused, and the row said this compiler built it."""
+    import json
+    import logging
+    from dataclasses import asdict
+
+    from kernelsweep.toolchain.neff import read_neff, write_neff
+
+    ctx = sim_context(tmp_path, env={"KERNELSWEEP_SIM_NKI": "legacy"} if route == "legacy" else None)
+    p = point("legacy", platform="trn1") if route == "legacy" else point()
+    good = compile_stage(ctx, p, trace_stage(ctx, p)).neff
+    found = read_neff(ctx.store.fetch(good, tmp_path / "good.neff"))
+    wrong = tmp_path / "wrong.neff"
+    write_neff(wrong, name=found.name, info={**found.info, "tool_version": "2.99.1.0"}, neff=found.neff,
+               variables={n: {"type": "input"} for n in found.inputs} | {n: {"type": "output"} for n in found.outputs},
+               build_version="2.99.1.0")  # fmt: skip
+    bad = ctx.store.put_file(wrong)
+    [entry] = [e for e in (tmp_path / "artifacts" / "index").rglob("*.json") if good.sha256 in e.read_text()]
+    doc = json.loads(entry.read_text())
+    doc["refs"]["neff"] = asdict(bad)
+    entry.write_text(json.dumps(doc))
+
+    with caplog.at_level(logging.WARNING, logger="kernelsweep"):
+        again = compile_stage(ctx, p, trace_stage(ctx, p))
+    assert not again.cache_hit and again.neff == good  # compiled again by this compiler, same bytes
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "2.99.1.0" in said[0] and ctx.versions.compiler in said[0] and "cache miss" in said[0]
+    assert compile_stage(ctx, p, trace_stage(ctx, p)).cache_hit  # the entry names this compiler's NEFF again

@@ -4,7 +4,6 @@ or computed a wrong output (the object says which and why), 2 bad input, 3 the r
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from datetime import UTC, datetime
@@ -12,6 +11,7 @@ from typing import Any
 
 import click
 
+from kernelsweep import strict_json
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, console
 from kernelsweep.platforms import PLATFORM_NAMES
@@ -63,7 +63,7 @@ def bench(
     spec = parse_spec(data, source="bench")
     [point] = expand_spec(spec, source="bench").points
     found, row_status = _measured(spec, point, results)
-    print(json.dumps(found, separators=(",", ":")) if compact else json.dumps(found, indent=1))
+    print(strict_json.dumps(found, separators=(",", ":")) if compact else strict_json.dumps(found, indent=1))
     sys.exit(0 if row_status == "ok" else EXIT_PROBLEMS)
 
 
@@ -74,6 +74,8 @@ def _grid(shape: str) -> dict[str, list[int]]:
         axis, sep, value = term.partition("=")
         if not sep or not axis.strip() or not value.strip().lstrip("-").isdigit():
             raise UsageError(f"--shape {shape!r}: {term!r} is not AXIS=INTEGER; give e.g. M=256,K=512,N=512")
+        if axis.strip() in grid:  # a point has one value per axis: measuring the last would be a guess
+            raise UsageError(f"--shape {shape!r}: {axis.strip()} is given twice; give each axis once")
         grid[axis.strip()] = [int(value)]
     if not grid:
         raise UsageError("--shape is empty; give the point's parameters, e.g. M=256,K=512,N=512")

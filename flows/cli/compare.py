@@ -3,7 +3,6 @@ with a change, its interval and a verdict per point, and an exit code CI can act
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +12,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from kernelsweep import strict_json
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
 from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
@@ -135,7 +135,7 @@ def compare(
         from kernelsweep.report import write_bundle
         from kernelsweep.report.compare_page import bundle
 
-        console.print(f"compare page: {write_bundle(bundle(comparison), str(html_dir))}", highlight=False)
+        console.print(f"compare page: {escape(write_bundle(bundle(comparison), str(html_dir)))}", highlight=False)
     sys.exit(comparison.exit_code)
 
 
@@ -174,7 +174,7 @@ def emit(output_format: str, comparison: Comparison) -> None:
     from kernelsweep.report import formats
 
     if output_format == "json":
-        print(json.dumps(formats.comparison_json(comparison), indent=1))
+        print(strict_json.dumps(formats.comparison_json(comparison), indent=1))
     elif output_format == "markdown":
         print(formats.comparison_markdown(comparison), end="")
     else:

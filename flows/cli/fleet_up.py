@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # Prefect is imported only by the commands that talk to a ser
 
 VARIABLE_LIMIT = 5000  # characters of JSON a Prefect variable holds
 DEPLOY_TIMEOUT_SECONDS = 600
+_BLOCK_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")  # Prefect's block type slugs and block names
 SHARD_ENTRYPOINT = "kernelsweep.flows.sweep:sweep_shard"
 
 
@@ -82,6 +84,8 @@ def up(
     from kernelsweep.flows.fleet import automations
     from kernelsweep.flows.fleet.setup import ensure_pools, reconcile_schedules
 
+    if notify:
+        _notify_form(notify)  # before any work: a malformed name would read as a server that does not answer
     spec, points = load(spec_path)
     refuse_searches(spec, spec_path)
     settings = _schedule_settings(spec_path, cron, timezone)
@@ -165,12 +169,18 @@ def _check_hosts(client: SyncPrefectClient, spec: SweepSpec, spec_path: str) -> 
         raise UsageError(f"{spec_path}: nothing in the fleet can run it: {problem}")
 
 
+def _notify_form(name: str) -> tuple[str, str]:
+    """(block type slug, block name) of `--notify`, in the form Prefect names blocks; UsageError otherwise."""
+    slug, _, block_name = name.partition("/")
+    if not (_BLOCK_NAME.fullmatch(slug) and _BLOCK_NAME.fullmatch(block_name)):
+        raise UsageError(f"--notify {name!r}: give the block as block-type-slug/name, e.g. slack-webhook/perf-team")
+    return slug, block_name
+
+
 def _notification_block(client: SyncPrefectClient, name: str) -> UUID:
     from prefect.exceptions import ObjectNotFound
 
-    slug, _, block_name = name.partition("/")
-    if not block_name:
-        raise UsageError(f"--notify {name}: give the block as block-type-slug/name, e.g. slack-webhook/perf-team")
+    slug, block_name = _notify_form(name)
     try:
         document = client.read_block_document_by_name(block_name, slug, include_secrets=False)
     except ObjectNotFound:

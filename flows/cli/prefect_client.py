@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from kernelsweep.errors import KernelsweepError, UsageError
+from kernelsweep.flows.cli.checks import check_api_url
 from kernelsweep.flows.cli.run import QUIET_PREFECT
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ def server_client() -> Iterator[SyncPrefectClient]:
     """A client of the server in PREFECT_API_URL (never an ephemeral one), checked to answer."""
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
+    check_api_url()  # before Prefect's settings, which fail to load on a URL such as http://[::1/api
     from prefect import get_client
     from prefect.settings import PREFECT_API_URL
 

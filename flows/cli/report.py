@@ -3,7 +3,6 @@ cross-platform view, and with --html the self-contained HTML report with its cha
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -14,6 +13,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from kernelsweep import strict_json
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.platforms import PLATFORM_NAMES
@@ -177,9 +177,11 @@ def report(
         changes = record_best(results_uri, built.best)
     emit(output_format, built, allow_incorrect)
     if html_dir is not None:
-        console.print(f"HTML report: {page}", highlight=False, soft_wrap=True)
+        console.print(f"HTML report: {escape(str(page))}", highlight=False, soft_wrap=True)
     if export_best is not None:
-        console.print(f"best configurations of {written} shape(s): {export_best}", highlight=False, soft_wrap=True)
+        console.print(
+            f"best configurations of {written} shape(s): {escape(str(export_best))}", highlight=False, soft_wrap=True
+        )
         for line in changes:
             console.print(line, highlight=False, soft_wrap=True)
     sys.exit(built.exit_code(allow_incorrect))
@@ -202,7 +204,7 @@ def emit(output_format: str, built: Report, allow_incorrect: bool) -> None:
     from kernelsweep.report import formats
 
     if output_format == "json":
-        print(json.dumps(formats.report_json(built, allow_incorrect), indent=1))
+        print(strict_json.dumps(formats.report_json(built, allow_incorrect), indent=1))
     elif output_format == "markdown":
         print(formats.report_markdown(built, allow_incorrect), end="")
     else:

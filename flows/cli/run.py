@@ -207,13 +207,15 @@ def _preflight(spec: SweepSpec) -> str | None:
     from kernelsweep.flows.cli.checks import check_api_url, check_temp_dir
     from kernelsweep.flows.settings import locations_from_env
     from kernelsweep.stores import probe_location
-    from kernelsweep.this_host.context import neuron_python, resolve_toolchain
+    from kernelsweep.this_host.context import check_cores, check_named_pythons, neuron_python, resolve_toolchain
 
     check_api_url()
     check_temp_dir()
+    check_named_pythons(spec)
     locations = locations_from_env()
     python = neuron_python(spec.neuron_python, locations) if spec.toolchain != "sim" else None
-    _, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)
+    toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)
+    check_cores(toolchain)
     probe_location(spec.results_location, "results", "--results")
     probe_location(spec.artifacts_location, "artifact store", "--artifacts")
     return notice
@@ -242,7 +244,7 @@ def _print_outcome(report: SweepOutcome, reused: int) -> None:
     if reused:
         console.print(f"reused {reused} point(s) measured by the interrupted run", highlight=False)
     for path in report.paths:
-        out.print(f"results: {path}", highlight=False, soft_wrap=True)
+        out.print(f"results: {escape(path)}", highlight=False, soft_wrap=True)
     if report.failed:
         console.print(
             f"{report.failed} of {len(report.rows)} points failed (see error_message in the results)", highlight=False

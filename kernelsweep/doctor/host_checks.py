@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from kernelsweep import scratch
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.platforms import PLATFORM_NAMES, get_platform
 from kernelsweep.this_host.family import family_of
@@ -62,6 +63,7 @@ class Host:
     timeout_seconds: float = 20
     neuron_python: str | None = None  # KERNELSWEEP_NEURON_PYTHON, as the CLI read it
     sdk_venvs: tuple[str, ...] = SDK_VENV_GLOBS  # where an SDK venv is looked for
+    temp_dir: Path | None = None  # where stage scratch folders are; None: the temporary folder
 
 
 def diagnose(host: Host | None = None) -> list[Check]:
@@ -88,6 +90,7 @@ def diagnose(host: Host | None = None) -> list[Check]:
         *_support(_installed_nki(python, probed), family_of(versions.instance_type(host.dmi_product_name))),
         _core_packages(),
         _instance(host),
+        _scratch(host),
         _verdict(tools, host, probed),
     ]
 
@@ -298,6 +301,16 @@ def _instance(host: Host) -> Check:
     if instance is None:
         return Check("instance type", INFO, f"unknown (not an EC2 instance: {host.dmi_product_name})")
     return Check("instance type", OK, instance)
+
+
+def _scratch(host: Host) -> Check:
+    """What stage scratch folders the temporary folder holds: those of runs that died are removed by the
+    next run here (kernelsweep.scratch), so a pile of them says no run has started since."""
+    count, size, orphaned = scratch.left(host.temp_dir)
+    found = f"{count} folder(s), {size / 2**20:.1f} MiB, {orphaned} of runs that died"
+    if not orphaned:
+        return Check("scratch folders", OK, found)
+    return Check("scratch folders", WARN, found, "the next `kernelsweep run` or `bench` on this host removes them")
 
 
 def _verdict(tools: dict[str, tuple[str, ...]], host: Host, probed: tracing.TracerProbe | None) -> Check:

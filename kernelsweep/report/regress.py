@@ -188,6 +188,9 @@ def drifts(histories: list[History], rule: Rule | None = None, window: int = WIN
     with a slower step already in the report are left to it."""
     rule = rule or Rule()
     judged = [h for h in histories if len(h.runs) >= 2 * window and not any(s.direction == "slower" for s in h.steps)]
+    if judged:  # every series' rows in one scan: two scans per series re-read the same nights' files each time
+        wanted = [i for h in judged for i in (*h.runs.row_ids[:window], *h.runs.row_ids[len(h.runs) - window :])]
+        judged[0].runs.source.rows(wanted)
     candidates = []
     for h in judged:
         runs, newest = h.runs, len(h.runs) - window

@@ -88,28 +88,58 @@ def compact(results: Location | str, *, before: date | None = None) -> list[Comp
     """Compact every partition of `results` that has several objects; what was done, per partition."""
     filesystem, _ = reader.table_filesystem(results)
     target = open_target(results)
-    return [compact_partition(filesystem, target, group) for group in partitions(results, before=before)]
+    done = [compact_partition(filesystem, target, group) for group in partitions(results, before=before)]
+    return [part for part in done if part is not None]
 
 
-def compact_partition(filesystem: fs.FileSystem, target: ResultTarget, group: Partition) -> Compacted:
-    table = merged([_read(filesystem, path) for path in group.objects], group.objects)
-    data = parquet_bytes(table.replace_schema_metadata(_metadata(group, table.num_rows)))
+def compact_partition(filesystem: fs.FileSystem, target: ResultTarget, group: Partition) -> Compacted | None:
+    """The partition's kernelsweep objects as one (None when it has fewer than two); a Parquet object
+    kernelsweep did not write is skipped with one warning, as a reader does, and stays where it is."""
+    tables, paths, foreign = [], [], []
+    for path in group.objects:
+        table = _read(filesystem, path)
+        if why := reader.foreign(table.schema):
+            foreign.append((path, why))
+        else:
+            tables.append(table)
+            paths.append(path)
+    reader.warn_foreign(foreign)
+    if len(tables) < 2:
+        return None
+    try:
+        table = merged(tables, paths)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise StoreError(f"the objects of {group.key} cannot be merged ({exc}); leaving them as they are") from exc
+    version = max([SCHEMA_VERSION, *(reader.writer_version(t.schema) for t in tables)])
+    data = parquet_bytes(table.replace_schema_metadata(_metadata(group, table.num_rows, version)))
     sha = hashlib.sha256(data).hexdigest()
-    key = f"{group.key}/{reader.COMPACTED_PREFIX}{sha[:32]}.parquet"
-    if target.create(key, data, sha) == "exists-different":  # a name made of the bytes: never expected
-        raise StoreError(f"{target.uri(key)} exists with other bytes; leaving {group.key} as it is")
-    written = target.uri(key)
-    sources = [path for path in group.objects if not written.endswith(path.rsplit("/", 1)[-1])]
+    name = f"{reader.COMPACTED_PREFIX}{sha[:32]}.parquet"
+    if target.create(f"{group.key}/{name}", data, sha) == "exists-different":  # a name made of its bytes
+        raise StoreError(f"{target.uri(f'{group.key}/{name}')} exists with other bytes; leaving {group.key} as it is")
+    written = f"{paths[0].rsplit('/', 1)[0]}/{name}"
+    sources = [path for path in paths if path != written]
+    _verify(filesystem, written, table, dict(zip(paths, tables, strict=True)))
     _delete(filesystem, sources)
     log.info("compacted %d objects of %s into %s (%d rows)", len(sources), group.key, written, table.num_rows)
-    return Compacted(group.key, len(sources), table.num_rows, written)
+    return Compacted(group.key, len(sources), table.num_rows, target.uri(f"{group.key}/{name}"))
+
+
+def _verify(filesystem: fs.FileSystem, written: str, table: pa.Table, sources: dict[str, pa.Table]) -> None:
+    """Before any original goes: the object as stored reads back as the merged rows, and holds every row
+    id and every column of every original (StoreError, originals kept, when it does not)."""
+    stored = _read(filesystem, written)
+    if not stored.equals(table):
+        raise StoreError(f"{written} does not read back as the rows compacted into it; the originals are kept")
+    ids = set(stored.column("row_id").to_pylist())
+    for path, source in sources.items():
+        if not set(source.schema.names) <= set(stored.schema.names) or not set(source["row_id"].to_pylist()) <= ids:
+            raise StoreError(f"{written} lacks rows or columns of {path}; the originals are kept")
 
 
 def merged(tables: list[pa.Table], paths: list[str]) -> pa.Table:
-    """One table of every row id once (the copy `reader.rank` prefers), in the writer's row order."""
-    names = [n for t in tables for n in t.schema.names if n.startswith(PARAM_PREFIX)]
-    axes = dict.fromkeys(n.removeprefix(PARAM_PREFIX) for n in names)
-    schema = schema_for(list(axes))
+    """One table of every row id once (the copy `reader.rank` prefers), in the writer's row order, with
+    every column any object has (`_schema`)."""
+    schema = _schema(tables)
     best: dict[str, tuple[int, int, int]] = {}  # row id -> (rank, table, row)
     for index, (table, path) in enumerate(zip(tables, paths, strict=True)):
         rank = reader.rank(path)
@@ -121,6 +151,23 @@ def merged(tables: list[pa.Table], paths: list[str]) -> pa.Table:
         keep.setdefault(index, []).append(row)
     parts = [_conform(tables[index].take(sorted(rows)), schema) for index, rows in sorted(keep.items())]
     return pa.concat_tables(parts).sort_by(SORT)
+
+
+def _schema(tables: list[pa.Table]) -> pa.Schema:
+    """This writer's columns, then any other column an object has (a newer writer's: never dropped), each
+    of the type its newest writer gave it (the schema version in the object's footer; this writer's
+    version for its own columns, winning a tie)."""
+    axes = dict.fromkeys(
+        n.removeprefix(PARAM_PREFIX) for t in tables for n in t.schema.names if n.startswith(PARAM_PREFIX)
+    )
+    ours = schema_for(list(axes))
+    newest: dict[str, tuple[int, pa.DataType]] = {f.name: (SCHEMA_VERSION, f.type) for f in ours}
+    for table in tables:
+        version = reader.writer_version(table.schema)
+        for f in table.schema:
+            if f.name not in newest or version > newest[f.name][0]:
+                newest[f.name] = (version, f.type)
+    return pa.schema([pa.field(name, kind) for name, (_, kind) in newest.items()])
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -149,7 +196,8 @@ def _delete(filesystem: fs.FileSystem, paths: Iterable[str]) -> None:
             raise StoreError(f"deleting {path} after compacting it: {exc}; run the compaction again") from exc
 
 
-def _metadata(group: Partition, rows: int) -> dict[bytes, bytes]:
-    """No names or times: the same rows must make the same bytes (so a repeated compaction is idempotent)."""
+def _metadata(group: Partition, rows: int, version: int) -> dict[bytes, bytes]:
+    """No names or times: the same rows must make the same bytes (so a repeated compaction is idempotent).
+    The version is the newest writer's whose types the object keeps, so a later compaction keeps them too."""
     lineage = f'{{"compacted": "{group.key}", "points": {rows}}}'
-    return {b"kernelsweep.schema_version": str(SCHEMA_VERSION).encode(), b"kernelsweep.lineage": lineage.encode()}
+    return {b"kernelsweep.schema_version": str(version).encode(), b"kernelsweep.lineage": lineage.encode()}

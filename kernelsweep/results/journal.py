@@ -148,6 +148,22 @@ class Journal:
             blobs = list(pool.map(self.files.get, present))
         return [(n, wanted[n.rsplit("/", 1)[-1]], b or b"") for n, b in zip(present, blobs, strict=True)]
 
+    def rows(self) -> list[Row]:
+        """Every entry that reads as a row of this run, unchecked against a point: for a search that
+        finds its points among them (then checked through `completed`); the rest are left unsaid."""
+        names = self.files.list(f"{self.base}/points/")
+        with ThreadPoolExecutor(READ_THREADS) as pool:
+            blobs = list(pool.map(self.files.get, names))
+        rows = []
+        for blob in blobs:
+            try:
+                row = decode_row(blob or b"")
+            except BadJournalObject:
+                continue
+            if row.flow_run_id in self.identities():
+                rows.append(row)
+        return rows
+
     def _entry_row(self, blob: bytes, point: Point) -> Row:
         row = decode_row(blob)
         identity = (row.sweep, row.kernel, row.kernel_ref, row.shape, row.dtype, row.platform, row.lnc,

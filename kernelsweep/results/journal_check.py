@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any, get_type_hints
@@ -112,11 +113,29 @@ def check_entry(data: bytes) -> Row:
                     raise BadJournalObject(f"{name} is not an ISO time")
                 fields[name] = datetime.fromisoformat(value)
         checked = _ROW.model_validate(fields)
-        return Row(**{name: getattr(checked, name) for name in type(checked).model_fields})
+        row = Row(**{name: getattr(checked, name) for name in type(checked).model_fields})
     except ValidationError as exc:
         raise BadJournalObject(_pydantic_line(exc)) from None
     except ValueError as exc:  # a bad ISO time; Row's own checks (unknown metrics)
         raise BadJournalObject(_first_line(exc)) from None
+    _check_times(row)
+    return row
+
+
+def _check_times(row: Row) -> None:
+    """No time a measurement gives is negative or not finite, and a point ends after it starts: such an
+    entry was never written by a run (a hand edit, a broken clock, a bit flip) and is no measurement."""
+    named = {f.name: getattr(row, f.name) for f in dataclasses.fields(Row)} | {
+        f"metrics.{k}": v for k, v in row.metrics.items()
+    }
+    for name, value in named.items():
+        if not name.endswith(("_us", "_seconds")) or value is None:
+            continue
+        for number in value if isinstance(value, list) else [value]:
+            if isinstance(number, int | float) and not (math.isfinite(number) and number >= 0):
+                raise BadJournalObject(f"{name} is {number}: a time is a finite number of at least 0")
+    if row.started_at is not None and row.finished_at is not None and row.finished_at < row.started_at:
+        raise BadJournalObject("finished_at is before started_at")
 
 
 @dataclass(frozen=True)

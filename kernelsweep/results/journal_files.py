@@ -8,6 +8,7 @@ is one PutObject. Used by kernelsweep.results.journal, which says what goes in.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -84,7 +85,10 @@ class _LocalFiles:
         folders: set[Path] = set()
         for name in names:
             path = self.root / name
-            path.unlink(missing_ok=True)
+            if path.is_dir() and not path.is_symlink():  # a folder where an object belongs (run.json/)
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
             folders.update(p for p in path.parents if p == self.root or self.root in p.parents)
         for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
             try:

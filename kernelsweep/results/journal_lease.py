@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
@@ -65,6 +65,8 @@ class Holder:
 
     def describe(self) -> str:
         until = f", its lease expires at {self.expires_at} if it died" if self.expires_at else ""
+        if not self.pid:  # its note unreadable, and no table of this host's locks names it
+            return f"{self.what} is live (its holder left no readable note{until})"
         return f"{self.what} is live: pid {self.pid} on {self.host}, since {self.since}{until}"
 
     def to_json(self, expires_at: str | None = None) -> bytes:
@@ -143,9 +145,28 @@ def _note(fd: int) -> Holder:
     deadline = time.monotonic() + NOTE_WAIT_SECONDS
     while True:
         holder = Holder.from_json(os.pread(fd, 4096, 0))
-        if holder.pid or time.monotonic() > deadline:
+        if holder.pid:
             return holder
+        if time.monotonic() > deadline:  # no note it could write (a full disk), or one spoilt since
+            pid = _flock_holder(fd)
+            return replace(holder, host=socket.gethostname(), pid=pid) if pid else holder
         time.sleep(0.01)
+
+
+def _flock_holder(fd: int) -> int | None:
+    """The pid holding a flock on `fd`'s file, from the kernel's own table (Linux's /proc/locks): the
+    holder is a process of this host whatever its note says."""
+    info = os.fstat(fd)
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == device and fields[4].isdigit():
+            return int(fields[4])
+    return None
 
 
 class _S3Lease:

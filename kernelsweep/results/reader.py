@@ -67,10 +67,7 @@ def dataset(uri: Location | str, *, filters: Filters = None) -> ds.Dataset:
         raise StoreError(f"listing results at {uri}: {exc}", retryable=True) from exc
     with ThreadPoolExecutor(FOOTER_READ_THREADS) as pool:
         found = list(pool.map(_physical_schema, fragments))
-    foreign = [(fragment.path, why) for fragment, (_, why) in zip(fragments, found, strict=True) if why]
-    if foreign:
-        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
-        log.warning("skipped %s%s: %s; move it out of the results", foreign[0][0], more, foreign[0][1])
+    warn_foreign([(fragment.path, why) for fragment, (_, why) in zip(fragments, found, strict=True) if why])
     fragments = [fragment for fragment, (_, why) in zip(fragments, found, strict=True) if not why]
     schemas = [schema for schema, why in found if not why and schema is not None]
     params = dict.fromkeys(n for schema in schemas for n in schema.names if n.startswith(PARAM_PREFIX))
@@ -145,12 +142,31 @@ def _physical_schema(fragment: ds.FileFragment) -> tuple[pa.Schema | None, str]:
         schema = pq.read_schema(fragment.path, filesystem=fragment.filesystem)
     except (OSError, pa.ArrowInvalid) as exc:  # a torn copy of a results file: a problem of the store
         raise StoreError(f"{fragment.path} is not a readable Parquet file ({exc}); move it out of the dataset") from exc
+    why = foreign(schema)
+    return (None, why) if why else (schema, "")
+
+
+def warn_foreign(foreign: list[tuple[str, str]]) -> None:
+    """One warning for every Parquet file kernelsweep did not write: the first by name, how many more."""
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        log.warning("skipped %s%s: %s; move it out of the results", foreign[0][0], more, foreign[0][1])
+
+
+def foreign(schema: pa.Schema) -> str:
+    """Why a file of this schema is not a kernelsweep results file, or "" when it is one."""
     if _MARK in (schema.metadata or {}):
-        return schema, ""
+        return ""
     identity = [schema.field(n).type if n in schema.names else None for n in IDENTITY]
     if all(t is not None and pa.types.is_string(t) for t in identity):  # written before the mark, or by hand
-        return schema, ""
-    return None, "a Parquet file kernelsweep did not write (no kernelsweep.schema_version, no row identity)"
+        return ""
+    return "a Parquet file kernelsweep did not write (no kernelsweep.schema_version, no row identity)"
+
+
+def writer_version(schema: pa.Schema) -> int:
+    """The schema version a results file's writer stamped in its footer (0 when none or unreadable)."""
+    mark = (schema.metadata or {}).get(_MARK, b"")
+    return int(mark) if mark.isdigit() else 0
 
 
 def rank(path: str) -> int:

@@ -5,14 +5,18 @@ What counts toward the budget is configurations measured: a proposal the kernel'
 block's filters drop is told to Optuna as pruned (with its reason) and not measured; a configuration
 measured before is told its earlier value and not measured again; a trial a killed run left running
 is measured again (its configuration asked first). A failed or incorrect row is a failed trial: a
-fast wrong kernel never wins. The sampler is seeded (Optuna's TPE by default, multivariate, with the
-constant liar so a batch of trials asked at once spreads out).
+fast wrong kernel never wins. The run journal, not the study, is the record of what was measured: a
+resumed search is told every journaled row of its shape that its study lost (a damaged study log),
+and trials that do not fit its space (another study's) are ignored with one warning. The sampler is
+seeded (Optuna's TPE by default, multivariate, with the constant liar so a batch of trials asked at
+once spreads out).
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import optuna
@@ -28,6 +32,7 @@ INTERRUPTED, REPEATED = "interrupted", "repeated"
 MAX_ASKS_PER_POINT = 50  # proposals per wanted point before a search whose space is used up stops
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -61,20 +66,40 @@ class ShapeSearch:
     def measured(self) -> int:
         """Trials that measured a configuration (complete or failed), the budget's unit."""
         return sum(
-            t.state in (TrialState.COMPLETE, TrialState.FAIL) and REASON not in t.user_attrs
-            for t in self.study.get_trials(deepcopy=False)
+            t.state in (TrialState.COMPLETE, TrialState.FAIL) and REASON not in t.user_attrs for t in self._trials()
         )
 
     def point(self, trial: optuna.trial.FrozenTrial | optuna.Trial) -> Point:
         tunables = {name: _value(values, trial.params[name]) for name, values in self.target.space.items()}
         return self.target.point.model_copy(update={"tunables": tunables, "search_trial": trial.number})
 
-    def resume(self, journaled: Callable[[list[Point]], dict[str, Row]]) -> list[Row]:
-        """After a killed run: trials it left running are told their journaled row, else asked again.
-        Returns the rows of every trial this search measured before (they join the run's objects)."""
-        trials = self.study.get_trials(deepcopy=False)
+    def _trials(self, states: tuple[TrialState, ...] | None = None) -> list[optuna.trial.FrozenTrial]:
+        """The study's trials that fit this search's space: a trial whose parameters are not this
+        space's (another study's, a half-written one) names no point of it."""
+        wanted = self._distributions
+
+        def fits(t: optuna.trial.FrozenTrial) -> bool:
+            inside = (d._contains(d.to_internal_repr(t.params[n])) for n, d in wanted.items())
+            return t.distributions == wanted and all(inside)
+
+        return [t for t in self.study.get_trials(deepcopy=False, states=states) if fits(t)]
+
+    def resume(self, journaled: Callable[[list[Point]], dict[str, Row]], recorded: Iterable[Row] = ()) -> list[Row]:
+        """After a killed run: trials it left running are told their journaled row, else asked again;
+        `recorded` rows (the run journal's) of this shape the study has no trial for are told to it as
+        trials of their own. Returns the rows of every configuration this search measured before (they
+        join the run's objects), each once."""
+        everything = self.study.get_trials(deepcopy=False)
+        trials = self._trials()
+        if len(trials) < len(everything):
+            log.warning(
+                "search study %s holds %d trial(s) that do not fit its space (another study's, or half-written); "
+                "ignored", self.study.study_name, len(everything) - len(trials),
+            )  # fmt: skip
         points = [self.point(t) for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING)]
-        rows = journaled(points)
+        known = {p.point_id for p in points}
+        lost = [p for p in map(self._recorded_point, recorded) if p is not None and p.point_id not in known]
+        rows = journaled(points + lost)
         for trial in [t for t in trials if t.state == TrialState.RUNNING]:
             row = rows.get(self.point(trial).point_id)
             if row is not None:
@@ -85,6 +110,9 @@ class ShapeSearch:
                 optuna.Trial(self.study, trial._trial_id).set_user_attr(REASON, INTERRUPTED)
                 self.study.tell(trial.number, state=TrialState.FAIL)
                 self.study.enqueue_trial(dict(trial.params), skip_if_exists=False)
+        for point in lost:
+            if point.point_id in rows:
+                self._add(point, rows[point.point_id])
         return list(rows.values())
 
     def seed(self, configs: list[dict[str, int | str]]) -> int:
@@ -98,6 +126,37 @@ class ShapeSearch:
                 self.study.enqueue_trial({n: _param(self.target.space[n], v) for n, v in config.items()})
                 queued += 1
         return queued
+
+    def _recorded_point(self, row: Row) -> Point | None:
+        """The point of this search a journaled row measured, or None when it is not one of its."""
+        base = self.target.point
+        if (row.sweep, row.kernel, row.kernel_ref, row.shape, row.dtype, row.platform, row.lnc) != (
+            base.sweep, base.kernel, base.kernel_ref, base.shape, base.dtype, base.platform, base.lnc,
+        ) or row.search_trial is None:  # fmt: skip
+            return None
+        given = dict(part.split("=", 1) for part in (row.tunables or "").split(",") if "=" in part)
+        if list(given) != list(self.target.space):
+            return None
+        tunables = {}
+        for name, values in self.target.space.items():
+            match = [v for v in values if str(v) == given[name]]
+            if not match:
+                return None
+            tunables[name] = match[0]
+        return base.model_copy(update={"tunables": tunables, "search_trial": row.search_trial})
+
+    def _add(self, point: Point, row: Row) -> None:
+        """A measured configuration the study lost, told to it as a finished trial (never asked again)."""
+        params = {
+            name: sorted(values).index(point.tunables[name]) if all(isinstance(v, int) for v in values)
+            else point.tunables[name]
+            for name, values in self.target.space.items()
+        }  # fmt: skip
+        value = self._objective(row)
+        state = TrialState.COMPLETE if value is not None else TrialState.FAIL
+        self.study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=self._distributions, value=value, state=state)
+        )
 
     def propose(self, wanted: int) -> list[Point]:
         """Up to `wanted` new configurations to measure, within the budget."""
@@ -131,16 +190,22 @@ class ShapeSearch:
         self._tell(point.search_trial, row)
 
     def _tell(self, number: int, row: Row) -> None:
-        value = getattr(row, self.target.settings.column)
-        if row.status == OK and row.correct is not False and value is not None and math.isfinite(value):
-            self.study.tell(number, float(value))
+        value = self._objective(row)
+        if value is not None:
+            self.study.tell(number, value)
         else:
             self.study.tell(number, state=TrialState.FAIL)
+
+    def _objective(self, row: Row) -> float | None:
+        """The row's objective, or None when the trial failed (a failed or incorrect row, no number)."""
+        value = getattr(row, self.target.settings.column)
+        ok = row.status == OK and row.correct is not False and value is not None and math.isfinite(value)
+        return float(value) if ok else None
 
     def _values(self) -> dict[str, float]:
         """Each measured configuration's objective, by its tunables."""
         out: dict[str, float] = {}
-        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        for trial in self._trials(states=(TrialState.COMPLETE,)):
             if trial.value is not None and REASON not in trial.user_attrs:
                 out[self.point(trial).tunables_text] = trial.value
         return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,8 +197,17 @@ def _state_dir(env: str, text: str | None) -> Path:
 
 
 def _compiler_version(env: str, text: str | None) -> str:
-    """A configured version still says it is simulated."""
-    return text.removesuffix(SIM_VERSION_SUFFIX) + SIM_VERSION_SUFFIX if text else COMPILER_VERSION
+    """A configured version still says it is simulated. It names cache entries and is stamped into
+    NEFFs: one that is not a version (a line break, 300 characters) is a ValueError before any work,
+    not a failed row at every point."""
+    if not text:
+        return COMPILER_VERSION
+    if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._+-]{0,63}", text):
+        raise ValueError(
+            f"{env}={text[:80]!r}: give a version such as 2.21.33363.0 (letters, digits, '.', '_', '+', '-'; "
+            "at most 64)"
+        )
+    return text.removesuffix(SIM_VERSION_SUFFIX) + SIM_VERSION_SUFFIX
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kernelsweep.stores.artifacts import ArtifactRef, ArtifactStore
+from kernelsweep.errors import StoreError
+from kernelsweep.stores.artifacts import ArtifactRef, ArtifactStore, content_key
 
 CACHE_LAYOUT = "cache-v1"
 REBUILDABLE = frozenset({"ir", "neff", "model_neff"})  # what a trace or compile makes again, bit for bit or not
@@ -127,14 +128,16 @@ class Entry:
 
 def lookup(store: ArtifactStore, stage: str, version: str | None, key: str) -> Entry | None:
     name = _entry_name(stage, version, key)
-    data = store.get_index(name)
+    try:
+        data = store.get_index(name)
+    except IsADirectoryError:  # a folder where the entry belongs
+        data = b""
     if data is None:
         return None
     try:
-        doc = json.loads(data)
-        entry = Entry(refs={n: ArtifactRef(**ref) for n, ref in doc["refs"].items()}, meta=dict(doc["meta"]))
+        entry = _entry(json.loads(data))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        _discard(store, name, f"cannot be read ({type(exc).__name__})")
+        _discard(store, name, f"cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})")
         return None
     for ref_name, ref in entry.refs.items():
         if not store.has(ref):
@@ -143,6 +146,28 @@ def lookup(store: ArtifactStore, stage: str, version: str | None, key: str) -> E
             _discard(store, name, f"names an artifact ({ref_name!r}) the store no longer holds intact")
             return None
     return entry
+
+
+def _entry(doc: Any) -> Entry:
+    """An entry's fields, each of its type: a ref that names no sha256 digest would name no artifact."""
+    refs, meta = doc["refs"], doc["meta"]
+    if not isinstance(refs, dict) or not isinstance(meta, dict):
+        raise TypeError("refs and meta are not objects")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise TypeError("a meta value is not text")
+    checked = {}
+    for ref_name, ref in refs.items():
+        ref = ArtifactRef(**ref)
+        if not (isinstance(ref.uri, str) and isinstance(ref.sha256, str)):
+            raise TypeError(f"ref {ref_name!r} is not text")
+        try:
+            content_key(ref.sha256)
+        except StoreError as exc:
+            raise ValueError(exc.message) from None
+        if type(ref.size_bytes) is not int or ref.size_bytes < 0:
+            raise ValueError(f"ref {ref_name!r} has no size")
+        checked[ref_name] = ref
+    return Entry(refs=checked, meta=meta)
 
 
 def _discard(store: ArtifactStore, name: str, why: str) -> None:

@@ -71,6 +71,10 @@ def parse_s3_uri(uri: str) -> S3Location:
     prefix = prefix.strip("/")
     if not is_s3_uri(uri) or not _BUCKET.match(bucket) or "//" in prefix:
         raise UsageError(f"{uri!r} is not an S3 location; write it as s3://bucket-name/optional/prefix")
+    if {".", ".."} & set(prefix.split("/")):  # S3 keeps them as names; a console or a sync tool resolves them
+        raise UsageError(
+            f"{uri!r} has a '.' or '..' segment; write the S3 location as s3://bucket-name/optional/prefix"
+        )
     return S3Location(bucket, prefix)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelsweep import scratch
 from kernelsweep.errors import CaptureError, UsageError
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.platforms import PLATFORMS, support_notice
@@ -103,6 +104,23 @@ def neuron_python(spec_value: str | None, locations: Locations) -> NeuronPython:
     return choose_neuron_python(spec_value or None, locations.neuron_python, own_has_sdk=own_has_sdk)
 
 
+NO_CORES = (
+    "this host has no NeuronCore (neuron-ls lists none): run on a Neuron instance, or use --toolchain cpu "
+    "to trace and compile with the SDK here and capture on the simulator (kernelsweep doctor shows details)"
+)
+
+
+def check_named_pythons(spec: SweepSpec) -> None:
+    """Each `[toolchains]` entry names an executable file: found before any work, naming the entry as
+    the spec writes it (the run would otherwise fail at its first point, after its journal began)."""
+    for named in spec.toolchains:
+        if not (os.path.isfile(named.python) and os.access(named.python, os.X_OK)):
+            raise UsageError(
+                f"[toolchains] {named.name!r} = {named.python!r} is not an executable file; give the python of "
+                "that Neuron SDK environment (e.g. /opt/aws_neuronx_venv_pytorch_2_9/bin/python)"
+            )
+
+
 def resolve_toolchain(
     kind: str, sim_state_dir: str | Path, extra_paths: tuple[Path, ...] = (), python: NeuronPython | None = None
 ) -> tuple[Toolchain, str | None]:
@@ -144,6 +162,7 @@ def prepare(
     `stop`, once set, ends every wait for a NeuronCore and tells the flow to start nothing new.
     """
     stop = stop or threading.Event()
+    scratch.remove_orphans()  # what runs killed on this host left in the temporary folder
     python = neuron_python(spec.neuron_python, locations) if spec.toolchain != "sim" else None
     toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)
     versions = collect(toolchain)
@@ -196,10 +215,12 @@ def _leasers(
     leasers: dict[int, CoreLeaser] = {}
     notices: list[str] = []
     instance = None
+    listed = False
     swept = {lnc for entry in spec.kernels for lnc in entry.lnc}  # LNC as an axis: trn2 at 1 and 2
     for lnc in sorted({PLATFORMS[p].default_lnc for p in spec.platforms} | swept):
         devices = list_devices(toolchain, default_lnc=_default_lnc(instance_type), lnc=lnc)
         instance = instance or devices.instance_type
+        listed = listed or bool(devices.logical_cores)
         if devices.lnc != lnc:
             continue
         held = devices.held_notice()
@@ -209,4 +230,13 @@ def _leasers(
             leasers[lnc] = CoreLeaser(
                 lock_dir, devices.free_cores, lnc=lnc, wait_timeout_seconds=locations.lease_timeout_seconds, stop=stop
             )
+    if not listed:
+        raise UsageError(NO_CORES)
     return leasers, notices, instance
+
+
+def check_cores(toolchain: Toolchain) -> None:
+    """A host that captures has a NeuronCore: without one every point would be traced and compiled,
+    then fail at its capture. UsageError before any work."""
+    if not list_devices(toolchain).logical_cores:
+        raise UsageError(NO_CORES)

@@ -139,8 +139,11 @@ def test_the_worker_puts_its_own_interpreter_on_path_as_python(tmp_path, monkeyp
 
 
 def test_a_compile_host_takes_one_shard_at_a_time_unless_told_and_other_hosts_are_unlimited():
+    from kernelsweep.fleet.farm import COMPILE_POOL
+    from kernelsweep.flows.cli import fleet_worker
     from kernelsweep.flows.cli.fleet_worker import worker_argv
 
+    assert fleet_worker.COMPILE_POOL == COMPILE_POOL
     assert worker_argv("kernelsweep-compile", "c1", None)[-2:] == ["--limit", "1"]
     assert worker_argv("kernelsweep-compile", "c1", 4)[-2:] == ["--limit", "4"]
     assert "--limit" not in worker_argv("kernelsweep-trn2", "t1", None)

@@ -27,13 +27,14 @@ from pathlib import Path
 
 import click
 
-from kernelsweep.fleet.farm import COMPILE_POOL
-
 PREFECT_WORKER = ("-P", "-m", "prefect", "worker", "start")  # -P: the working folder off the import path
 # How often this host's flow runs tell the server they live, unless the environment says: Prefect's
 # least, so `fleet up --crash-after` (120 s by default) can mark a dead host's shard Crashed in two minutes.
 HEARTBEAT_ENV, HEARTBEAT_SECONDS = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "30"
 COMPILE_LIMIT = 1  # compile shards at once on a compile host, unless --limit says
+# kernelsweep.fleet.farm's COMPILE_POOL, written out: importing the fleet's plan would cost every host's
+# worker start (a test holds the two equal)
+COMPILE_POOL = "kernelsweep-compile"
 
 
 def worker_argv(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...] = ()) -> list[str]:

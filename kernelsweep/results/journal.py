@@ -85,10 +85,13 @@ def entry_name(point: Point) -> str:
 class Journal:
     """One run's journal. `record` is called from the flow's thread as each point finishes."""
 
-    def __init__(self, files: JournalFiles, header: RunHeader, lease_uri: str | None = None) -> None:
+    def __init__(
+        self, files: JournalFiles, header: RunHeader, lease_uri: str | None = None, *, reuse_captures: bool = True
+    ) -> None:
         self.files, self.header = files, header
         self.base = f"{header.run_key}/{header.run_id}"
         self.lease_uri = lease_uri  # the run's lease this journal holds (released by `release`)
+        self.reuse_captures = reuse_captures  # False under `--remeasure`: every point is captured again
 
     @property
     def run_id(self) -> str:
@@ -111,8 +114,11 @@ class Journal:
         self.files.put(f"{self.base}/captures/{entry_name(point)}", encode_capture(stored))
 
     def captures(self, points: Iterable[Point]) -> dict[str, StoredCapture]:
-        """point_id -> its journaled capture, for each of `points` that has one that reads back."""
+        """point_id -> its journaled capture, for each of `points` that has one that reads back (none when
+        the run measures everything again)."""
         found: dict[str, StoredCapture] = {}
+        if not self.reuse_captures:
+            return found
         for name, point, blob in self._entries("captures", points):
             try:
                 found[point.point_id] = decode_capture(blob, point.point_id)
@@ -215,6 +221,7 @@ class ResumePlan:
     resumed: RunHeader | None
     reused: dict[str, Row]  # point_id -> its journaled row, reused as it is
     lease: str | None = None  # the resumed run's lease, held for `begin` to take over
+    remeasure: bool = False  # measure every point again: its journaled captures are not extracted either
 
     def todo(self, points: Iterable[Point]) -> list[Point]:
         return [p for p in points if p.point_id not in self.reused]
@@ -248,7 +255,7 @@ def plan_resume(
         return ResumePlan(key, None, {})
     held = _hold_run(results, key, header.run_id)
     reused = {} if remeasure else Journal(files, header).completed(points)
-    return ResumePlan(key, header, reused, held)
+    return ResumePlan(key, header, reused, held, remeasure)
 
 
 def begin(
@@ -259,7 +266,7 @@ def begin(
     files = open_files(results)
     if plan.resumed is not None:
         held = plan.lease or _hold_run(results, plan.run_key, plan.resumed.run_id)
-        return Journal(files, plan.resumed, held)
+        return Journal(files, plan.resumed, held, reuse_captures=not plan.remeasure)
     held = _hold_run(results, plan.run_key, run_id)  # before the header: a half-made journal is never cleaned
     header = RunHeader(
         run_key=plan.run_key, run_id=run_id, run_date=run_date, sweep=sweep, started_at=started_at.isoformat()

@@ -27,7 +27,6 @@ from kernelsweep.locks import CoreLease
 from kernelsweep.model_run import model_from, model_refs
 from kernelsweep.platforms import get_platform
 from kernelsweep.profiles.metrics import LatencyStats, ProfileMetrics, read_profile
-from kernelsweep.scratch import scratch
 from kernelsweep.stage_results import (
     CaptureResult,
     CompileResult,
@@ -39,6 +38,7 @@ from kernelsweep.stores import cache
 from kernelsweep.stores.artifacts import ArtifactRef
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.this_host.context import StageContext
+from kernelsweep.this_host.scratch import scratch
 from kernelsweep.toolchain import compiler, explorer, profiler, tracing
 from kernelsweep.toolchain.compile_cost import CompileCost
 from kernelsweep.toolchain.iterations import IterationTiming, time_iterations

@@ -40,19 +40,14 @@ kernel = "kernelsweep.kernels.vector_add:vector_add"
 dtypes = ["float32"]
 grid = { n = [4096], free_size = [1, 2, 4, 8, 16, 32] }
 """
-SEARCH_SPEC = """
-name = "searched"
-platforms = ["trn2"]
-toolchain = "sim"
-[execution]
-compile_slots = 1
-[capture]
-num_exec = 2
-[[kernels]]
+SEARCH_SPEC = (
+    SPEC.split("[[kernels]]")[0].replace('"live"', '"searched"')
+    + """[[kernels]]
 kernel = "matmul"
 grid = { M = [512], K = [256], N = [1024] }
 search = { budget = 6, seed = 3 }
 """
+)
 TIMEOUT_S = 300
 
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 HOLD = textwrap.dedent(
     """
     import sys
-    from kernelsweep.scratch import scratch
+    from kernelsweep.this_host.scratch import scratch
     with scratch("capture") as folder:
         (folder / "file.neff").write_bytes(b"x" * 300_000)
         print(folder, flush=True)

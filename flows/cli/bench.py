@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from kernelsweep import strict_json
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS, console
 from kernelsweep.platforms import PLATFORM_NAMES
+from kernelsweep.report import strict_json
 
 
 @click.command()

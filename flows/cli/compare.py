@@ -12,11 +12,10 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from kernelsweep import strict_json
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
 from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
-from kernelsweep.report import ReportRow
+from kernelsweep.report import ReportRow, strict_json
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison, PointComparison
 from kernelsweep.report.index import Indexed
 from kernelsweep.report.interleaved import DEFAULT_REPEATS, DEFAULT_SECONDS, Budget

@@ -13,11 +13,10 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from kernelsweep import strict_json
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.platforms import PLATFORM_NAMES
-from kernelsweep.report import Selection
+from kernelsweep.report import Selection, strict_json
 from kernelsweep.report.best import Best
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
 from kernelsweep.report.summary import Cell, Report

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from kernelsweep import scratch
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.platforms import PLATFORM_NAMES, get_platform
+from kernelsweep.this_host import scratch
 from kernelsweep.this_host.family import family_of
 from kernelsweep.toolchain import packages, tracing, versions
 from kernelsweep.toolchain.compiler import compiler_version
@@ -305,7 +305,7 @@ def _instance(host: Host) -> Check:
 
 def _scratch(host: Host) -> Check:
     """What stage scratch folders the temporary folder holds: those of runs that died are removed by the
-    next run here (kernelsweep.scratch), so a pile of them says no run has started since."""
+    next run here (kernelsweep.this_host.scratch), so a pile of them says no run has started since."""
     count, size, orphaned = scratch.left(host.temp_dir)
     found = f"{count} folder(s), {size / 2**20:.1f} MiB, {orphaned} of runs that died"
     if not orphaned:

@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelsweep import scratch
 from kernelsweep.errors import CaptureError, UsageError
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.platforms import PLATFORMS, support_notice
 from kernelsweep.sim.toolchain import cpu_toolchain, sim_toolchain
 from kernelsweep.stores.artifacts import ArtifactStore, open_artifact_store
 from kernelsweep.sweepspec.models import CaptureSettings, SweepSpec
+from kernelsweep.this_host import scratch
 from kernelsweep.this_host.family import HostPlatform, host_platform
 from kernelsweep.toolchain.compile_cost import CompilePeaks, default_slots
 from kernelsweep.toolchain.devices import list_devices

@@ -98,7 +98,8 @@ def test_repeats_give_latency_percentiles_and_the_median_profile(tmp_path):
     rows = pq.read_table(sweep(spec).paths[0]).to_pylist()
     for row in rows:
         assert row["repeats"] == 5
-        assert row["latency_min_us"] < row["latency_median_us"] < row["latency_max_us"]  # the model's run noise
+        assert row["latency_min_us"] < row["latency_max_us"]  # the model's run noise (whole ns: neighbours may tie)
+        assert row["latency_min_us"] <= row["latency_median_us"] <= row["latency_max_us"]
         assert row["latency_median_us"] <= row["latency_p90_us"] <= row["latency_p99_us"] <= row["latency_max_us"]
         assert row["total_time_us"] == row["latency_median_us"]  # metrics come from the median repeat
 

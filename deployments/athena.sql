@@ -169,7 +169,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `iteration_tool` string,
   `neff_compile_host` string,
   `neff_debug_info` boolean,
-  `alloc_fallback` boolean
+  `alloc_fallback` boolean,
+  `hostname` string
 )
 PARTITIONED BY (
   `platform` string,

@@ -65,6 +65,7 @@ def measure(
                 toolchain=ctx.toolchain.kind,
                 is_simulation=ctx.toolchain.is_simulation,
                 versions=ctx.versions,
+                host=ctx.host_name,
             )
             if journal is not None:
                 try:

@@ -1,9 +1,11 @@
-"""Each result column is declared once, as a field of `Row`: the Arrow schema is derived from it, and the
-report's rows, the run summary and docs/schema.md are checked against it here.
+"""Each result column is declared once, as a field of the row part that fills it (`Row` is the parts'
+union): the Arrow schema is derived from the declarations, and `Row`, the report's rows, the run summary
+and docs/schema.md are checked against them here.
 
-Adding a column: one field on `Row` (filled by the row part that knows the value), its line in
-docs/schema.md, and a test of the value; the schema follows, and these tests say what else disagrees:
-a part's field that is not the row's, a column no part and no identity argument fills, or one filled twice.
+Adding a column: one field with its one-line docstring on the part that knows the value, filled by the
+part's function, a test of the value, and the column's place at the end of `schema.COLUMN_ORDER` with a
+new schema version; these tests say what else disagrees: a column declared twice or on `Row` itself, one
+without its docstring, a released schema changed, a report field that is no column, docs/schema.md.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import dataclasses
 import hashlib
 import inspect
 import re
+import textwrap
 from datetime import datetime
 from pathlib import Path
 
@@ -21,22 +24,62 @@ import pytest
 
 from kernelsweep.profiles.metrics import METRIC_FIELDS
 from kernelsweep.report.load import ReportRow
+from kernelsweep.results.columns import Int32
 from kernelsweep.results.outcome import RowSummary
-from kernelsweep.results.row_parts import PARTS
-from kernelsweep.results.rows import Row, build_row
-from kernelsweep.results.schema import BASE_SCHEMA, SCHEMA_VERSION, arrow_fields
+from kernelsweep.results.rows import PARTS, Row
+from kernelsweep.results.schema import BASE_SCHEMA, COLUMN_ORDER, SCHEMA_VERSION, arrow_fields
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"
-# sha256 of each schema as Arrow serializes it (names, order, types, nullability, metadata), as released:
-# every dataset written since v4 reads back through it. Only a new SCHEMA_VERSION may change it.
+# Each released schema: its column count and the sha256 of it as Arrow serializes it (names, order, types,
+# nullability, metadata). Only a new SCHEMA_VERSION may change today's; the older ones stay the first
+# columns of today's, so a reader that takes columns by position (Athena) reads every file alike.
 RELEASED = {
-    4: "acc5c0bdb917c1306892954074b88f4bafc0820d360fc83c2e96fac517e9ebfd",
-    5: "946e436118b43e397d0591366eccdbf1a42a5bd05d210c104415133c48040b0e",
+    4: (154, "acc5c0bdb917c1306892954074b88f4bafc0820d360fc83c2e96fac517e9ebfd"),
+    5: (156, "946e436118b43e397d0591366eccdbf1a42a5bd05d210c104415133c48040b0e"),
+    6: (157, "678584a8578d0bf4cedd8ca4a876548105ece140ee076b7be821fa414b136b52"),
 }
 
 
+def _fingerprint(schema: pa.Schema) -> str:
+    return hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()
+
+
 def test_the_derived_schema_is_the_released_one_byte_for_byte():
-    assert hashlib.sha256(BASE_SCHEMA.serialize().to_pybytes()).hexdigest() == RELEASED[SCHEMA_VERSION]
+    assert (len(BASE_SCHEMA), _fingerprint(BASE_SCHEMA)) == RELEASED[SCHEMA_VERSION]
+
+
+@pytest.mark.parametrize("version", sorted(RELEASED))
+def test_every_released_schema_leads_todays_column_for_column(version):
+    count, fingerprint = RELEASED[version]
+    assert _fingerprint(pa.schema(list(BASE_SCHEMA)[:count])) == fingerprint
+
+
+def test_each_column_is_declared_once_on_a_part_and_row_is_their_union():
+    """Dataclass inheritance merges two parts' fields of one name without a word: two truths for one column."""
+    declared = [name for part in PARTS for name in part.__dict__.get("__annotations__", {})]
+    assert sorted({name for name in declared if declared.count(name) > 1}) == []
+    assert Row.__dict__.get("__annotations__", {}) == {}, "declare a column on the part that fills it"
+    assert sorted(declared) == sorted(f.name for f in dataclasses.fields(Row))
+    assert sorted(COLUMN_ORDER) == sorted(declared)
+
+
+def _docstrings(part: type) -> dict[str, list[str]]:
+    """column -> its docstring's lines, from the part's source (a string right below the field)."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(part))).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs: dict[str, list[str]] = {}
+    for node, after in zip(body.body, [*body.body[1:], None], strict=True):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            text = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else ""
+            docs[node.target.id] = str(text).splitlines()
+    return docs
+
+
+@pytest.mark.parametrize("part", PARTS, ids=lambda part: part.__name__)
+def test_each_column_has_its_one_line_doc(part):
+    docs = _docstrings(part)
+    assert set(docs) == set(part.__dict__["__annotations__"])
+    assert {name: lines for name, lines in docs.items() if len(lines) != 1 or not lines[0].strip()} == {}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -48,7 +91,7 @@ class _Grown:
     count: int | None = None
     hit: bool | None = None
     at: datetime | None = None
-    repeats: int | None = None  # a 32-bit column by name
+    repeats: Int32 | None = None  # a 32-bit column: its annotation says so
 
 
 def test_a_new_field_becomes_its_column_with_the_type_its_python_type_says():
@@ -100,66 +143,30 @@ def _doc_type(kind: pa.DataType) -> str:
     return str(kind)
 
 
-def _documented(text: str, columns: set[str]) -> dict[str, tuple[str, bool | None]]:
-    """column -> (type, nullable or None where the table has no null column) from the doc's tables."""
+def _documented(text: str) -> dict[str, tuple[str, bool | None]]:
+    """column -> (type, nullable or None where the table has no null column) from the doc's tables: every
+    name in backticks in a table row's first cell, before any parenthesis."""
     found: dict[str, tuple[str, bool | None]] = {}
     for line in text.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if not line.startswith("| `") or len(cells) < 3:
             continue
         nullable = {"yes": True, "no": False}.get(cells[2])
-        for name in re.findall(r"`(\w+)`", cells[0]):
-            if name in columns:
-                assert name not in found, f"{name} is documented twice"
-                found[name] = (cells[1], nullable)
+        for name in re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", cells[0])):
+            assert name not in found, f"{name} is documented twice"
+            found[name] = (cells[1], nullable)
     return found
 
 
-def test_docs_schema_md_documents_every_column_with_its_type_and_nullability():
+def test_docs_schema_md_documents_exactly_the_columns_with_their_type_and_nullability():
     text = DOCS.read_text()
     assert text.splitlines()[0] == f"# Results schema v{SCHEMA_VERSION}"
-    documented = _documented(text, set(BASE_SCHEMA.names))
+    documented = _documented(text)
+    assert sorted(set(documented) - set(BASE_SCHEMA.names)) == [], "docs/schema.md names columns there are not"
+    docs = {name: lines[0] for part in PARTS for name, lines in _docstrings(part).items() if lines}
     for field in BASE_SCHEMA:
-        assert field.name in documented, f"docs/schema.md lacks {field.name}"
+        line = f"| `{field.name}` | {_doc_type(field.type)} | yes | {docs.get(field.name, '')} |"
+        assert field.name in documented, f"docs/schema.md lacks {field.name}; start from {line}"
         kind, nullable = documented[field.name]
         assert kind == _doc_type(field.type), field.name
         assert nullable in (None, field.nullable), field.name
-
-
-def _filled_by_build_row() -> list[str]:
-    """The columns `build_row` sets: its `Row(...)` call's keywords, and every field of each part it
-    spreads in with `**columns(Part.of(...))` (or a variable holding one)."""
-    tree = ast.parse(inspect.getsource(build_row))
-    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "Row")
-    parts = {part.__name__: part for part in PARTS}
-    named = {
-        target.id: part
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign)
-        for target in node.targets
-        if isinstance(target, ast.Name)
-        for part in parts
-        if ast.unparse(node.value).startswith(f"{part}.of(")
-    }
-    filled = []
-    for keyword in call.keywords:
-        if keyword.arg is not None:
-            filled.append(keyword.arg)
-            continue
-        given = [
-            n.args[0] for n in ast.walk(keyword.value) if isinstance(n, ast.Call) and ast.unparse(n.func) == "columns"
-        ]
-        spread = [parts[named.get(ast.unparse(arg), ast.unparse(arg).partition(".of(")[0])] for arg in given]
-        assert len(spread) == 1, f"build_row spreads {ast.unparse(keyword.value)}: not one row part"
-        filled += [f.name for f in dataclasses.fields(spread[0])]
-    return filled
-
-
-def test_build_row_fills_every_column_of_the_row_exactly_once():
-    """A new field on `Row` must be filled by one part (or an identity argument of `build_row`): a column
-    declared but filled nowhere would be null in every row, and one filled twice is two truths."""
-    filled = _filled_by_build_row()
-    twice = sorted({name for name in filled if filled.count(name) > 1})
-    assert twice == [], f"filled more than once: {twice}"
-    defaulted = {"schema_version"}  # the version a row is written under: Row's default, never passed
-    assert sorted(set(filled) ^ ({f.name for f in dataclasses.fields(Row)} - defaulted)) == []

@@ -87,7 +87,7 @@ def _running_shard(server: PrefectServer, fleet_run_id: str) -> str:
 
 def _dataset_rows(spec: SweepSpec) -> list[dict]:
     return reader.read(
-        spec.results, columns=["row_id", "kernel", "shape", "dtype", "platform", "flow_run_id", "status"]
+        spec.results, columns=["row_id", "kernel", "shape", "dtype", "platform", "flow_run_id", "status", "host"]
     ).to_pylist()
 
 
@@ -196,6 +196,7 @@ def test_a_fleet_run_spreads_each_family_over_its_own_workers(fleet_server, spre
     assert _keys(rows) == _keys(spread.points)  # every point exactly once
     assert len({r["row_id"] for r in rows}) == len(spread.points) and {r["status"] for r in rows} == {"ok"}
     assert {r["flow_run_id"] for r in rows if r["platform"] == "trn1"} <= took["trn1-a"]
+    assert all(r["flow_run_id"] in took[r["host"]] for r in rows)  # each row names the host that ran it (issue 35)
 
     criteria = {"key": {"any_": ["fleet-spread"]}, "flow_run_id": {"any_": [spread.id]}}
     [summary] = server.api("/artifacts/filter", {"artifacts": criteria})

@@ -412,8 +412,10 @@ def test_unsafe_key_parts_are_refused():
 
 def test_old_files_read_back_with_new_columns_null(results_uri):
     run_old, run_new = "run-old", "run-new"
-    # a schema v1 file has no latencies_us: it reads back null, and the report falls back to the summary
+    # a schema v1 file has no latencies_us: it reads back null, and the report falls back to the summary;
+    # one before v6 has no hostname
     dropped = ["roofline_bound", "extra_metrics", "mfu_percent", "inputs", "capture_seconds", "latencies_us"]
+    dropped.append("hostname")
     old_schema = pa.schema([f for f in BASE_SCHEMA if f.name not in dropped])
     assert all(BASE_SCHEMA.field(name).nullable for name in dropped)
     old_rows = [{k: v for k, v in r.record().items() if k in old_schema.names} for r in make_rows(run_old)]
@@ -433,7 +435,7 @@ def test_old_files_read_back_with_new_columns_null(results_uri):
     assert set(BASE_SCHEMA.names) <= set(table.column_names) and "param_tile" in table.column_names
     rows = {(r["flow_run_id"], r["shape"], r["lnc"]): r for r in table.to_pylist()}
     old, new = rows[(run_old, "m=128,k=512", 1)], rows[(run_new, "m=128,k=512", 1)]
-    assert [old[c] for c in dropped + ["param_tile"]] == [None] * 7
+    assert [old[c] for c in dropped + ["param_tile"]] == [None] * 8
     assert old["run_date"] == date(2026, 2, 1) and old["total_time_us"] == 10.0
     assert new["roofline_bound"] == "compute" and new["param_tile"] == 64 and new["inputs"]
     assert new["latencies_us"] == [10.0, 10.2, 9.9]

@@ -4,6 +4,7 @@ what was made before the failure and no numbers, and derived figures follow from
 from __future__ import annotations
 
 import dataclasses
+import socket
 from datetime import UTC, datetime
 
 import pytest
@@ -15,8 +16,7 @@ from kernelsweep.platforms import get_platform
 from kernelsweep.profiles.metrics import METRIC_FIELDS
 from kernelsweep.report.load import COLUMNS as REPORT_COLUMNS
 from kernelsweep.results.outcome import SUMMARY_COLUMNS
-from kernelsweep.results.row_parts import PARTS
-from kernelsweep.results.rows import PointRecord, Row, build_row
+from kernelsweep.results.rows import PARTS, PointRecord, Row, build_row
 from kernelsweep.results.schema import BASE_SCHEMA, PARAM_PREFIX, schema_for
 from kernelsweep.results.writer import rows_to_table
 from kernelsweep.stages import capture_stage, compile_stage, extract_stage, inputs_stage, trace_stage
@@ -65,12 +65,17 @@ def test_the_row_type_and_the_schema_have_the_same_columns():
 
 
 @pytest.mark.parametrize("part", PARTS, ids=lambda part: part.__name__)
-def test_each_row_part_is_a_slice_of_the_row(part):
-    """A part's field must be a Row column of the same type (or the type the nullable column holds when
-    set): a misspelt or retyped one fails here, not at a sweep's first row."""
-    row_types = {f.name: f.type for f in dataclasses.fields(Row)}
-    for f in dataclasses.fields(part):
-        assert row_types.get(f.name) in (f.type, f"{f.type} | None"), f.name
+def test_build_row_fills_each_part(full_record, part):
+    """A part `build_row` forgot would leave all its columns null on a point that went through every stage."""
+    row = _row(full_record)
+    assert any(getattr(row, f.name) not in (None, {}, []) for f in dataclasses.fields(part))
+
+
+def test_the_host_is_the_fleets_name_for_it_and_the_hostname_the_machines(full_record):
+    """Off the fleet (no name given) both are the machine's, as `host` always was."""
+    named = build_row(full_record, flow_run_id="r", toolchain="sim", is_simulation=True, versions=HOST, host="trn2-a")
+    assert (named.host, named.hostname) == ("trn2-a", socket.gethostname())
+    assert (_row(full_record).host, _row(full_record).hostname) == (socket.gethostname(), socket.gethostname())
 
 
 def test_the_report_reads_only_columns_the_schema_has():

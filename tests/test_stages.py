@@ -135,7 +135,7 @@ def test_inputs_are_the_definitions_arrays_byte_for_byte(tmp_path):
 def test_trn2_captures_collect_dge_notifications_and_fall_back_once_after_a_timeout(tmp_path):
     """On trn2 captures pass --enable-dge-notifs (Explorer: DMA figures "may not be accurate" without);
     a capture that times out with it runs again without, and the row says so and flags its DMA figures."""
-    from kernelsweep.results.row_parts import Costed, Measured
+    from kernelsweep.results.row_parts import costed_of, measured_of
 
     p = point()
     ctx = sim_context(tmp_path)
@@ -155,7 +155,7 @@ def test_trn2_captures_collect_dge_notifications_and_fall_back_once_after_a_time
     )
     extracted = extract_stage(ctx, p, compiled, inputs, captured)
     assert extracted.dge_notifs is False and "DMA results may not be accurate" in extracted.dma_warning
-    measured = Measured.of(p, Costed.of(p), extracted)
+    measured = measured_of(p, costed_of(p), extracted)
     assert (measured.dge_notifs, measured.dma_unreliable, measured.profile_entries) == (False, True, 2)
     assert measured.hw_mfu_percent is not None and 0 < measured.hw_mfu_percent < 100
 

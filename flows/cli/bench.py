@@ -105,7 +105,9 @@ def _measured(spec: Any, point: Any, results: str | None) -> tuple[dict[str, Any
     assert record is not None  # only a stopped context ends a chain without a record, and nothing stops bench's
     run_id = f"bench-{uuid.uuid4()}"
     kind, simulated = ctx.toolchain.kind, ctx.toolchain.is_simulation
-    row = build_row(record, flow_run_id=run_id, toolchain=kind, is_simulation=simulated, versions=ctx.versions)
+    row = build_row(
+        record, flow_run_id=run_id, toolchain=kind, is_simulation=simulated, versions=ctx.versions, host=ctx.host_name
+    )
     found = as_json(row, sum(r.seconds for r in runs))
     if results:
         from kernelsweep.results import write_results

@@ -19,7 +19,7 @@ from kernelsweep.errors import UsageError
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.report.stats import Sample
 from kernelsweep.results import reader
-from kernelsweep.results.columns import CONFIRMATION
+from kernelsweep.results.columns import CONFIRMATION, Hotspots, Int32
 from kernelsweep.results.schema import INCORRECT
 from kernelsweep.sweepspec.shapes import natural_order, shape_order
 
@@ -46,13 +46,13 @@ class ReportRow:
     shape: str
     dtype: str
     platform: str
-    lnc: int | None
+    lnc: Int32 | None
     status: str
     error_stage: str | None
     error_class: str | None
     error_message: str | None
     is_simulation: bool
-    repeats: int | None
+    repeats: Int32 | None
     latency_median_us: float | None
     latency_min_us: float | None
     latency_max_us: float | None
@@ -79,7 +79,7 @@ class ReportRow:
     run_date: date
     tunables: str | None = None  # `tile_m=128,loop_order=mn`; null without tunables (and in older rows)
     toolchain_name: str | None = None
-    search_trial: int | None = None
+    search_trial: Int32 | None = None
     # schema 3 (issue 25): why slow, against what, at what cost; null in older rows
     bound_engine: str | None = None
     bound_active_percent: float | None = None
@@ -87,7 +87,7 @@ class ReportRow:
     baseline_ref: str | None = None
     baseline_of: str | None = None
     speedup_vs_baseline: float | None = None
-    hotspots: list[dict[str, Any]] | None = None
+    hotspots: Hotspots | None = None
     hotspots_note: str | None = None
     nki_source_uri: str | None = None
     nki_source_sha256: str | None = None

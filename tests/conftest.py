@@ -59,8 +59,9 @@ def bucket(moto_endpoint, monkeypatch) -> str:
     return create_bucket(moto_endpoint)
 
 
-# Groups started first, in this order: xdist (--no-loadscope-reorder) gives the first two groups one to each
-# process, so the two fleet groups, minutes of fleet runs each on their process's server, run side by side.
+# Groups started first, in this order: xdist (--no-loadscope-reorder) gives the first groups one to each
+# process, so the two fleet groups, minutes of fleet runs each on their process's server, run side by side
+# (and, in the slow stage's three processes, beside the nights dataset's group).
 FIRST_GROUPS = ("fleet", "fleet-ops", "nights")
 
 
@@ -71,6 +72,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return FIRST_GROUPS.index(group) if group in FIRST_GROUPS else len(FIRST_GROUPS)
 
     items.sort(key=rank)  # stable: the rest keep their order
+
+
+DEFAULT_PROCESSES, SLOW_PROCESSES = 2, 3
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two processes for the default stage (CPU-bound: a third only adds contention), three
+    for the slow one, whose tests wait on servers, automations and slept latencies for minutes at a time
+    while a third process's tests use the idle core time."""
+    return SLOW_PROCESSES if slow_stage(config) else DEFAULT_PROCESSES
 
 
 def slow_stage(config: pytest.Config) -> bool:

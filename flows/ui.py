@@ -27,6 +27,7 @@ from kernelsweep.stores import Location, absolute_uri
 ARTIFACT_KEY_LIMIT = 200  # Prefect artifact keys: [a-z0-9-]; keep them readable in the UI
 _RESTRICTED_ASSET_CHARS = re.compile(r"[\s#?&%\"'<>\[\]{}|\\^`]")
 SINGLE_ARTIFACTS = ("kernel_source", "ir", "neff", "ntff", "profile")
+SHORT_SHA = 12  # hex digits of a sha256 the lineage table shows, as git shows a commit's
 
 
 def artifact_key(*parts: str) -> str:
@@ -35,29 +36,37 @@ def artifact_key(*parts: str) -> str:
 
 
 def lineage_record(row: Row) -> dict[str, str]:
-    """One point's lineage as a table row: what ran, how it ended, and each artifact's content address."""
-    record = {
-        "kernel": row.kernel,
-        "shape": row.shape,
-        "dtype": row.dtype,
-        "platform": row.platform,
-        "status": row.status,
-        "error": f"{row.error_class}: {row.error_message}" if row.status != "ok" else "",
-        "total_time_us": "" if row.total_time_us is None else f"{row.total_time_us:g}",
-        "row_id": row.row_id,
-    }
-    for name in SINGLE_ARTIFACTS:
-        record[name] = getattr(row, f"{name}_uri") or ""
+    """One point's lineage as a table row: what ran, how it ended, and each artifact by the first
+    SHORT_SHA hex digits of its sha256 (its content address). Four columns of short words, where the
+    full addresses (about 100 characters each, unbreakable) made a table the UI cut off after `row_id`:
+    the full ones are the row's `*_uri` columns, and `kernelsweep lineage ROW_ID` fetches and verifies them."""
+    if row.status != "ok":
+        outcome = f"{row.status}: {row.error_class}: {row.error_message}"
+    else:
+        outcome = row.status if row.total_time_us is None else f"{row.status}, {row.total_time_us:g} us"
+    made = [(name, getattr(row, f"{name}_uri")) for name in SINGLE_ARTIFACTS]
     for group, refs in (("inputs", row.inputs), ("outputs", row.outputs)):
-        record[group] = "; ".join(f"{ref['name']}={ref['uri']}" for ref in refs or [])
-    return record
+        made += [(f"{group}[{ref['name']}]", ref["uri"]) for ref in refs or []]
+    return {
+        "point": f"{row.kernel} {row.shape.replace(',', ', ')} {row.dtype} {row.platform}",
+        "outcome": outcome,
+        "row_id": row.row_id,
+        "artifacts": ", ".join(f"{name} {_short(uri)}" for name, uri in made if uri),
+    }
+
+
+def _short(uri: str) -> str:
+    """A content address's sha256 (the last part of the store's `sha256/<2 hex>/<sha256>`), shortened."""
+    return uri.rsplit("/", 1)[-1][:SHORT_SHA]
 
 
 def lineage_artifact(sweep_name: str, rows: list[Row]) -> None:
     create_table_artifact(
         key=artifact_key("lineage", sweep_name),
         table=[lineage_record(row) for row in rows],
-        description=f"lineage of the points of sweep {sweep_name} in this run: every artifact by content address",
+        description=f"lineage of the points of sweep {sweep_name} in this run: each artifact by the first "
+        f"{SHORT_SHA} hex digits of its sha256 in the artifact store; `kernelsweep lineage ROW_ID` fetches and "
+        "verifies them",
     )
 
 

@@ -5,7 +5,6 @@ histories and outcomes as the fleet flow reads them."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
@@ -13,6 +12,7 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.settings import PREFECT_UI_URL, temporary_settings
 from prefect.states import Completed, Crashed, Failed, Pending, Running, Scheduled
 from specs import VECTOR_ADD, sim_spec
+from ui_width import UI_WIDTH, least_width, markdown_tables
 
 from kernelsweep.fleet import HostReport, Shard, ShardData
 from kernelsweep.fleet.cost import COMPILE
@@ -21,10 +21,6 @@ from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, cost_of, held
 from kernelsweep.sweepspec import expand
 
 NIGHT = datetime(2026, 11, 27, 2, tzinfo=UTC)
-# Characters of the UI's artifact pane at a 1400 px window, padding included, as the fleet review's
-# screenshots measure it (the old summary table ran out after about 106): a table whose columns' longest
-# unbreakable words, plus 3 a column, add up to more is cut off on the right.
-UI_WIDTH = 100
 REFUSAL = "host trn1-x is trn1 (instance type trn1.sim) but sits in work pool kernelsweep-trn2: it ran none"
 COMPILE_REFUSAL = "compile host compile-2 has compiler 2.22.0.0+kernelsweep.sim (the trn2 hosts run 2.21...)"
 
@@ -100,39 +96,13 @@ def test_the_summary_names_each_host_that_refused_or_crashed_even_when_another_c
     assert text.count(".parquet") == 1 and "- shard 1: none" in text
 
 
-def _tables(markdown: str) -> list[list[list[str]]]:
-    """Each markdown table as its rows of cells (the separator row left out)."""
-    tables: list[list[list[str]]] = []
-    previous = ""
-    for line in markdown.splitlines():
-        if line.startswith("|") and not re.fullmatch(r"\|(-+\|)+", line):
-            cells = [cell.strip() for cell in line.strip("|").split("|")]
-            if previous.startswith("|"):
-                tables[-1].append(cells)
-            else:
-                tables.append([cells])
-        previous = line
-    return tables
-
-
-def least_width(rows: list[list[str]]) -> int:
-    """The characters a table needs at the least: per column its longest word that cannot wrap (a link
-    counts its text), plus 3 for the cell's padding."""
-    widths = [0] * max(len(r) for r in rows)
-    for row in rows:
-        for i, cell in enumerate(row):
-            shown = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", cell).replace("<br>", " ")
-            widths[i] = max(widths[i], *(len(word) for word in shown.split()), 0)
-    return sum(w + 3 for w in widths)
-
-
 def test_every_table_of_the_summary_fits_the_uis_artifact_pane(tmp_path):
     spec, outcomes = _outcomes(tmp_path)
     cost = cost_of([(_run(["fleet", "trn2"], points=3), _at((0, Running()), (600, Crashed()), (700, Running()),
                                                            (760, Completed())))])  # fmt: skip
     with temporary_settings({PREFECT_UI_URL: "http://127.0.0.1:4200"}):  # shard links as the UI shows them
         text = summary_markdown(spec, outcomes, ["trn2 hosts differ: compiler 2.21 (trn2-a), 2.22 (trn2-b)"], cost)
-    tables = _tables(text)
+    tables = markdown_tables(text)
     assert len(tables) == 3  # shards, hosts' SDKs, cost
     for table in tables:
         assert least_width(table) <= UI_WIDTH, table

@@ -14,6 +14,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from specs import sim_spec
 from stage_context import point, sim_context
+from ui_width import UI_WIDTH, least_width
 
 from kernelsweep.errors import CompileError
 from kernelsweep.flows.ui import SINGLE_ARTIFACTS, asset_key, lineage_record, upstream_asset_keys
@@ -48,10 +49,12 @@ def test_each_run_has_one_lineage_table_with_every_points_artifacts_and_a_summar
         assert table.type == "table" and {r["row_id"] for r in records} == set(rows)  # this run's rows only
         for record in records:
             row = rows[record["row_id"]]
-            assert record["status"] == row["status"] == "ok" and record["shape"] == row["shape"]
-            assert all(record[name] == row[f"{name}_uri"] for name in SINGLE_ARTIFACTS)
-            assert record["neff"] and row["neff_sha256"] in record["neff"]  # the content address
-            assert all(ref["uri"] in record["inputs"] for ref in row["inputs"])
+            assert record["outcome"] == f"ok, {row['total_time_us']:g} us" and row["kernel"] in record["point"]
+            for name in SINGLE_ARTIFACTS:  # each by its content address, shortened
+                assert f"{name} {row[f'{name}_uri'].rsplit('/', 1)[-1][:12]}" in record["artifacts"]
+            assert f"neff {row['neff_sha256'][:12]}" in record["artifacts"]
+            assert all(f"inputs[{ref['name']}] " in record["artifacts"] for ref in row["inputs"])
+            assert least_width([list(record), list(record.values())]) <= UI_WIDTH, record  # fits the UI
         summary = _of_run(_artifacts(client, "sweep-lineage-test"), second.flow_run_id)
         assert summary and summary[0].type == "table"
 
@@ -81,6 +84,9 @@ def test_a_failed_points_lineage_names_its_error_and_what_was_made_before_it(tmp
     )
     row = build_row(record, flow_run_id="run-1", toolchain="sim", is_simulation=True, versions=ctx.versions)
     lineage = lineage_record(row)
-    assert lineage["status"] == row.status != "ok" and lineage["error"] == "CompilerDiagnostic: [NCC_EVRF009] too big"
-    assert lineage["ir"] == row.ir_uri and row.trace_cache_hit is False and lineage["ir"]  # made before the failure
-    assert lineage["ntff"] == lineage["profile"] == lineage["outputs"] == "" and lineage["total_time_us"] == ""
+    assert lineage["outcome"] == f"{row.status}: CompilerDiagnostic: [NCC_EVRF009] too big" and row.status != "ok"
+    assert f"ir {row.ir_uri.rsplit('/', 1)[-1][:12]}" in lineage["artifacts"]  # made before the failure
+    assert row.trace_cache_hit is False
+    assert not any(f"{name} " in lineage["artifacts"] for name in ("ntff", "profile", "outputs"))
+    assert lineage["point"] == "vector_add " + row.shape.replace(",", ", ") + " float32 trn2"
+    assert least_width([list(lineage), list(lineage.values())]) <= UI_WIDTH, lineage  # the UI shows it whole

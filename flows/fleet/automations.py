@@ -142,13 +142,14 @@ def notifications(block_document_id: UUID) -> AutomationCore:
             threshold=1,
             within=timedelta(0),
         ),
-        actions=[
-            SendNotification(
-                block_document_id=block_document_id,
-                subject="{{ event.payload.subject }}",
-                body="{{ event.payload.body }}",
-            )
-        ],
+        actions=[_send_as_written(block_document_id)],
+    )
+
+
+def _send_as_written(block_document_id: UUID) -> SendNotification:
+    """Send the event through the block with the subject and body its emitter wrote in its payload."""
+    return SendNotification(
+        block_document_id=block_document_id, subject="{{ event.payload.subject }}", body="{{ event.payload.body }}"
     )
 
 
@@ -197,11 +198,5 @@ def refusal_notifications(block_document_id: UUID) -> AutomationCore:
             threshold=1,
             within=FAILURE_QUIET,
         ),
-        actions=[
-            SendNotification(
-                block_document_id=block_document_id,
-                subject="{{ event.payload.subject }}",
-                body="{{ event.payload.body }}",
-            )
-        ],
+        actions=[_send_as_written(block_document_id)],
     )

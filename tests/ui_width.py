@@ -1,14 +1,16 @@
-"""How wide a table the Prefect UI's artifact page can show: it cuts a wider one off on the right
-instead of scrolling it (the fleet review's screenshots at a 1400 px window), so the fleet's tables
-are held to UI_WIDTH characters at their narrowest."""
+"""How wide a table the Prefect UI's artifact page shows whole. It never wraps a table cell (a markdown
+table's or a table artifact's) and scrolls a wider table sideways, its right part out of sight: the
+fleet review found the summary's objects and the lineage table's addresses there. Measured in chromium
+at a 1400 px window (Prefect 3.9's UI): the pane is 828 px wide, and a table takes about 7 px a
+character of its cells' longest lines plus 24 px a column (763 px for 83 characters in 8 columns,
+1197 px for 162 in 3), so UI_WIDTH characters, counting PAD a column, fit with a margin."""
 
 from __future__ import annotations
 
 import re
 
-# Characters of the artifact pane at a 1400 px window, padding included, as the fleet review's
-# screenshots measure it (the old fleet summary table ran out after about 106).
-UI_WIDTH = 100
+UI_WIDTH = 115
+PAD = 4
 _SEPARATOR = re.compile(r"\|(-+\|)+")
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 
@@ -28,12 +30,12 @@ def markdown_tables(markdown: str) -> list[list[list[str]]]:
     return tables
 
 
-def least_width(rows: list[list[str]]) -> int:
-    """The characters a table needs at the least: per column its longest word that cannot wrap (a link
-    counts its text), plus 3 for the cell's padding."""
+def table_width(rows: list[list[str]]) -> int:
+    """The characters a table takes in the UI: per column its cells' longest line (a `<br>` breaks a
+    line; a link counts its text, backticks nothing), plus PAD."""
     widths = [0] * max(len(r) for r in rows)
     for row in rows:
         for i, cell in enumerate(row):
-            shown = _LINK.sub(r"\1", cell).replace("<br>", " ")
-            widths[i] = max(widths[i], *(len(word) for word in shown.split()), 0)
-    return sum(w + 3 for w in widths)
+            shown = _LINK.sub(r"\1", cell).replace("`", "")
+            widths[i] = max(widths[i], *(len(line.strip()) for line in shown.split("<br>")))
+    return sum(w + PAD for w in widths)

@@ -8,9 +8,10 @@ named; per family, the SDK each host reported and a flag where the hosts of one 
 (kernelsweep.fleet.hosts); what the run cost in Neuron-host-hours (measuring and dead) and
 CPU-host-hours, per run and per 1,000 points, and at on-demand prices (kernelsweep.fleet.cost).
 
-The UI does not scroll an artifact's table sideways, so each table keeps to few columns and short
-words: messages and object names, which are long, are lists under the tables (object names without
-their folder: the partition is in the heading).
+The UI never wraps a table cell (it scrolls a wide table sideways, its right part out of sight), so
+the tables keep to few columns of short cells, a shard's hosts one a line; messages, object names and
+versions, which are long, are lists, which wrap (object names without their folder: the partition is
+in the heading).
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def summary_markdown(
         "|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
-        tried = ", ".join(a.host if a.how == "completed" else f"{a.host} ({a.how})" for a in o.attempts)
+        tried = "<br>".join(a.host if a.how == "completed" else f"{a.host} ({a.how})" for a in o.attempts)
         lines.append(
             f"| {o.shard.family} | {o.shard.index} | {len(o.shard.points)} | {o.data.ok} | {o.data.failed} "
             f"| {o.state.lower()} | {tried or (o.host.host if o.host else '-')} | {run_link(o.flow_run_id)} |"
@@ -170,11 +171,11 @@ def summary_markdown(
     lines += ["", "Objects written (in the results location above):"]
     lines += [f"- shard {o.shard.index}: " + (", ".join(f"`{path.rsplit('/', 1)[-1]}`" for path in o.data.objects)
               or "none") for o in outcomes]  # fmt: skip
-    lines += ["", "| host | family | SDK |", "|---|---|---|"]
+    lines += ["", "SDK per host:"]
     hosts = {o.host.host: o.host for o in outcomes if o.host}
     for report in sorted(hosts.values(), key=lambda r: (r.family or "", r.host)):
         versions = ", ".join(f"{n} {report.versions.get(n) or '-'}" for n in VERSION_NAMES)
-        lines.append(f"| {report.host} | {report.family or 'any'} | {versions} |")
+        lines.append(f"- {report.host} ({report.family or 'any'}): {versions}")
     if cost is not None:
         lines += ["", *cost.lines(prices_from_env())]
     return "\n".join(lines)

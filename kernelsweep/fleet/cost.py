@@ -82,15 +82,17 @@ class RunCost:
         rows = [
             ("Neuron-host-hours", self.neuron_hours),
             ("of which measuring", self.neuron_hours - self.neuron_dead_hours),
-            ("of which dead (crashed attempts, start to declared crashed)", self.neuron_dead_hours),
+            ("of which dead (crashed attempts)", self.neuron_dead_hours),
             ("CPU-host-hours (compile farm)", self.cpu_hours),
         ]
         out = ["| | per run | per 1,000 points |", "|---|---|---|"]
         for name, hours in rows:
             out.append(f"| {name} | {hours:.3f} | {_maybe(self.per_thousand(hours), '.3f')} |")
-        note = f" (without {', '.join(unpriced)}: no price; set {PRICES_ENV})" if unpriced else ""
         per = _maybe(usd / self.points * 1000 if self.points else None, ",.2f", "$")
-        out.append(f"| estimated cost, on-demand ({PRICE_DATE} prices){note} | ${usd:,.2f} | {per} |")
+        out.append(f"| estimated cost, on-demand ({PRICE_DATE} prices) | ${usd:,.2f} | {per} |")
+        # under the table, not in a cell: the UI never wraps a cell, and this one would widen the table
+        if unpriced:
+            out += ["", f"The cost is without {', '.join(unpriced)}: no price; set {PRICES_ENV}."]
         return out
 
 

@@ -164,8 +164,8 @@ def summary_markdown(
     unfinished = [line for o in outcomes for line in o.unfinished()]
     if unfinished:
         lines += ["", "Attempts that did not complete (the shard went to another host, or failed):"]
-        lines += [f"- {_cell(line)}" for line in unfinished]
-    failed = [f"- shard {o.shard.index} ({o.shard.family}) {o.state.lower()}: {_cell(o.message)}"
+        lines += [f"- {_one_line(line)}" for line in unfinished]
+    failed = [f"- shard {o.shard.index} ({o.shard.family}) {o.state.lower()}: {_one_line(o.message)}"
               for o in outcomes if not o.completed and o.message]  # fmt: skip
     lines += ["", "Shards that did not complete:", *failed] if failed else []
     lines += ["", "Objects written (in the results location above):"]
@@ -181,6 +181,6 @@ def summary_markdown(
     return "\n".join(lines)
 
 
-def _cell(text: str) -> str:
+def _one_line(text: str) -> str:
     """A message on one markdown line: a line break in it would end the list item."""
     return " ".join(text.split())

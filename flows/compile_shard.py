@@ -20,7 +20,7 @@ from kernelsweep.chain import run_stages
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet import prepare_compile, sdk_mismatch
 from kernelsweep.flows.chain import as_task
-from kernelsweep.flows.fleet.shard import report_host
+from kernelsweep.flows.fleet.shard import refuse, report_host
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.platforms import PlatformName
@@ -60,7 +60,7 @@ def compile_shard(
         host = report_host(ctx)
         problem = sdk_mismatch(host.host, target, host.versions, expect)
         if problem:
-            raise UsageError(problem)
+            refuse(host.host, "compile-sdk", problem)
         outcomes = compile_points(ctx, points)
     counts = {kind: sum(1 for o in outcomes if o == kind) for kind in (COMPILED, STORED, FAILED, SKIPPED)}
     message = f"{target} shard {shard} on {host.host}: " + ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)

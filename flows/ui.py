@@ -1,10 +1,10 @@
-"""What a sweep shows in the Prefect UI, written once per flow run: a lineage table (every point's
+"""What a sweep shows in the Prefect UI, written once per flow run: a lineage list (every point's
 status, row id and artifacts by content address), a summary table, and the asset keys of the
 `@materialize` store task (the run's Parquet objects, made from its artifact store).
 
 Once per run, not per point: an artifact or an asset dependency per point cost the Prefect server an
 API call, events and database rows for every point (docs/performance.md has the figures), which a
-fleet server pays for every point of every host. Both tables are keyed by the sweep's name, so
+fleet server pays for every point of every host. Both artifacts are keyed by the sweep's name, so
 Prefect versions them run after run: the sweep's history in the UI. One point's history across runs
 is in the results themselves (`kernelsweep report`, `kernelsweep lineage ROW_ID`), which is where the
 open-source server leaves lineage anyway: it keeps asset events but draws no asset graph.
@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict
 from datetime import date
 
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.assets import Asset
 
 from kernelsweep.names import slug
@@ -27,6 +27,7 @@ from kernelsweep.stores import Location, absolute_uri
 ARTIFACT_KEY_LIMIT = 200  # Prefect artifact keys: [a-z0-9-]; keep them readable in the UI
 _RESTRICTED_ASSET_CHARS = re.compile(r"[\s#?&%\"'<>\[\]{}|\\^`]")
 SINGLE_ARTIFACTS = ("kernel_source", "ir", "neff", "ntff", "profile")
+SHORT_SHA = 12  # hex digits of a sha256 the lineage table shows, as git shows a commit's
 
 
 def artifact_key(*parts: str) -> str:
@@ -34,29 +35,34 @@ def artifact_key(*parts: str) -> str:
     return key[:ARTIFACT_KEY_LIMIT].rstrip("-")
 
 
-def lineage_record(row: Row) -> dict[str, str]:
-    """One point's lineage as a table row: what ran, how it ended, and each artifact's content address."""
-    record = {
-        "kernel": row.kernel,
-        "shape": row.shape,
-        "dtype": row.dtype,
-        "platform": row.platform,
-        "status": row.status,
-        "error": f"{row.error_class}: {row.error_message}" if row.status != "ok" else "",
-        "total_time_us": "" if row.total_time_us is None else f"{row.total_time_us:g}",
-        "row_id": row.row_id,
-    }
-    for name in SINGLE_ARTIFACTS:
-        record[name] = getattr(row, f"{name}_uri") or ""
+def lineage_line(row: Row) -> str:
+    """One point's lineage as a list item: what ran, how it ended, its row id, and each artifact by the
+    first SHORT_SHA hex digits of its sha256 (its content address). A list, not a table: the UI never
+    wraps a table cell, and the full addresses (about 100 characters each) put the table's right part
+    out of sight; the full ones are the row's `*_uri` columns, which `kernelsweep lineage ROW_ID` fetches
+    and verifies."""
+    if row.status != "ok":
+        outcome = " ".join(f"{row.status}: {row.error_class}: {row.error_message}".split())
+    else:
+        outcome = row.status if row.total_time_us is None else f"{row.status}, {row.total_time_us:g} us"
+    made = [(name, getattr(row, f"{name}_uri")) for name in SINGLE_ARTIFACTS]
     for group, refs in (("inputs", row.inputs), ("outputs", row.outputs)):
-        record[group] = "; ".join(f"{ref['name']}={ref['uri']}" for ref in refs or [])
-    return record
+        made += [(f"{group}[{ref['name']}]", ref["uri"]) for ref in refs or []]
+    artifacts = ", ".join(f"{name} `{uri.rsplit('/', 1)[-1][:SHORT_SHA]}`" for name, uri in made if uri)
+    return f"**{row.kernel} {row.shape} {row.dtype} {row.platform}**: {outcome}; row `{row.row_id}`; {artifacts}"
 
 
 def lineage_artifact(sweep_name: str, rows: list[Row]) -> None:
-    create_table_artifact(
+    create_markdown_artifact(
         key=artifact_key("lineage", sweep_name),
-        table=[lineage_record(row) for row in rows],
+        markdown="\n".join(
+            [
+                f"Each artifact by the first {SHORT_SHA} hex digits of its sha256 in the artifact store; "
+                "`kernelsweep lineage ROW_ID --results RESULTS` fetches and verifies them.",
+                "",
+                *(f"- {lineage_line(row)}" for row in rows),
+            ]
+        ),
         description=f"lineage of the points of sweep {sweep_name} in this run: every artifact by content address",
     )
 

@@ -124,6 +124,27 @@ def webhook(fleet_server) -> Iterator[list[dict]]:
         yield received
 
 
+@pytest.fixture(scope="module")
+def failures_told(fleet_server, webhook) -> list[dict]:
+    """The failure and refusal automations `fleet up --notify custom-webhook/NOTIFY_BLOCK` installs, put
+    there directly (a `fleet up` costs minutes; the nightly test's, later or earlier, finds them
+    unchanged), for a test that runs alone with -k."""
+    install = (
+        "from prefect import get_client; from kernelsweep.flows.fleet import automations as a\n"
+        "with get_client(sync_client=True) as c:\n"
+        f"    block = c.read_block_document_by_name({NOTIFY_BLOCK!r}, 'custom-webhook').id\n"
+        "    a.install(c, a.failure_notifications(block)); a.install(c, a.refusal_notifications(block))"
+    )
+    done = fleet_server.run(sys.executable, "-c", install)
+    assert done.returncode == 0, done.stderr
+    return webhook
+
+
+def _told(webhook: list[dict], subject: str, what: str) -> dict:
+    """The message with `subject` at the webhook, once it arrives."""
+    return poll(lambda: next((m for m in webhook if m.get("subject") == subject), None), timeout=120, what=what)
+
+
 @dataclass
 class SilentShard:
     fleet_run: str  # here the sweep itself
@@ -282,12 +303,13 @@ def _captures_since(server: PrefectServer, flow_run_id: str, since: str) -> int:
     return sum(1 for r in runs if r["start_time"] and r["start_time"] >= since)
 
 
-def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, control, tmp_path):
+def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, control, failures_told, tmp_path):
     """The host of a running shard dies after finishing some of its points. With no step by anyone, the
     crash automation marks its shard Crashed once its heartbeats stop, and the server retries the shard
     on the family's other host, which measures only the points
     the journal lacks and extracts those it holds a capture of; the fleet run completes with every point
-    once, and no point is captured twice."""
+    once, and no point is captured twice. The summary names the dead host and counts its attempt's hours
+    as dead, and the crash reaches the webhook naming the dead host, though the retry has the run by then."""
     server = fleet_server
     [host] = _hosts(server, tmp_path, {"trn2-doomed": "trn2"}, **SLOW_HOST)  # alone, so it takes the shard
     workers = [host]
@@ -326,18 +348,25 @@ def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, 
         [summary] = server.api("/artifacts/filter", {"artifacts": criteria})
         assert "1 of 1 shards completed" in summary["data"]
         # every host that touched the shard, and how the dead one's attempt ended
-        assert f"trn2-doomed (crashed: no heartbeat for {CRASH_AFTER_SECONDS} s" in summary["data"]
-        assert "then trn2-survivor" in summary["data"]
+        assert "| trn2-doomed (crashed)<br>trn2-survivor |" in summary["data"]
+        assert f"shard 0 (trn2): trn2-doomed (crashed: no heartbeat for {CRASH_AFTER_SECONDS} s" in summary["data"]
+        dead = re.search(r"\| of which dead \(crashed [^|]*\| ([0-9.]+) \|", summary["data"])
+        # the dead attempt ran at least CRASH_AFTER_SECONDS without a beat (hours printed to 0.001)
+        assert dead and float(dead.group(1)) >= CRASH_AFTER_SECONDS / 3600 - 0.001, summary["data"]
         message = server.flow_runs(id={"any_": [fleet_run]})[0]["state"]["message"]
         assert "1 shards completed on a retry: shard 0 (trn2) after trn2-doomed (crashed" in message, message
+        shard = server.flow_runs(id={"any_": [running]})[0]["name"]
+        told = _told(failures_told, f"kernelsweep sweep-shard {shard} crashed", "the crash at the webhook")
+        assert "on host trn2-doomed, attempt 1: Crashed: no heartbeat" in told["body"], told
     finally:
         for worker in workers:
             worker.stop()
 
 
-def test_guards_a_wrong_family_host_and_a_version_pin_fail_their_shards(fleet_server, control, tmp_path):
+def test_guards_a_wrong_family_host_and_a_version_pin_fail_their_shards(fleet_server, control, failures_told, tmp_path):
     """A trn1 host started in the trn2 pool, and an inf2 host with a newer compiler than the run pins: each
-    refuses its shard before measuring (retried, bounded, then final); the fleet run fails naming them.
+    refuses its shard before measuring (retried, bounded, then final); the fleet run fails naming them,
+    and each host's refusal reaches the webhook once, though it refused three times.
     Then a pin that no host of a family has, as the hosts last reported, fails the next fleet run at its
     start, before any shard."""
     server = fleet_server
@@ -362,6 +391,11 @@ def test_guards_a_wrong_family_host_and_a_version_pin_fail_their_shards(fleet_se
     assert not _writers(spec)  # nothing measured
     [shard] = [r for r in shards if "inf2" in r["tags"]]
     assert shard["labels"]["kernelsweep.host"] == "inf2-old" and shard["labels"]["kernelsweep.compiler"]
+    stray_told = "kernelsweep host trn1-stray refuses shards (wrong-pool)"
+    assert "sits in work pool kernelsweep-trn2" in _told(failures_told, stray_told, "the stray's refusal")["body"]
+    old_told = _told(failures_told, "kernelsweep host inf2-old refuses shards (versions)", "the old host's refusal")
+    assert "(the run requires 2.21.*)" in old_told["body"], old_told
+    assert [m["subject"] for m in failures_told].count(stray_told) == 1  # once a night, not once a refusal
 
     impossible = spec.model_copy(update={"require": spec.require.model_copy(update={"compiler": "9.99.*"})})
     refused = server.wait_final(_run_fleet(server, impossible), RUN_TIMEOUT)

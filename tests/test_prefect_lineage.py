@@ -1,9 +1,8 @@
-"""Lineage in Prefect: one lineage table per flow run carrying every point's artifacts, a summary
+"""Lineage in Prefect: one lineage list per flow run carrying every point's artifacts, a summary
 table, and the results' asset event naming the artifact store they were made from."""
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 
@@ -14,9 +13,10 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from specs import sim_spec
 from stage_context import point, sim_context
+from ui_width import markdown_tables
 
 from kernelsweep.errors import CompileError
-from kernelsweep.flows.ui import SINGLE_ARTIFACTS, asset_key, lineage_record, upstream_asset_keys
+from kernelsweep.flows.ui import SINGLE_ARTIFACTS, asset_key, lineage_line, upstream_asset_keys
 from kernelsweep.results.rows import PointRecord, build_row
 from kernelsweep.stages import trace_stage
 
@@ -43,15 +43,17 @@ def test_each_run_has_one_lineage_table_with_every_points_artifacts_and_a_summar
     with get_client(sync_client=True) as client:
         history = _artifacts(client, "lineage-lineage-test")
         assert len(_of_run(history, first.flow_run_id)) == 1  # one per run, not one per point
-        (table,) = _of_run(history, second.flow_run_id)
-        records = json.loads(table.data) if isinstance(table.data, str) else table.data
-        assert table.type == "table" and {r["row_id"] for r in records} == set(rows)  # this run's rows only
-        for record in records:
-            row = rows[record["row_id"]]
-            assert record["status"] == row["status"] == "ok" and record["shape"] == row["shape"]
-            assert all(record[name] == row[f"{name}_uri"] for name in SINGLE_ARTIFACTS)
-            assert record["neff"] and row["neff_sha256"] in record["neff"]  # the content address
-            assert all(ref["uri"] in record["inputs"] for ref in row["inputs"])
+        (lineage,) = _of_run(history, second.flow_run_id)
+        items = [line for line in lineage.data.splitlines() if line.startswith("- ")]
+        assert lineage.type == "markdown" and len(items) == len(rows)  # this run's rows only
+        for row in rows.values():
+            [item] = [line for line in items if f"row `{row['row_id']}`" in line]
+            assert f"**{row['kernel']} {row['shape']}" in item and f"ok, {row['total_time_us']:g} us" in item
+            for name in SINGLE_ARTIFACTS:  # each by its content address, shortened
+                assert f"{name} `{row[f'{name}_uri'].rsplit('/', 1)[-1][:12]}`" in item
+            assert f"neff `{row['neff_sha256'][:12]}`" in item
+            assert all(f"inputs[{ref['name']}] `" in item for ref in row["inputs"])
+        assert not markdown_tables(lineage.data)  # a list the UI wraps, not a table it cuts off
         summary = _of_run(_artifacts(client, "sweep-lineage-test"), second.flow_run_id)
         assert summary and summary[0].type == "table"
 
@@ -80,7 +82,10 @@ def test_a_failed_points_lineage_names_its_error_and_what_was_made_before_it(tmp
         "compile",
     )
     row = build_row(record, flow_run_id="run-1", toolchain="sim", is_simulation=True, versions=ctx.versions)
-    lineage = lineage_record(row)
-    assert lineage["status"] == row.status != "ok" and lineage["error"] == "CompilerDiagnostic: [NCC_EVRF009] too big"
-    assert lineage["ir"] == row.ir_uri and row.trace_cache_hit is False and lineage["ir"]  # made before the failure
-    assert lineage["ntff"] == lineage["profile"] == lineage["outputs"] == "" and lineage["total_time_us"] == ""
+    item = lineage_line(row)
+    assert f": {row.status}: CompilerDiagnostic: [NCC_EVRF009] too big; row `{row.row_id}`;" in item
+    assert row.status != "ok" and row.trace_cache_hit is False
+    assert f"ir `{row.ir_uri.rsplit('/', 1)[-1][:12]}`" in item  # made before the failure
+    assert not any(f"{name} `" in item for name in ("ntff", "profile", "outputs"))
+    assert item.startswith(f"**vector_add {row.shape} float32 trn2**")
+    assert max(len(word.strip("`*,;")) for word in item.split()) <= 40  # every word fits a line of the UI

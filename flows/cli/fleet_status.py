@@ -1,10 +1,12 @@
 """`kernelsweep fleet status`: what an operator checks in the morning, in one command.
 
 The nightly schedule (and whether it is paused), each pool (paused or not, its queues, the workers
-online and those whose heartbeat is late), the shards running now with their progress, the last
-night's fleet run per family, and the next scheduled runs. A worker counts as late once its last
-heartbeat is older than LATE_HEARTBEATS of its own heartbeat intervals (and LATE_FLOOR_SECONDS), well
-before Prefect marks it offline (about 90 s after it died, measured).
+online and those gone), the shards running now with their progress (a shard whose host is gone says
+so: it is waiting for the crash automation, not measuring), the last night's fleet run per family,
+and the next scheduled runs. A worker is gone once its heartbeat has stopped: its last one is older
+than GONE_HEARTBEATS of its own heartbeat intervals (and GONE_FLOOR_SECONDS), which is a beat missed
+outright, where Prefect marks it offline only after three (about 90 s after it died, measured). A
+worker stopped on purpose is gone too; one gone for a day is history and no longer listed.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from kernelsweep.flows.cli.prefect_client import server_client
 from kernelsweep.platforms import PLATFORM_NAMES
 
 if TYPE_CHECKING:
-    from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import FlowRun
+    from collections.abc import Iterable, Mapping
 
-LATE_HEARTBEATS = 3
-LATE_FLOOR_SECONDS = 30.0  # a busy host's heartbeat a few seconds behind is not news
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.objects import FlowRun, Worker
+
+GONE_HEARTBEATS = 2
+GONE_FLOOR_SECONDS = 15.0  # a busy host's heartbeat a few seconds behind is not news
 DEFAULT_HEARTBEAT_SECONDS = 30
+HISTORY_SECONDS = 24 * 3600  # a worker gone for a day is history, not news
 
 
 @click.command()
@@ -36,8 +41,9 @@ def status() -> None:
     """The nightly schedule, pools and late hosts, running shards, last night per family, next runs."""
     with server_client() as client:
         out.print(_schedule_table(client))
-        out.print(_pools_table(client))
-        out.print(_running_table(client))
+        pools, gone = _pools_table(client)
+        out.print(pools)
+        out.print(_running_table(client, gone))
         for line in _last_night(client):
             out.print(line, highlight=False, soft_wrap=True)
         out.print(_upcoming_table(client))
@@ -58,32 +64,43 @@ def _schedule_table(client: SyncPrefectClient) -> Table:
     return table
 
 
-def _pools_table(client: SyncPrefectClient) -> Table:
+def _pools_table(client: SyncPrefectClient) -> tuple[Table, dict[str, str]]:
+    """The pools, and every gone worker's name with how long it has been silent."""
     table = Table(title="work pools")
-    for column in ("pool", "status", "queues", "workers online", "heartbeat late"):
+    for column in ("pool", "status", "queues", "workers online", "gone (heartbeat stopped)"):
         table.add_column(column)
     now = datetime.now(UTC)
+    silent: dict[str, str] = {}
     for pool in sorted((p for p in client.read_work_pools() if p.name.startswith(POOL_PREFIX)), key=lambda p: p.name):
         state = "PAUSED" if pool.is_paused else (pool.status.value.lower() if pool.status else "-")
         queues = ", ".join(
             f"{q.name} {q.priority}" + (" PAUSED" if q.is_paused else "")
             for q in sorted(client.read_work_queues(work_pool_name=pool.name), key=lambda q: q.priority)
         )
-        online, late = [], []
-        for worker in client.read_workers_for_work_pool(pool.name):
-            age = (now - worker.last_heartbeat_time).total_seconds() if worker.last_heartbeat_time else None
-            interval = worker.heartbeat_interval_seconds or DEFAULT_HEARTBEAT_SECONDS
-            if age is not None and age > max(LATE_HEARTBEATS * interval, LATE_FLOOR_SECONDS):
-                if age < 24 * 3600:  # a worker gone for a day is history, not news
-                    late.append(f"{worker.name} ({age:.0f} s)")
-            elif worker.status and worker.status.value == "ONLINE":
-                online.append(worker.name)
-        names = f" ({', '.join(sorted(online))})" if online else ""
-        table.add_row(pool.name, state, queues, f"{len(online)}{names}", ", ".join(late) or "-")
-    return table
+        online, gone = liveness(client.read_workers_for_work_pool(pool.name), now)
+        silent.update(gone)
+        names = f" ({', '.join(online)})" if online else ""
+        gone_here = ", ".join(f"{name} ({silence})" for name, silence in gone.items()) or "-"
+        table.add_row(pool.name, state, queues, f"{len(online)}{names}", gone_here)
+    return table, silent
 
 
-def _running_table(client: SyncPrefectClient) -> Table:
+def liveness(workers: Iterable[Worker], now: datetime) -> tuple[list[str], dict[str, str]]:
+    """The workers online, and those gone with how long they have been silent (`silent 75 s`): gone once
+    their heartbeat has stopped, whatever Prefect's status says yet."""
+    online, gone = [], {}
+    for worker in workers:
+        age = (now - worker.last_heartbeat_time).total_seconds() if worker.last_heartbeat_time else None
+        interval = worker.heartbeat_interval_seconds or DEFAULT_HEARTBEAT_SECONDS
+        if age is not None and age > max(GONE_HEARTBEATS * interval, GONE_FLOOR_SECONDS):
+            if age < HISTORY_SECONDS:
+                gone[worker.name] = f"silent {age:.0f} s"
+        elif worker.status and worker.status.value == "ONLINE":
+            online.append(worker.name)
+    return sorted(online), dict(sorted(gone.items()))
+
+
+def _running_table(client: SyncPrefectClient, gone: dict[str, str]) -> Table:
     from prefect.client.schemas.filters import (
         ArtifactFilter,
         ArtifactFilterFlowRunId,
@@ -111,10 +128,17 @@ def _running_table(client: SyncPrefectClient) -> Table:
     for column in ("shard", "host", "progress", "attempt", "since"):
         table.add_column(column)
     for run in sorted(running, key=lambda r: r.name):
-        host = HostReport.from_labels(run.labels)
         since = run.start_time.isoformat(timespec="minutes") if run.start_time else "-"
-        table.add_row(run.name, host.host if host else "-", progress.get(run.id, "-"), str(run.run_count), since)
+        table.add_row(run.name, host_cell(run.labels, gone), progress.get(run.id, "-"), str(run.run_count), since)
     return table
+
+
+def host_cell(labels: Mapping[str, object], gone: Mapping[str, str]) -> str:
+    """A running shard's host, `trn2-a (gone, silent 75 s)` once its heartbeat stopped: the shard is not
+    measuring but waiting for the crash automation (`fleet up --crash-after`) to retry it elsewhere."""
+    host = HostReport.from_labels(labels)
+    name = host.host if host else "-"
+    return f"{name} (gone, {gone[name]})" if name in gone else name
 
 
 def _last_night(client: SyncPrefectClient) -> list[str]:

@@ -66,8 +66,8 @@ SHARD_ENTRYPOINT = "kernelsweep.flows.sweep:sweep_shard"
 @click.option(
     "--notify",
     metavar="BLOCK",
-    help="Send regressions and nightly summaries through this notification "
-    "block, as block-type-slug/name (e.g. slack-webhook/perf-team).",
+    help="Send regressions, nightly summaries, crashed or failed shards and fleet runs, and hosts that refuse "
+    "shards through this notification block, as block-type-slug/name (e.g. slack-webhook/perf-team).",
 )
 @click.option("--skip-probe", is_flag=True, help="Do not write a test object to the spec's locations from here.")
 def up(
@@ -102,6 +102,7 @@ def up(
         if block is not None:
             automations.install(client, automations.notifications(block))
             automations.install(client, automations.failure_notifications(block))
+            automations.install(client, automations.refusal_notifications(block))
     console.print(f"nightly spec {spec.name} ({len(points)} points) stored as variable {NIGHTLY_VARIABLE}")
     _deploy(Path(file_path))
     with _client() as client:

@@ -17,6 +17,12 @@ nobody watching and without the fleet run (they live on the server, not in a flo
 - **Failures** reach the same block: a shard (capture or compile) or a fleet run that ends Crashed or
   Failed is told once, with its host and the state's message, and again for the same run only after
   `FAILURE_QUIET` (the trigger's window): a shard crashing on every retry of a night is one message.
+  The state, its message and the host are the event's (the crashed attempt's), not the run's as it is
+  when the message goes out: by then the retry may have the run, on another host.
+- **Refusing hosts** too: a host that refuses a shard (one in the wrong pool, one without the run's
+  pinned versions, a compile host on another SDK) emits `REFUSED_EVENT` as it refuses, and that is told
+  once a night per host and cause, though a retry on another host completes the shard and the night
+  looks green: a misplaced host would otherwise refuse every night unseen.
 
 Each is found again by its name, so installing one twice updates it.
 """
@@ -31,13 +37,17 @@ from prefect.client.schemas.objects import StateType
 from prefect.events.actions import ChangeFlowRunState, SendNotification
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 
+from kernelsweep.names import slug
 from kernelsweep.report.notify import REGRESSION_EVENT, RESOURCE_PREFIX, SUMMARY_EVENT
 
 CRASH = "kernelsweep: crash flow runs whose host went silent"
 RETRY = "kernelsweep: retry crashed or failed fleet shards"
 NOTIFY = "kernelsweep: send regressions and nightly summaries"
 FAILURES = "kernelsweep: tell of crashed or failed shards and fleet runs"
-FAILURE_QUIET = timedelta(hours=12)  # one message per run and night
+REFUSALS = "kernelsweep: tell of hosts that refuse shards"
+FAILURE_QUIET = timedelta(hours=12)  # one message per run (or refusing host and cause) and night
+REFUSED_EVENT = "kernelsweep.host.refused"
+CAUSE_LABEL = "kernelsweep.cause"  # wrong-pool, versions, compile-sdk
 ENDED = ("Completed", "Failed", "Cancelled", "Crashed")
 SHARD_FLOW = "sweep-shard"
 FLEET_FLOW = "fleet"
@@ -132,13 +142,14 @@ def notifications(block_document_id: UUID) -> AutomationCore:
             threshold=1,
             within=timedelta(0),
         ),
-        actions=[
-            SendNotification(
-                block_document_id=block_document_id,
-                subject="{{ event.payload.subject }}",
-                body="{{ event.payload.body }}",
-            )
-        ],
+        actions=[_send_as_written(block_document_id)],
+    )
+
+
+def _send_as_written(block_document_id: UUID) -> SendNotification:
+    """Send the event through the block with the subject and body its emitter wrote in its payload."""
+    return SendNotification(
+        block_document_id=block_document_id, subject="{{ event.payload.subject }}", body="{{ event.payload.body }}"
     )
 
 
@@ -158,10 +169,34 @@ def failure_notifications(block_document_id: UUID) -> AutomationCore:
         actions=[
             SendNotification(
                 block_document_id=block_document_id,
-                subject="kernelsweep {{ flow.name }} {{ flow_run.name }} {{ flow_run.state.name | lower }}",
+                subject="kernelsweep {{ flow.name }} {{ flow_run.name }} "
+                "{{ event.resource['prefect.state-name'] | lower }}",
                 body="{{ flow_run.name }} ({{ flow_run.id }}) on host "
-                "{{ flow_run.labels.get('kernelsweep.host', 'unknown') }}, attempt {{ flow_run.run_count }}: "
-                "{{ flow_run.state.name }}: {{ flow_run.state.message }}",
+                "{{ flow_run.labels.get('kernelsweep.attempt.' ~ event.resource['prefect.run-count'], 'unknown') }}, "
+                "attempt {{ event.resource['prefect.run-count'] }}: {{ event.resource['prefect.state-name'] }}: "
+                "{{ event.resource.get('prefect.state-message') or '' }}",
             )
         ],
+    )
+
+
+def refusal_resource(host: str, cause: str) -> dict[str, str]:
+    """The resource of a refusal's event: the host, and why (`CAUSE_LABEL`), the two its notice is once per."""
+    return {"prefect.resource.id": f"kernelsweep.host.{slug(host)}", "prefect.resource.name": host, CAUSE_LABEL: cause}
+
+
+def refusal_notifications(block_document_id: UUID) -> AutomationCore:
+    return AutomationCore(
+        name=REFUSALS,
+        description="A host that refuses shards (wrong pool, other versions), through the notification block "
+        "(once a night per host and cause).",
+        trigger=EventTrigger(
+            match={"prefect.resource.id": "kernelsweep.host.*"},
+            expect={REFUSED_EVENT},
+            for_each={"prefect.resource.id", CAUSE_LABEL},
+            posture=Posture.Reactive,
+            threshold=1,
+            within=FAILURE_QUIET,
+        ),
+        actions=[_send_as_written(block_document_id)],
     )

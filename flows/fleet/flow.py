@@ -29,7 +29,6 @@ from uuid import UUID
 
 from prefect import flow, get_client, get_run_logger
 from prefect.client.orchestration import SyncPrefectClient
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
@@ -38,12 +37,13 @@ from prefect.states import Completed, Failed, State
 
 from kernelsweep.errors import KernelsweepError, UsageError
 from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
+from kernelsweep.fleet.cost import COMPILE
 from kernelsweep.fleet.hosts import HostReport, attempt_hosts, describe, disagreements, unrunnable
 from kernelsweep.flows.fleet.automations import retries_installed
 from kernelsweep.flows.fleet.farm import farm_online, stream
 from kernelsweep.flows.fleet.nightly_spec import live_spec
 from kernelsweep.flows.fleet.setup import reported_hosts
-from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, fleet_cost, publish
+from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, cost_of, publish, shard_runs
 from kernelsweep.flows.fleet.wait import ShardWait
 from kernelsweep.results.compact import compact
 from kernelsweep.sweepspec import SweepSpec, expand
@@ -74,18 +74,19 @@ def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
         runs = _start(client, spec, shards, queue, retries)
         log.info("fleet %s: %d shards submitted to the %s queues (%s)", spec.name, len(shards), queue, _count(shards))
         final = ShardWait(client, spec, shards, runs).until_done(pools, retries)
-        hosts, attempts = _host_reports(client, list(runs.values()))
-        cost = fleet_cost(client, this.id)
+        children = shard_runs(client, this.id)
+    hosts, attempts, compiles = _host_reports(children, set(runs.values()))
     night = this.created.date() if this.created else date.today()
     data = _read_back(spec, [str(r) for r in runs.values()], night)
     outcomes = [
-        _outcome(s, str(runs[s.index]), final[s.index], data, hosts.get(runs[s.index]), attempts[runs[s.index]])
+        _outcome(s, str(runs[s.index]), final[s.index], data, hosts.get(runs[s.index]), attempts[runs[s.index]],
+                 compiles.get(s.index, ()))
         for s in shards
-    ]
+    ]  # fmt: skip
     flags = describe(disagreements(hosts.values()))
     for line in flags:
         log.warning(line)
-    publish(spec, outcomes, flags, cost)
+    publish(spec, outcomes, flags, cost_of(children))
     _compact(spec, night)
     return _final_state(outcomes, flags)
 
@@ -115,7 +116,9 @@ def _final_state(outcomes: list[ShardOutcome], flags: list[str]) -> State:
     points = sum(len(o.shard.points) for o in outcomes)
     failed = sum(o.data.failed for o in outcomes)
     retried = [f"shard {o.shard.index} ({o.shard.family}) after {o.retried()}" for o in outcomes if o.retried()]
+    refused = [line for o in outcomes for line in o.unfinished(capture=False)]
     flags = [*flags, *([f"{len(retried)} shards completed on a retry: {'; '.join(retried)}"] if retried else [])]
+    flags += [f"compile attempts that did not complete: {'; '.join(refused)}"] if refused else []
     flagged = f"; {'; '.join(flags)}" if flags else ""
     return Completed(message=f"{len(outcomes)} shards, {points} points, {failed} failed points{flagged}")
 
@@ -127,6 +130,7 @@ def _outcome(
     data: dict[str, ShardData] | None,
     host: HostReport | None,
     attempts: tuple[Attempt, ...],
+    compile_attempts: tuple[Attempt, ...],
 ) -> ShardOutcome:
     """A completed shard whose rows are not all in the dataset did not do its job."""
     state, message = final
@@ -135,7 +139,7 @@ def _outcome(
     if data is not None and state == StateType.COMPLETED.value and rows < len(shard.points):
         state = StateType.FAILED.value
         message = f"wrote {rows} of {len(shard.points)} rows; its log says why"
-    return ShardOutcome(shard, run_id, state, message, written, host, attempts)
+    return ShardOutcome(shard, run_id, state, message, written, host, attempts, compile_attempts)
 
 
 def _read_back(spec: SweepSpec, run_ids: list[str], night: date) -> dict[str, ShardData] | None:
@@ -159,13 +163,22 @@ def _compact(spec: SweepSpec, night: date) -> None:
 
 
 def _host_reports(
-    client: SyncPrefectClient, runs: list[UUID]
-) -> tuple[dict[UUID, HostReport], dict[UUID, tuple[Attempt, ...]]]:
-    """What the last host of each shard reported, and every attempt of it (host and how it ended)."""
-    found = client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=runs)))
-    reports = {run.id: HostReport.from_labels(run.labels) for run in found}
-    attempts = {run.id: _attempts(attempt_hosts(run.labels), client.read_flow_run_states(run.id)) for run in found}
-    return {run_id: report for run_id, report in reports.items() if report is not None}, attempts
+    children: list[tuple[FlowRun, list[State]]], captures: set[UUID]
+) -> tuple[dict[UUID, HostReport], dict[UUID, tuple[Attempt, ...]], dict[int, tuple[Attempt, ...]]]:
+    """What the last host of each capture shard reported, every attempt of it (host and how it ended),
+    and every attempt of each shard's compile run on the farm, by shard index."""
+    reports: dict[UUID, HostReport] = {}
+    attempts: dict[UUID, tuple[Attempt, ...]] = {run_id: () for run_id in captures}
+    compiles: dict[int, tuple[Attempt, ...]] = {}
+    for run, states in children:
+        tried = _attempts(attempt_hosts(run.labels), states)
+        if run.id in captures:
+            attempts[run.id] = tried
+            if (report := HostReport.from_labels(run.labels)) is not None:
+                reports[run.id] = report
+        elif COMPILE in run.tags and isinstance(run.parameters.get("shard"), int):
+            compiles[run.parameters["shard"]] = tried
+    return reports, attempts, compiles
 
 
 def _attempts(hosts: list[str], states: list[State]) -> tuple[Attempt, ...]:

@@ -23,6 +23,7 @@ what it tells the fleet.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import NoReturn
 from uuid import UUID
 
 from prefect import get_client, get_run_logger
@@ -36,12 +37,14 @@ from prefect.client.schemas.filters import (
     TaskRunFilterStateType,
 )
 from prefect.client.schemas.objects import StateType
+from prefect.events import emit_event
 from prefect.runtime import flow_run
 from prefect.states import Crashed, Scheduled
 
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet.hosts import VERSION_NAMES, HostReport, attempt_label, unmet
 from kernelsweep.fleet.plan import pool_name, shard_journal_key
+from kernelsweep.flows.fleet.automations import REFUSED_EVENT, refusal_resource
 from kernelsweep.flows.host_run import probe_locations, run_points, scheduled_date
 from kernelsweep.flows.progress import subscribe
 from kernelsweep.flows.settings import host_name_from_env, locations_from_env
@@ -139,16 +142,35 @@ def check_host(spec: SweepSpec, ctx: StageContext, points: list[Point], host: Ho
     family = points[0].platform if points else None
     where = _pool_of_this_run()
     if family is not None and not ctx.host.runs(family):
-        raise UsageError(
+        refuse(
+            host.host,
+            "wrong-pool",
             f"host {host.host} is {ctx.host.family} ({ctx.host.source}) but sits in work pool {where}: it ran none "
-            f"of this shard's {len(points)} {family} points; start its worker in {pool_name(str(ctx.host.family))}"
+            f"of this shard's {len(points)} {family} points; start its worker in {pool_name(str(ctx.host.family))}",
         )
     problems = unmet(spec.require, host.versions)
     if problems:
-        raise UsageError(
+        refuse(
+            host.host,
+            "versions",
             f"host {host.host} in work pool {where} has {'; '.join(problems)}: it refuses this run's points; "
-            "upgrade the host, or change `require` in the spec or the run form"
+            "upgrade the host, or change `require` in the spec or the run form",
         )
+
+
+def refuse(host: str, cause: str, message: str) -> NoReturn:
+    """Refuse this shard in one line, first telling the operator: a retry on another host may complete
+    the shard, and the night would look green while this host refuses every night (the refusal
+    automation sends it once a night per host and cause: kernelsweep.flows.fleet.automations)."""
+    emit_event(
+        event=REFUSED_EVENT,
+        resource=refusal_resource(host, cause),
+        payload={
+            "subject": f"kernelsweep host {host} refuses shards ({cause})",
+            "body": f"{message} (flow run {flow_run.name}, {flow_run.id}, attempt {flow_run.run_count or 1})",
+        },
+    )
+    raise UsageError(message)
 
 
 def _pool_of_this_run() -> str:

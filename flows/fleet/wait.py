@@ -80,7 +80,7 @@ class ShardWait:
             return
         message = (
             f"no {family} worker online in work pool {pool} for {wait:g} s (execution.worker_wait_seconds); start "
-            f"one with `prefect worker start --pool {pool}` and re-run this shard"
+            f"one with `kernelsweep fleet worker --pool {pool}` and re-run this shard"
         )
         get_run_logger().error("%s (%d shards)", message, len(waiting))
         for run in waiting:

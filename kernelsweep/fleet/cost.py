@@ -1,9 +1,13 @@
 """What a fleet run cost: the hours its Neuron hosts and its CPU (compile farm) hosts spent on it,
 per run and per 1,000 points, and an estimate at on-demand prices.
 
-A host's hours on a run are its shards' running time (Prefect's `total_run_time`, every attempt
-counted): a host holds one shard at a time, so that is what the run kept it from doing anything else.
-It is not what an instance idling between runs is billed, which no run can see. Prices are per
+A host's hours on a run are its shards' running time (every attempt counted, from each Running
+state to the state after it): a host holds one shard at a time, so that is what the run kept it from
+doing anything else. It is not what an instance idling between runs is billed, which no run can see.
+The Neuron hours are split into measuring and dead time: an attempt that ended Crashed counts as dead
+from its start to when it was declared crashed (its host died somewhere in that span, and the
+heartbeat silence before the crash automation acted is pure loss), so a night with a dead host does
+not pass for a night of measuring. Prices are per
 instance-hour, by the pool a shard ran in (a family, or `compile`); the defaults are the dated table
 in docs/fleet.md ("What a run costs", with its source), and KERNELSWEEP_PRICES replaces any of them:
 `trn2=44.70,compile=1.428`. A family with no price gets its hours shown and no cost.
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kernelsweep.errors import UsageError
 
@@ -45,14 +49,20 @@ def parse_prices(text: str | None) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RunCost:
-    """Seconds of host time by pool (a family, or COMPILE), and the points the run measured."""
+    """Seconds of host time by pool (a family, or COMPILE), the points the run measured, and the part of
+    each pool's seconds spent in attempts that crashed (`dead`)."""
 
     seconds: Mapping[str, float]
     points: int
+    dead: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def neuron_hours(self) -> float:
         return sum(s for pool, s in self.seconds.items() if pool != COMPILE) / 3600
+
+    @property
+    def neuron_dead_hours(self) -> float:
+        return sum(s for pool, s in self.dead.items() if pool != COMPILE) / 3600
 
     @property
     def cpu_hours(self) -> float:
@@ -69,13 +79,20 @@ class RunCost:
     def lines(self, prices: Mapping[str, float]) -> list[str]:
         """The summary's cost table (markdown)."""
         usd, unpriced = self.cost(prices)
-        rows = [("Neuron-host-hours", self.neuron_hours), ("CPU-host-hours (compile farm)", self.cpu_hours)]
+        rows = [
+            ("Neuron-host-hours", self.neuron_hours),
+            ("of which measuring", self.neuron_hours - self.neuron_dead_hours),
+            ("of which dead (crashed attempts)", self.neuron_dead_hours),
+            ("CPU-host-hours (compile farm)", self.cpu_hours),
+        ]
         out = ["| | per run | per 1,000 points |", "|---|---|---|"]
         for name, hours in rows:
             out.append(f"| {name} | {hours:.3f} | {_maybe(self.per_thousand(hours), '.3f')} |")
-        note = f" (without {', '.join(unpriced)}: no price; set {PRICES_ENV})" if unpriced else ""
         per = _maybe(usd / self.points * 1000 if self.points else None, ",.2f", "$")
-        out.append(f"| estimated cost, on-demand ({PRICE_DATE} prices){note} | ${usd:,.2f} | {per} |")
+        out.append(f"| estimated cost, on-demand ({PRICE_DATE} prices) | ${usd:,.2f} | {per} |")
+        # under the table, not in a cell: the UI never wraps a cell, and this one would widen the table
+        if unpriced:
+            out += ["", f"The cost is without {', '.join(unpriced)}: no price; set {PRICES_ENV}."]
         return out
 
 

@@ -11,6 +11,8 @@ store that cannot be read) is a warning: the night's sweep is done by then and s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prefect import get_run_logger
 from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
@@ -18,10 +20,12 @@ from prefect.deployments import run_deployment
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.results import SweepOutcome
 from kernelsweep.sweepspec import SweepSpec
-from kernelsweep.tuned.contest import Runner
 from kernelsweep.tuned.nightly import recheck_spec
-from kernelsweep.tuned.recheck import Outcome, recheck
 from kernelsweep.tuned.store import TunedStore
+
+if TYPE_CHECKING:
+    from kernelsweep.tuned.contest import Runner
+    from kernelsweep.tuned.recheck import Outcome
 
 
 def nightly_recheck(spec: SweepSpec, run: Runner) -> Outcome | None:
@@ -34,6 +38,10 @@ def nightly_recheck(spec: SweepSpec, run: Runner) -> Outcome | None:
         if checked is None:
             log.info("tuned store: no stored best of %s's kernels and platforms, nothing to re-check", spec.name)
             return None
+        # the re-check judges with the report's statistics (scipy): loaded only on a night that re-checks,
+        # never by every fleet flow run's start (tests/test_fleet_plan.py)
+        from kernelsweep.tuned.recheck import recheck
+
         outcome = recheck(checked, run)
     except KernelsweepError as exc:
         log.warning("tuned store not re-checked: %s", exc.message)

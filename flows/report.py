@@ -3,7 +3,8 @@
 Its artifacts have fixed keys, so the UI keeps each one's history across runs: `report-summary`
 (latest result per point), `report-regressions` (every step slower, with its cause),
 `report-failures`, `report-best` (the best configuration per shape; empty unless rows carry tunables),
-`report-cost` (after a fleet run: its Neuron- and CPU-host-hours and on-demand cost), and
+`report-tuned` (the tuned store's replaced bests: was, now, when and the verdict's reasons; empty while
+none was replaced), `report-cost` (after a fleet run: its Neuron- and CPU-host-hours and on-demand cost), and
 `report-html`, a link a browser opens (kernelsweep.report.publish.browser_link) to the HTML report
 stored next to the results under `reports/<flow run id>/`. Reports older than `keep_days` are deleted
 there. Its deployment (deployments/prefect.yaml) runs it whenever a sweep or fleet run completes, on the
@@ -41,6 +42,7 @@ KEYS = {
     "failures": "report-failures",
     "html": "report-html",
     "best": "report-best",
+    "tuned": "report-tuned",
     "cost": "report-cost",
 }
 
@@ -113,6 +115,9 @@ def _publish(built: Report, link: str, page: str, scope: str) -> None:
     create_table_artifact(key=KEYS["failures"], table=built.failure_rows(), description=f"failed points: {scope}")
     create_table_artifact(
         key=KEYS["best"], table=built.best_rows(), description=f"best configuration per shape: {scope}"
+    )
+    create_table_artifact(
+        key=KEYS["tuned"], table=built.tuned_rows(), description=f"tuned store: bests replaced, newest first: {scope}"
     )
     create_link_artifact(key=KEYS["html"], link=link, link_text="kernelsweep report (HTML)", description=page)
 

@@ -288,25 +288,35 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     under `--toolchain cpu` the simulator captures its model of the point, and the outputs are those
     nki.simulate computed from the real kernel (the model's would only echo the reference). Once a
     capture has dropped DGE notifications after a timeout, the later repeats go without.
+
+    A search trial with a drop bar is captured `drop.after` times first, under a lease of their own;
+    their profiles are viewed with the core free, and a trial clearly slower than the search's best so
+    far (kernelsweep.search.dropping) stops there, its row with fewer repeats. Else the rest follow
+    under a second lease. (The extract stage views those first profiles again: the price of keeping
+    the stages' split; one view per capture is small beside the captures a drop saves.)
     """
     settings = ctx.capture
+    repeats = point.repeats or settings.repeats
+    first = point.drop.after if point.drop is not None and point.drop.after < repeats else repeats
     dge = dge_notifs(ctx, point.platform)
+    notes: list[str] = []
     with scratch("capture") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         files = {
             name: ctx.store.fetch(ref, workdir / names.input_file(name), rebuildable=True)
             for name, ref in inputs.inputs.items()
         }
-        results: list[profiler.CaptureOutput] = []
-        with ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id) as lease:
-            started = time.perf_counter()
-            for repeat in range(settings.repeats):
-                run_dir = workdir / f"repeat-{repeat}"
-                run_dir.mkdir()
-                results.append(capture_one(ctx, neff, files, run_dir, lease.visible_cores, point.lnc, dge))
-                dge = results[-1].dge_notifs
-            timed = _iterations(ctx, point, neff, files, workdir, lease.visible_cores) if settings.iterations else None
-            seconds = time.perf_counter() - started
+        results, visible, seconds, timed = _captures(ctx, point, neff, files, workdir, range(first), dge, repeats)
+        why = _losing(ctx, point, neff, results, workdir) if first < repeats else None
+        if why is not None:  # a dropped trial is not timed by iterations either
+            log.info("%s: %s", point.point_id, why)
+            notes.append(why)
+        elif first < repeats:
+            dge = results[-1].dge_notifs
+            more, visible, more_seconds, timed = _captures(
+                ctx, point, neff, files, workdir, range(first, repeats), dge, repeats
+            )
+            results, seconds = results + more, seconds + more_seconds
         ntffs = [ctx.store.put_file(result.ntff) for result in results]
         saved = profiler.outputs_by_kernel_name(results[0].outputs, _neff_outputs(neff), _output_names(point))
         outputs = {name: ctx.store.put_file(path) for name, path in saved.items()}
@@ -315,12 +325,54 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     return CaptureResult(
         ntffs=ntffs,
         outputs=outputs,
-        visible_cores=lease.visible_cores,
+        visible_cores=visible,
         seconds=seconds,
         dge_notifs=tuple(r.dge_notifs for r in results),
-        notes=tuple(r.note for r in results if r.note),
+        notes=tuple(r.note for r in results if r.note) + tuple(notes),
         iterations=timed,
     )
+
+
+def _captures(
+    ctx: StageContext,
+    point: Point,
+    neff: Path,
+    files: dict[str, Path],
+    workdir: Path,
+    repeats: range,
+    dge: bool,
+    total: int,
+) -> tuple[list[profiler.CaptureOutput], str, float, IterationTiming | None]:
+    """These repeats' captures under one lease, and when they are the last of `total`, the iterations'
+    timing under the same lease: (their outputs, the cores leased, their wall seconds, the timing)."""
+    results: list[profiler.CaptureOutput] = []
+    timed = None
+    with ctx.leaser_for(point.lnc).lease(waiting_for=point.point_id) as lease:
+        started = time.perf_counter()
+        for repeat in repeats:
+            run_dir = workdir / f"repeat-{repeat}"
+            run_dir.mkdir()
+            results.append(capture_one(ctx, neff, files, run_dir, lease.visible_cores, point.lnc, dge))
+            dge = results[-1].dge_notifs
+        if ctx.capture.iterations and repeats.stop == total:
+            timed = _iterations(ctx, point, neff, files, workdir, lease.visible_cores)
+        return results, lease.visible_cores, time.perf_counter() - started, timed
+
+
+def _losing(
+    ctx: StageContext, point: Point, neff: Path, results: list[profiler.CaptureOutput], workdir: Path
+) -> str | None:
+    """Why the trial's first captures end it (clearly slower than the search's best so far), or None."""
+    from kernelsweep.search import dropping  # the verdict rule's scipy only where a search drops trials
+
+    assert point.drop is not None
+    profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
+    latencies = []
+    for repeat, result in enumerate(results):
+        run_dir = workdir / f"drop-check-{repeat}"
+        run_dir.mkdir()
+        latencies.append(viewed_latency(ctx, neff, result.ntff, run_dir, profile_format, repeat)[0])
+    return dropping.losing(point.drop, latencies)
 
 
 def dge_notifs(ctx: StageContext, platform: str) -> bool:

@@ -235,6 +235,9 @@ def render(built: Report) -> None:
         out.print(_table(title, built.best_rows(), drop=("why", "row_id", "runner_up", *uniform)), highlight=False)
     if built.matrix:
         out.print(_table("Kernel x toolchain x LNC: points traced, compiled, correct", built.matrix))
+    if built.tuned_changes:
+        title = "Tuned store: bests replaced, newest first (each by a contest's clear win; why: its gap)"
+        out.print(_table(title, built.tuned_rows(), drop=("verdict",)), highlight=False)
 
 
 def _with_interval(rows: list[dict[str, Cell]]) -> list[dict[str, Cell]]:

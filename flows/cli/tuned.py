@@ -76,21 +76,8 @@ def recheck(spec_path: str, toolchain: str | None, results: str | None, artifact
     from kernelsweep.flows.recheck import recheck_flow
 
     outcome = embedded.run_flow(lambda: recheck_flow(spec), on_row=lambda _: None, api=api)
-    for change in outcome.held:
-        out.print(f"held: {change.line()}", highlight=False, soft_wrap=True)
-    for before, now in outcome.retuned:
-        was = ",".join(f"{n}={v}" for n, v in before["best"]["tunables"].items())
-        line = f"re-tuned {before['key']['kernel']} {before['key']['shape']}: was {was}"
-        if now is not None and now["best"]["tunables"] != before["best"]["tunables"]:
-            best = ",".join(f"{n}={v}" for n, v in now["best"]["tunables"].items())
-            line += f", now {best} ({now['history'][0]['why']})"
-        else:
-            line += ", kept: the re-tune's winner did not beat it clearly"
+    for line in outcome.lines():
         out.print(line, highlight=False, soft_wrap=True)
     for line in outcome.skipped:
         console.print(f"skipped: {line}", highlight=False, soft_wrap=True)
-    console.print(
-        f"re-checked {len(outcome.held) + len(outcome.retuned)} stored best(s): "
-        f"{len(outcome.held)} held, {len(outcome.retuned)} re-tuned",
-        highlight=False,
-    )
+    console.print(outcome.summary(), highlight=False)

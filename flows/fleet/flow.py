@@ -42,6 +42,7 @@ from kernelsweep.fleet.hosts import HostReport, attempt_hosts, describe, disagre
 from kernelsweep.flows.fleet.automations import retries_installed
 from kernelsweep.flows.fleet.farm import farm_online, stream
 from kernelsweep.flows.fleet.nightly_spec import live_spec
+from kernelsweep.flows.fleet.recheck import nightly_recheck, on_family_hosts
 from kernelsweep.flows.fleet.setup import reported_hosts
 from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, cost_of, publish, shard_runs
 from kernelsweep.flows.fleet.wait import ShardWait
@@ -88,6 +89,7 @@ def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
         log.warning(line)
     publish(spec, outcomes, flags, cost_of(children))
     _compact(spec, night)
+    nightly_recheck(spec, on_family_hosts(queue))
     return _final_state(outcomes, flags)
 
 

@@ -177,6 +177,16 @@ class Selection:
     until: date | None = None
     days: int | None = None  # only the last N run dates (UTC), counting today
 
+    def first_date(self, today: date | None = None) -> date | None:
+        """The earliest run date selected (`since`, or `days` back from today), None for all."""
+        since = self.since
+        if self.days is not None:
+            if self.days < 1:
+                raise UsageError(f"--days {self.days}: give a number of days of 1 or more")
+            recent = (today or datetime.now(UTC).date()) - timedelta(days=self.days - 1)
+            since = max(since, recent) if since else recent
+        return since
+
     def expression(self, today: date | None = None) -> ds.Expression:
         """The rows' filter; never a confirmation's repeats (`compare --confirm`): they are no run of a point."""
         terms = [ds.field("status") != CONFIRMATION] + [
@@ -189,12 +199,7 @@ class Selection:
             )
             if values
         ]
-        since = self.since
-        if self.days is not None:
-            if self.days < 1:
-                raise UsageError(f"--days {self.days}: give a number of days of 1 or more")
-            recent = (today or datetime.now(UTC).date()) - timedelta(days=self.days - 1)
-            since = max(since, recent) if since else recent
+        since = self.first_date(today)
         if since:
             terms.append(ds.field("run_date") >= since)
         if self.until:

@@ -3,11 +3,13 @@ artifacts, and the HTML page renders them. Built once from the dataset by `build
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 
+from kernelsweep.errors import KernelsweepError
 from kernelsweep.report.acknowledge import Acknowledgement, reason_for
 from kernelsweep.report.best import Best, best_configurations, configured, progress
 from kernelsweep.report.index import Indexed
@@ -18,10 +20,13 @@ from kernelsweep.report.ranks import median_interval
 from kernelsweep.report.regress import History, Step, drifts, regressions, track
 from kernelsweep.report.speedup import Speedup, speedups
 from kernelsweep.report.stats import Rule
+from kernelsweep.tuned.changes import StoreChange, store_changes
+from kernelsweep.tuned.store import TunedStore
 
 Cell = str | int | float | bool | None
 SHORT_RUNS = 4  # a lone series' step needs about 3 runs before it (the second review: 0/10 with 2, 4/10 with 3)
 MEDIAN_CONFIDENCE = 0.95  # the latest-results table's interval of each median (order statistics)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Report:
     matrix: list[dict[str, Cell]] = field(default_factory=list)  # kernel x toolchain x LNC
     speedups: list[Speedup] = field(default_factory=list)  # each kernel against its baseline (schema 3)
     drifts: list[Step] = field(default_factory=list)  # the newest runs against the selection's first (regress.drifts)
+    tuned_changes: list[StoreChange] = field(default_factory=list)  # bests the tuned store replaced, newest first
 
     @property
     def failed(self) -> list[ReportRow]:
@@ -222,6 +228,10 @@ class Report:
             rows = [{k: v for k, v in r.items() if k != "variant"} for r in rows]
         return rows
 
+    def tuned_rows(self) -> list[dict[str, Cell]]:
+        """The tuned store's replaced bests: key, SDK, was -> now, when, and the verdict with its reasons."""
+        return [c.row() for c in self.tuned_changes]
+
     def cross_rows(self) -> list[dict[str, Cell]]:
         """Latency and % of each platform's peak (roofline) side by side, one row per point."""
         out = []
@@ -269,7 +279,22 @@ def build_report(
         matrix=matrix_rows(newest),
         speedups=speedups(results, rule),
         drifts=drifts(histories, rule),
+        tuned_changes=_tuned_changes(results_uri, selection),
     )
+
+
+def _tuned_changes(results_uri: str, selection: Selection) -> list[StoreChange]:
+    """The bests the tuned store beside the results replaced, within the selection's kernels, platforms,
+    dtypes and dates; none, with a warning, when the store cannot be read (the report stands without)."""
+    try:
+        entries = TunedStore(results_uri).entries()
+    except KernelsweepError as exc:
+        log.warning("the tuned store's changes are left out of the report: %s", exc.message)
+        return []
+    for name, wanted in (("kernel", selection.kernels), ("platform", selection.platforms), ("dtype", selection.dtypes)):
+        entries = [e for e in entries if not wanted or e["key"][name] in wanted]
+    since = selection.first_date()
+    return store_changes(entries, datetime.combine(since, time(), UTC) if since else None)
 
 
 def _level(rows: list[ReportRow]) -> float:

@@ -9,7 +9,9 @@ fast wrong kernel never wins. The run journal, not the study, is the record of w
 resumed search is told every journaled row of its shape that its study lost (a damaged study log),
 and trials that do not fit its space (another study's) are ignored with one warning. The sampler is
 seeded (Optuna's TPE by default, multivariate, with the constant liar so a batch of trials asked at
-once spreads out).
+once spreads out). Each proposed trial carries its captures (the block's effort) and the bar the best
+trial so far sets: one clearly slower after its first captures is captured no further
+(kernelsweep.search.dropping); it is told its row like any other, fewer repeats and all.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import optuna
 from optuna.trial import TrialState
 
 from kernelsweep.results.rows import Row
 from kernelsweep.results.schema import OK
+from kernelsweep.search import dropping
 from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.point import Point
 
@@ -40,6 +43,7 @@ class ShapeSearch:
     target: SearchTarget
     study: optuna.Study
     invalid: Callable[[Point], str | None]  # why a proposed point cannot run, or None
+    leader: Row | None = field(default=None, init=False)  # the best trial so far, which sets the drop bar
 
     @classmethod
     def open(
@@ -113,6 +117,8 @@ class ShapeSearch:
         for point in lost:
             if point.point_id in rows:
                 self._add(point, rows[point.point_id])
+        for row in rows.values():
+            self._lead(row)
         return list(rows.values())
 
     def seed(self, configs: list[dict[str, int | str]]) -> int:
@@ -179,7 +185,21 @@ class ShapeSearch:
                 self.study.tell(trial.number, value, state=None if value is not None else TrialState.PRUNED)
             else:
                 found.append(point)
-        return found
+        return [p.model_copy(update=self._measuring()) for p in found]
+
+    def _measuring(self) -> dict[str, object]:
+        """How hard a new trial is measured: its captures, and the bar it must clear to get them all."""
+        settings, leader = self.target.settings, self.leader
+        drop = None
+        if leader is not None and leader.latencies_us:
+            drop = dropping.bar(settings.drop_after, leader.latencies_us, leader.tunables or "")
+        return {"repeats": settings.repeats, "drop": drop}
+
+    def _lead(self, row: Row) -> None:
+        """The row becomes the leader when its objective beats the leader's."""
+        value, best = self._objective(row), self._objective(self.leader) if self.leader is not None else None
+        if value is not None and (best is None or value < best):
+            self.leader = row
 
     @property
     def _distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -190,6 +210,7 @@ class ShapeSearch:
         self._tell(point.search_trial, row)
 
     def _tell(self, number: int, row: Row) -> None:
+        self._lead(row)
         value = self._objective(row)
         if value is not None:
             self.study.tell(number, value)

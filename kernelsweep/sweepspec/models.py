@@ -322,6 +322,12 @@ class SweepSpec(StrictModel):
         description="Named Neuron SDK environments to run every point under, each by its python (the spec file: "
         '[toolchains] "2.21" = "/opt/venvs/sdk221/bin/python"); rows carry the name in toolchain_name.',
     )
+    recheck_tuned: SearchSettings | None = Field(
+        None,
+        description="Fleet runs: after the shards, re-check the tuned store's bests of these kernels and platforms "
+        "on the hosts' toolchain, re-tuning a key whose best flipped with this search (e.g. { effort = "
+        '"quick" }); empty: off. Nothing runs while the store holds no best of them.',
+    )
 
     @field_validator("toolchains", mode="before")
     @classmethod

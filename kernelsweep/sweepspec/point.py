@@ -20,6 +20,18 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+class DropBar(StrictModel):
+    """A search trial's bar: after its first `after` captures, a trial whose latencies lie clearly above
+    the best so far's (kernelsweep.search.dropping, by the verdict rule at `threshold` and `alpha`) is not
+    captured further."""
+
+    after: int = Field(ge=1)
+    best_us: list[float] = Field(min_length=1)  # the best trial so far: its captures' latencies
+    best: str  # its tunables, for the row's reader and the log
+    threshold: float
+    alpha: float
+
+
 class Point(StrictModel):
     """One kernel x parameters x dtype x platform (x LNC, tunables, toolchain): one result row."""
 
@@ -34,6 +46,10 @@ class Point(StrictModel):
     tunables: dict[str, int | str] = Field(default_factory=dict)  # the NKI kernel's tunables, when set
     toolchain_name: str = ""  # one of the spec's [toolchains], "" when it names none
     search_trial: int | None = None  # the search's trial number, for a point a search proposed
+    # A search trial's captures (its effort's, else the run's capture.repeats) and when it may stop
+    # early; neither is part of the point's id: a trial is the same point however hard it is measured.
+    repeats: int | None = None
+    drop: DropBar | None = None
     baseline: str = ""  # the kernel block's baseline (kernelsweep.baselines), on its points and the baseline's
     baseline_of: str = ""  # on a baseline's point: the kernel it is measured against
     # The keys of params, then of tunables, in the kernel's order. A point's JSON stored where objects

@@ -36,6 +36,28 @@ class Outcome:
     retuned: list[tuple[dict[str, Any], dict[str, Any] | None]]  # (the stored entry, its key's entry now)
     skipped: list[str]  # keys that could not be re-checked, and why
 
+    def lines(self) -> list[str]:
+        """What held and what was re-tuned, from what to what and why, one line a key."""
+        out = [f"held: {change.line()}" for change in self.held]
+        for before, now in self.retuned:
+            line = (
+                f"re-tuned {before['key']['kernel']} {before['key']['shape']}: was {_text(before['best']['tunables'])}"
+            )
+            if now is not None and now["best"]["tunables"] != before["best"]["tunables"]:
+                line += f", now {_text(now['best']['tunables'])} ({now['history'][0]['why']})"
+            else:
+                line += ", kept: the re-tune's winner did not beat it clearly"
+            out.append(line)
+        return out
+
+    def summary(self) -> str:
+        checked = len(self.held) + len(self.retuned)
+        return f"re-checked {checked} stored best(s): {len(self.held)} held, {len(self.retuned)} re-tuned"
+
+
+def _text(tunables: dict[str, Any]) -> str:
+    return ",".join(f"{n}={v}" for n, v in tunables.items())
+
 
 def place(key: dict[str, Any]) -> tuple[Any, ...]:
     """A key without its SDK: what one best stands for across SDKs."""

@@ -108,6 +108,8 @@ def decide(old: dict[str, Any] | None, fresh: dict[str, Any], b: Best) -> tuple[
         return Change(key, CONFIRMED, f"won again over {b.tried} configuration(s)", tunables), entry
     if b.verdict == "clear win":
         earlier = {"tunables": incumbent, "row_id": old["best"]["row_id"], "until": fresh["confirmed"]["at"]}
+        if old.get("carried_from"):  # the incumbent was an older SDK's best: the report says which
+            earlier["carried_from"] = old["carried_from"]
         entry = {**fresh, "history": [{**earlier, "why": b.why}, *old.get("history", [])][:HISTORY_KEPT]}
         return Change(key, REPLACED, f"clear win over the runner-up: {b.why}", tunables), entry
     challenge = {"tunables": tunables, "row_id": fresh["best"]["row_id"], "verdict": b.verdict, "why": b.why}

@@ -1,7 +1,7 @@
 """What the fleet's failure automations tell (issue 35), judged in-process with the server's own trigger
 matching and template rendering: a refusing host is one message a night per host and cause, and a
 crashed shard's message names the crashed attempt's state and host even when its retry already has the
-run on another host."""
+run on another host; and a storm of shard retries is one message, whichever shards and hosts."""
 
 from __future__ import annotations
 
@@ -17,14 +17,41 @@ from prefect.states import Running
 from kernelsweep.fleet.hosts import attempt_label
 from kernelsweep.flows.fleet.automations import (
     REFUSED_EVENT,
+    RETRIED_EVENT,
+    RETRY_STORM,
     failure_notifications,
     refusal_notifications,
     refusal_resource,
+    retry_storm_notifications,
+    shard_retries,
 )
 
 
-def _event(name: str, resource: dict[str, str]) -> ReceivedEvent:
-    return ReceivedEvent(occurred=datetime.now(UTC), event=name, resource=resource, id=uuid4())
+def _event(name: str, resource: dict[str, str], flow: str | None = None) -> ReceivedEvent:
+    related = [{"prefect.resource.id": f"prefect.flow.{uuid4()}", "prefect.resource.role": "flow"}] if flow else []
+    for r in related:
+        r["prefect.resource.name"] = flow  # type: ignore[assignment]
+    return ReceivedEvent(occurred=datetime.now(UTC), event=name, resource=resource, related=related, id=uuid4())
+
+
+def test_shard_retries_anywhere_in_the_fleet_count_toward_one_storm_message():
+    automation = retry_storm_notifications(uuid4())
+    trigger = EventTrigger.model_validate(automation.trigger.model_dump())
+    # the retry automation's state is the event the storm counts
+    assert shard_retries(2).actions[0].name == RETRIED_EVENT.rsplit(".", 1)[1]  # type: ignore[union-attr]
+    retries = [
+        _event(RETRIED_EVENT, {"prefect.resource.id": f"prefect.flow-run.{uuid4()}"}, flow)
+        for flow in ("sweep-shard", "sweep-shard", "compile-shard")
+    ]
+    assert all(trigger.covers(e) for e in retries)
+    assert len({trigger.bucketing_key(e) for e in retries}) == 1  # one count for every shard and host
+    assert trigger.threshold == RETRY_STORM > 1  # a single rescued shard is no storm
+    fleet_retry = _event(RETRIED_EVENT, {"prefect.resource.id": f"prefect.flow-run.{uuid4()}"}, "fleet")
+    crashed = _event("prefect.flow-run.Crashed", {"prefect.resource.id": f"prefect.flow-run.{uuid4()}"}, "sweep-shard")
+    assert not trigger.covers(fleet_retry) and not trigger.covers(crashed)
+    run = FlowRun(id=uuid4(), flow_id=uuid4(), name="sweep-night-shard-3-of-6", state=Running())
+    body = render_user_template_sync(automation.actions[0].body, {"flow_run": run, "event": retries[-1]})  # type: ignore[union-attr]
+    assert f"the last sweep-night-shard-3-of-6 ({run.id})" in body and "fleet status" in body
 
 
 def test_a_refusal_is_told_once_per_host_and_cause_whatever_shard_it_refused():

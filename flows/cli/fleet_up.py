@@ -103,6 +103,7 @@ def up(
             automations.install(client, automations.notifications(block))
             automations.install(client, automations.failure_notifications(block))
             automations.install(client, automations.refusal_notifications(block))
+            automations.install(client, automations.retry_storm_notifications(block))
     console.print(f"nightly spec {spec.name} ({len(points)} points) stored as variable {NIGHTLY_VARIABLE}")
     _deploy(Path(file_path))
     with _client() as client:

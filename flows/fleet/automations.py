@@ -23,6 +23,9 @@ nobody watching and without the fleet run (they live on the server, not in a flo
   pinned versions, a compile host on another SDK) emits `REFUSED_EVENT` as it refuses, and that is told
   once a night per host and cause, though a retry on another host completes the shard and the night
   looks green: a misplaced host would otherwise refuse every night unseen.
+- **Retry storms**: `RETRY_STORM` shard retries within `FAILURE_QUIET`, whatever shards and hosts, are
+  told once: each retry alone is a shard that another host rescued and the night may still complete,
+  but hosts dying or refusing one after another is a fleet that needs someone before the next night.
 
 Each is found again by its name, so installing one twice updates it.
 """
@@ -45,6 +48,9 @@ RETRY = "kernelsweep: retry crashed or failed fleet shards"
 NOTIFY = "kernelsweep: send regressions and nightly summaries"
 FAILURES = "kernelsweep: tell of crashed or failed shards and fleet runs"
 REFUSALS = "kernelsweep: tell of hosts that refuse shards"
+STORMS = "kernelsweep: tell of shard retry storms"
+RETRY_STORM = 5  # shard retries in FAILURE_QUIET that are one message: more than one host's bad night
+RETRIED_EVENT = "prefect.flow-run.AwaitingRetry"  # the state the retry automation gives a shard
 FAILURE_QUIET = timedelta(hours=12)  # one message per run (or refusing host and cause) and night
 REFUSED_EVENT = "kernelsweep.host.refused"
 CAUSE_LABEL = "kernelsweep.cause"  # wrong-pool, versions, compile-sdk
@@ -108,7 +114,7 @@ def shard_retries(retries: int) -> AutomationCore:
         actions=[
             ChangeFlowRunState(
                 state=StateType.SCHEDULED,
-                name="AwaitingRetry",
+                name=RETRIED_EVENT.rsplit(".", 1)[1],
                 force=True,  # out of a final state, as `prefect flow-run retry` does
                 message="retried by kernelsweep (shard retries): resumes where it stopped (its journal, or the "
                 "NEFFs already in the store)",
@@ -199,4 +205,30 @@ def refusal_notifications(block_document_id: UUID) -> AutomationCore:
             within=FAILURE_QUIET,
         ),
         actions=[_send_as_written(block_document_id)],
+    )
+
+
+def retry_storm_notifications(block_document_id: UUID) -> AutomationCore:
+    return AutomationCore(
+        name=STORMS,
+        description=f"{RETRY_STORM} shard retries within {FAILURE_QUIET.total_seconds() / 3600:.0f} h, through the "
+        "notification block (once per storm).",
+        trigger=EventTrigger(
+            match={"prefect.resource.id": "prefect.flow-run.*"},
+            match_related={"prefect.resource.role": "flow", "prefect.resource.name": SHARD_FLOWS},
+            expect={RETRIED_EVENT},
+            posture=Posture.Reactive,
+            threshold=RETRY_STORM,
+            within=FAILURE_QUIET,
+        ),
+        actions=[
+            SendNotification(
+                block_document_id=block_document_id,
+                subject=f"kernelsweep: a retry storm, {RETRY_STORM} shard retries within "
+                f"{FAILURE_QUIET.total_seconds() / 3600:.0f} h",
+                body=f"{RETRY_STORM} shards were retried after crashing or failing, the last "
+                "{{ flow_run.name }} ({{ flow_run.id }}): hosts are dying or refusing one after another. "
+                "`kernelsweep fleet status` shows the hosts gone; each fleet run's summary names every attempt.",
+            )
+        ],
     )

@@ -22,6 +22,8 @@ from kernelsweep.errors import UsageError
 from kernelsweep.results import journal
 from kernelsweep.results.captures import StoredCapture
 from kernelsweep.results.journal import encode_row, entry_name, plan_resume, run_key
+from kernelsweep.results.row_identity import identity_of
+from kernelsweep.results.row_parts import columns
 from kernelsweep.results.rows import Row, row_id
 from kernelsweep.stage_results import CaptureResult
 from kernelsweep.stores.artifacts import ArtifactRef
@@ -39,24 +41,9 @@ def sweep(tmp_path):
 
 
 def _row(run_id: str, point, **changes) -> Row:
-    fields = dict(
-        row_id=row_id(run_id, point),
-        sweep=point.sweep,
-        kernel=point.kernel,
-        kernel_ref=point.kernel_ref,
-        shape=point.shape,
-        params=dict(point.params),
-        dtype=point.dtype,
-        platform=point.platform,
-        lnc=point.lnc,
-        seed=point.seed,
-        toolchain="sim",
-        is_simulation=True,
-        status="ok",
-        metrics={"total_time_us": 12.5},
-        flow_run_id=run_id,
-        started_at=NOW,
-        finished_at=NOW,
+    identity = columns(identity_of(point, row_id(run_id, point), toolchain="sim", is_simulation=True))
+    fields = identity | dict(
+        status="ok", metrics={"total_time_us": 12.5}, flow_run_id=run_id, started_at=NOW, finished_at=NOW
     )
     return Row(**{**fields, **changes})
 

@@ -3,8 +3,9 @@ state lives in a per-session temp folder so tests never share locks with a user'
 pytest-xdist each worker process is a session of its own: its own harness, folders and leases).
 
 Real servers and workers for the slow stage are made here too, from tests/prefect_server.py: one
-server per session (`fleet_server`) on PostgreSQL with the fleet set up once, which every slow test of
-that process uses unless the server's own life is what it checks; and a Prefect database migrated once
+server per session (`stage_server`) on PostgreSQL, with the fleet set up once where a fleet test runs
+(`fleet_server`), which every slow test of that process uses unless the server's own life is what it
+checks; and a Prefect database migrated once
 that the fresh PREFECT_HOMEs of those own servers start from.
 """
 
@@ -85,7 +86,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def slow_stage(config: pytest.Config) -> bool:
-    """`pytest -m slow`: its session has a real server (`fleet_server`) that the in-process flows share."""
+    """`pytest -m slow`: its session has a real server (`stage_server`) that the in-process flows share."""
     return config.getoption("markexpr") == "slow"
 
 
@@ -95,7 +96,7 @@ def prefect_harness(request):
     if slow_stage(request.config):
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
-        with temporary_settings({PREFECT_API_URL: request.getfixturevalue("fleet_server").api_url}):
+        with temporary_settings({PREFECT_API_URL: request.getfixturevalue("stage_server").api_url}):
             yield
         return
     from prefect.testing.utilities import prefect_test_harness
@@ -142,24 +143,33 @@ def prefect_home(tmp_path, migrated_prefect_db) -> Path:
 
 
 @pytest.fixture(scope="session")
-def fleet_server(tmp_path_factory):
-    """This process's real `prefect server start`, with the fleet's pools and deployments (`kernelsweep
-    fleet up`), on PostgreSQL: on SQLite a fleet's workers and flow runs met "database is locked" 503s.
-    The report trigger starts off (`PrefectServer.reports`). Besides the fleet tests, the in-process
-    flows (`prefect_harness`) and the CLI's runs (`server_client_env`) use it: one server start, one
-    migration and one `fleet up` for the stage's process instead of one for each of them."""
-    from prefect_server import bench_servers, fleet_server
+def stage_server(tmp_path_factory):
+    """This process's real `prefect server start` on PostgreSQL (on SQLite a fleet's workers and flow runs
+    met "database is locked" 503s): the in-process flows (`prefect_harness`), the CLI's runs
+    (`server_client_env`) and the fleet tests (`fleet_server`) share it, one server start and one
+    migration for the stage's process instead of one for each of them."""
+    from prefect_server import bench_servers, prefect_server
 
     with bench_servers().postgres() as database:
-        with fleet_server(tmp_path_factory.mktemp("fleet"), REPO, database_url=database.url) as server:
-            server.reports(enabled=False)
+        with prefect_server(tmp_path_factory.mktemp("server"), database_url=database.url) as server:
             yield server
 
 
+@pytest.fixture(scope="session")
+def fleet_server(stage_server):
+    """The stage's server with the fleet's pools and deployments (`kernelsweep fleet up`, once, and only in
+    a process that runs a fleet test), the report trigger off (`PrefectServer.reports`)."""
+    from prefect_server import fleet_up
+
+    fleet_up(stage_server, REPO)
+    stage_server.reports(enabled=False)
+    return stage_server
+
+
 @pytest.fixture
-def server_client_env(fleet_server, tmp_path) -> dict[str, str]:
+def server_client_env(stage_server, tmp_path) -> dict[str, str]:
     """What a CLI subprocess needs to run its flows on the session's server instead of starting its own."""
-    return {"PREFECT_API_URL": fleet_server.api_url, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    return {"PREFECT_API_URL": stage_server.api_url, "PREFECT_HOME": str(tmp_path / "prefect-home")}
 
 
 def write_spec(path: Path, body: str) -> Path:

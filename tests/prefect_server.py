@@ -243,16 +243,13 @@ grid = {{ n = [2048] }}
 """
 
 
-@contextmanager
-def fleet_server(home: Path, repo: Path, *, database_url: str | None = None) -> Iterator[PrefectServer]:
-    """A server with the fleet set up by `kernelsweep fleet up` from the repository's prefect.yaml,
-    the nightly spec being a small simulated one with its folders under `home`."""
-    with prefect_server(home, database_url=database_url) as server:
-        spec = home / "nightly.toml"
-        spec.write_text(NIGHTLY.format(root=home / "nightly"))
-        done = server.run(
-            *("kernelsweep", "fleet", "up", "--file", str(repo / "deployments/prefect.yaml"), "--spec", str(spec)),
-            *("--crash-after", str(CRASH_AFTER_SECONDS)),
-        )
-        assert done.returncode == 0, done.stderr
-        yield server
+def fleet_up(server: PrefectServer, repo: Path) -> None:
+    """The fleet set up on `server` by `kernelsweep fleet up` from the repository's prefect.yaml, the
+    nightly spec being a small simulated one with its folders under the server's home."""
+    spec = server.home / "nightly.toml"
+    spec.write_text(NIGHTLY.format(root=server.home / "nightly"))
+    done = server.run(
+        *("kernelsweep", "fleet", "up", "--file", str(repo / "deployments/prefect.yaml"), "--spec", str(spec)),
+        *("--crash-after", str(CRASH_AFTER_SECONDS)),
+    )
+    assert done.returncode == 0, done.stderr

@@ -23,6 +23,7 @@ from typing import Any
 
 from kernelsweep.importpath import append_last_resort
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
+from kernelsweep.sim.culprit_build import CulpritBuild, parse_culprit
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
 from kernelsweep.sim.tools import DEFAULT_RELEASE, TOOLS_ENV, ToolsRelease, release
 
@@ -86,9 +87,14 @@ class SimConfig:
     compile_memory_bytes: int = 0
     unnamed: bool = False  # neuron-ls names no instance type
     import_path: tuple[str, ...] = ()
+    culprit_build: CulpritBuild | None = None
 
     def slowdown(self, kernel: str, params: dict[str, int]) -> float:
-        return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
+        """What the code this compiler emits for the point runs at: its own slowdown, and the culprit
+        build's when this build is it or a later one."""
+        own = next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
+        culprit = self.culprit_build.factor(self.compiler_version, kernel, params) if self.culprit_build else 1.0
+        return own * culprit
 
     @property
     def physical_cores(self) -> int:
@@ -254,6 +260,9 @@ KNOBS = (
     Knob(SLOWDOWN_ENV, "slowdowns", "slowdowns", "none",
          "code this compiler emits runs slower: `KERNEL[/AXIS=VALUE...]:FACTOR` separated by `;`",
          lambda env, text: parse_slowdowns(text or "")),
+    Knob(PREFIX + "CULPRIT_BUILD", "culprit_build", "culprit", "none",
+         "from this compiler version on, a kernel's code runs slower: `VERSION@KERNEL[/AXIS=VALUE...]:FACTOR`",
+         lambda env, text: parse_culprit(env, text)),
     Knob(PREFIX + "NOISE_SEED", "noise_seed", "text", "fresh noise",
          "repeatable noise: the k-th capture of a NEFF and the k-th session draw the same", _or(None)),
     Knob(PREFIX + "RUN_NOISE", "run_noise", "float >= 0", f"{DEFAULT_RUN_NOISE:g}",

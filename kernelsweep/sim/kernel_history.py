@@ -73,7 +73,8 @@ def write_history(repo: Path, commits: int, culprit: int) -> list[str]:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "sim", "GIT_AUTHOR_EMAIL": "sim@localhost", "GIT_COMMITTER_NAME": "sim",
-           "GIT_COMMITTER_EMAIL": "sim@localhost", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
+    who = {f"GIT_{role}_{part}": value for role in ("AUTHOR", "COMMITTER")
+           for part, value in (("NAME", "sim"), ("EMAIL", "sim@localhost"))}  # fmt: skip
+    env = {**os.environ, **who, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     done = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True)
     return done.stdout.strip()

@@ -64,7 +64,11 @@ def bisect(
         raise UsageError("give one axis: --builds V1,V2,... (SDK builds) or --repo PATH (kernel commits)")
     if builds is not None and toolchain != "sim":
         raise UsageError("--builds runs on the simulator only for now (compiler versions); add --toolchain sim")
-    axis = builds_axis(builds.split(","), good, bad) if builds is not None else commits_axis(repo or Path(), good, bad)
+    axis = (
+        builds_axis(builds.split(","), good, bad)
+        if builds is not None
+        else commits_axis((repo or Path()).resolve(), good, bad)
+    )
     data = {
         "name": "bisect",
         "platforms": [platform],

@@ -12,11 +12,13 @@ of git: the repository is made with git itself.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
 KERNEL_REF = "history_add:history_add"
+NKI_SOURCE = "kernelsweep.kernels.nki.vector_add"
 SHAPE = "n=1048576,free_size=512"  # where the culprit's extra store shows (54 -> 69 us, noise off)
 
 DEFINITION = '''"""Vector add, as kept in this repository (a kernelsweep simulator history)."""
@@ -32,27 +34,7 @@ class HistoryAdd(VectorAdd):
 history_add = HistoryAdd()
 '''
 
-KERNEL = '''"""out = a + b, tile by tile (revision {revision})."""
-
-import nki
-import nki.isa as nisa
-import nki.language as nl
-
-
-@nki.jit
-def add_kernel(a, b):
-    tiles, parts, free = a.shape
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    for t in range(nl.program_id(0), tiles, nl.num_programs(0)):
-        a_tile = nl.ndarray((parts, free), dtype=a.dtype, buffer=nl.sbuf)
-        b_tile = nl.ndarray((parts, free), dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=a_tile, src=a[t])
-        nisa.dma_copy(dst=b_tile, src=b[t])
-        total = nl.ndarray((parts, free), dtype=a.dtype, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=total, data1=a_tile, data2=b_tile, op=nl.add)
-        nisa.dma_copy(dst=out[t], src=total)
-{extra}    return out
-'''
+STORE = "        nisa.dma_copy(dst=out[t], src=total)\n"  # the NKI vector add's store of each result tile
 EXTRA_STORE = "        nisa.dma_copy(dst=out[t], src=total)  # the culprit: the result written twice\n"
 
 
@@ -67,11 +49,22 @@ def write_history(repo: Path, commits: int, culprit: int) -> list[str]:
     hashes = []
     for k in range(commits):
         extra = EXTRA_STORE if k >= culprit else ""
-        (repo / "history_add_nki.py").write_text(KERNEL.format(revision=k, extra=extra))
+        (repo / "history_add_nki.py").write_text(_kernel_source(k, extra))
         _git(repo, "add", "-A")
         _git(repo, "commit", "-q", "-m", f"revision {k}" + (" (stores twice)" if k == culprit else ""))
         hashes.append(_git(repo, "rev-parse", "HEAD"))
     return hashes
+
+
+def _kernel_source(revision: int, extra: str) -> str:
+    """The built-in NKI vector add's source (read, never imported: it imports nki), renamed, at this
+    revision, with `extra` after its store."""
+    spec = importlib.util.find_spec(NKI_SOURCE)
+    assert spec is not None and spec.origin is not None
+    source = Path(spec.origin).read_text()
+    assert STORE in source, f"{NKI_SOURCE} no longer stores each tile as the history expects"
+    source = source.replace("def vector_add_kernel(", "def add_kernel(").replace(STORE, STORE + extra)
+    return f"# revision {revision}\n{source}"
 
 
 def _git(repo: Path, *args: str) -> str:

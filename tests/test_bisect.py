@@ -85,7 +85,8 @@ def test_a_killed_bisect_resumes_without_measuring_any_run_twice_and_names_the_c
     outcome, journal, measured = bisect(question, locations_from_env())
     runs = _journal(tmp_path)["runs"]
     assert outcome.status == "found" and question.axis.labels[outcome.bad] == "2.22.0"
-    assert measured == len(runs) - 5 > 0  # the five journaled runs replayed, not measured again
+    used = sum(outcome.ends.runs) + sum(step.runs for step in outcome.steps)  # runs the decisions rest on
+    assert len(runs) == used and measured == used - 5 > 0  # the five journaled runs replayed, none measured again
     from kernelsweep.report.load import Selection, load
 
     rows = load("results", Selection(sweeps=(f"bisect-{journal.id}",)))

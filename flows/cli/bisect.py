@@ -13,7 +13,7 @@ from kernelsweep.errors import UsageError
 from kernelsweep.flows.cli.bench import shape_grid
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS
 from kernelsweep.platforms import PLATFORM_NAMES
-from kernelsweep.report.stats import DEFAULT_THRESHOLD
+from kernelsweep.report import Rule
 
 
 @click.command()
@@ -28,7 +28,7 @@ from kernelsweep.report.stats import DEFAULT_THRESHOLD
 @click.option("--repeats", type=click.IntRange(1, 100), default=3, show_default=True, help="Profiled captures per run.")
 @click.option("--max-runs", type=click.IntRange(2, 50), default=6, show_default=True,
               help="Budget: runs of one position before it counts as undecided.")  # fmt: skip
-@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=DEFAULT_THRESHOLD,
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=Rule().threshold,
               show_default=True, help="The change that matters, as a fraction.")  # fmt: skip
 @click.option("--toolchain", type=click.Choice(["auto", "neuron", "cpu", "sim"]), default="auto", show_default=True)
 @click.option("--artifacts", default="artifacts", show_default=True, help="Artifact store (and its caches).")
@@ -51,12 +51,9 @@ def bisect(
     results: str,
 ) -> None:
     """Find the one SDK build or kernel commit that made a point (KERNEL at --shape) slower."""
-    from kernelsweep.bisect.axis import builds_axis, commits_axis
-    from kernelsweep.bisect.run import Question
-    from kernelsweep.bisect.run import bisect as run_bisect
-    from kernelsweep.bisect.text import lines
+    from kernelsweep.bisect import Question, builds_axis, commits_axis, lines
+    from kernelsweep.bisect import bisect as run_bisect
     from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.report.stats import Rule
     from kernelsweep.stores import probe_location
     from kernelsweep.sweepspec import expand_spec, parse_spec
 

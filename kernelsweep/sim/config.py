@@ -25,13 +25,13 @@ from kernelsweep.importpath import append_last_resort
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
 from kernelsweep.sim.culprit_build import CulpritBuild, parse_culprit
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
+from kernelsweep.sim.slowdowns import SLOWDOWN_ENV, Slowdown, parse_slowdowns
 from kernelsweep.sim.tools import DEFAULT_RELEASE, TOOLS_ENV, ToolsRelease, release
 
 PREFIX = "KERNELSWEEP_SIM_"
 STATE_ENV = PREFIX + "STATE"
 IMPORT_PATH_ENV = PREFIX + "IMPORT_PATH"
 NKI_ENV = PREFIX + "NKI"
-SLOWDOWN_ENV = PREFIX + "COMPILER_SLOWDOWN"
 SESSION_ENV = PREFIX + "SESSION"
 CURRENT_NKI = "0.7"  # the newest generation sim.nki.generations knows
 _SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
@@ -39,29 +39,6 @@ DEFAULT_RUN_NOISE = 0.01  # docs/reports.md, "Run-level noise": why 1%
 DEFAULT_HOST_NOISE = 0.005
 DEFAULT_SHARED_NOISE = 0.005  # half the per-point shift: real runs move together too (docs/reports.md)
 DEFAULT_HOST = "sim-host"
-
-
-@dataclass(frozen=True)
-class Slowdown:
-    kernel: str
-    params: dict[str, int]
-    factor: float
-
-    def matches(self, kernel: str, params: dict[str, int]) -> bool:
-        return kernel == self.kernel and all(params.get(axis) == value for axis, value in self.params.items())
-
-
-def parse_slowdowns(text: str) -> tuple[Slowdown, ...]:
-    found = []
-    for entry in filter(None, (part.strip() for part in text.split(";"))):
-        target, _, factor = entry.rpartition(":")
-        kernel, *terms = target.split("/")
-        try:
-            params = {axis.strip(): int(value) for axis, value in (term.split("=") for term in terms)}
-            found.append(Slowdown(kernel.strip(), params, float(factor)))
-        except ValueError:
-            raise ValueError(f"{SLOWDOWN_ENV}: bad entry {entry!r}; use KERNEL[/AXIS=VALUE...]:FACTOR") from None
-    return tuple(found)
 
 
 @dataclass(frozen=True)

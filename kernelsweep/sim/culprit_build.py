@@ -10,10 +10,8 @@ parts (2.9 < 2.10); the `+kernelsweep.sim` the simulator appends is ignored.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from kernelsweep.sim.config import Slowdown
+from kernelsweep.sim.slowdowns import Slowdown, parse_slowdowns
 
 
 @dataclass(frozen=True)
@@ -50,8 +48,6 @@ def parse_culprit(env: str, text: str | None) -> CulpritBuild | None:
 
 
 def _slowdowns(text: str) -> tuple[Slowdown, ...]:
-    from kernelsweep.sim.config import parse_slowdowns  # config reads this knob through parse_culprit
-
     try:
         return parse_slowdowns(text)
     except ValueError:

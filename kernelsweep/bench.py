@@ -9,10 +9,38 @@ is what it prints. Nothing here starts Prefect.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelsweep.profiles.metrics import METRIC_FIELDS
 from kernelsweep.results.rows import Row
+
+if TYPE_CHECKING:
+    from kernelsweep.sweepspec.models import SweepSpec
+    from kernelsweep.sweepspec.point import Point
+    from kernelsweep.this_host import Locations
+
+
+def measure(spec: SweepSpec, point: Point, locations: Locations, run_id: str) -> tuple[Row, float, str | None]:
+    """Prepare the stage context as a flow run would, measure the point through the sweep's chain and
+    build its row: (the row, the tools' seconds, the context's notices). `bench` and each step of a
+    bisection measure through here, so both hit the sweep's trace and compile caches."""
+    from kernelsweep.chain import run_stages
+    from kernelsweep.errors import UsageError
+    from kernelsweep.results import build_row
+    from kernelsweep.this_host import prepare
+    from kernelsweep.toolchain import recording
+
+    with recording() as runs:
+        ctx, notice = prepare(spec, locations)
+        if not ctx.host.runs(point.platform):
+            raise UsageError(f"this host captures {ctx.host.family} points only; give a {ctx.host.family} point here")
+        record = run_stages(ctx, point)
+    assert record is not None  # only a stopped context ends a chain without a record, and nothing stops this one
+    kind, simulated = ctx.toolchain.kind, ctx.toolchain.is_simulation
+    row = build_row(
+        record, flow_run_id=run_id, toolchain=kind, is_simulation=simulated, versions=ctx.versions, host=ctx.host_name
+    )
+    return row, sum(r.seconds for r in runs), notice
 
 
 def as_json(row: Row, tool_seconds: float) -> dict[str, Any]:

@@ -25,6 +25,7 @@ COMMANDS = {
     "validate": "run",
     "run": "run",
     "bench": "bench",
+    "bisect": "bisect",
     "extract": "extract",
     "lineage": "lineage",
     "doctor": "doctor",

@@ -54,7 +54,7 @@ def bench(
     data = {
         "name": "bench",
         "platforms": [platform],
-        "kernels": [{"kernel": kernel, "grid": _grid(shape), "dtypes": [dtype]}],
+        "kernels": [{"kernel": kernel, "grid": shape_grid(shape), "dtypes": [dtype]}],
         "capture": {"repeats": repeats, "iterations": iterations, "hotspots": hotspots},
         "toolchain": toolchain,
         "artifacts": artifacts,
@@ -67,7 +67,7 @@ def bench(
     sys.exit(0 if row_status == "ok" else EXIT_PROBLEMS)
 
 
-def _grid(shape: str) -> dict[str, list[int]]:
+def shape_grid(shape: str) -> dict[str, list[int]]:
     """`M=256,K=512` as a one-value grid; one line naming the fix otherwise."""
     grid: dict[str, list[int]] = {}
     for term in filter(None, (t.strip() for t in shape.split(","))):
@@ -83,36 +83,23 @@ def _grid(shape: str) -> dict[str, list[int]]:
 
 
 def _measured(spec: Any, point: Any, results: str | None) -> tuple[dict[str, Any], str]:
-    """Prepare the stage context as a flow run would, measure the point, build (and store) its row."""
-    from kernelsweep.bench import as_json
-    from kernelsweep.chain import run_stages
+    """Measure the point as a sweep would (kernelsweep.bench.measure), print its notices, store its row."""
+    from kernelsweep.bench import as_json, measure
     from kernelsweep.flows.settings import locations_from_env
-    from kernelsweep.results import build_row
     from kernelsweep.stores import probe_location
-    from kernelsweep.this_host import prepare
-    from kernelsweep.toolchain import recording
 
     probe_location(spec.artifacts_location, "artifact store", "--artifacts")
     if results:
         probe_location(spec.results_location, "results", "--results")
-    with recording() as runs:
-        ctx, notice = prepare(spec, locations_from_env())
-        if notice:
-            console.print(notice, highlight=False, soft_wrap=True)
-        if not ctx.host.runs(point.platform):
-            raise UsageError(f"this host captures {ctx.host.family} points only; bench a {ctx.host.family} point here")
-        record = run_stages(ctx, point)
-    assert record is not None  # only a stopped context ends a chain without a record, and nothing stops bench's
     run_id = f"bench-{uuid.uuid4()}"
-    kind, simulated = ctx.toolchain.kind, ctx.toolchain.is_simulation
-    row = build_row(
-        record, flow_run_id=run_id, toolchain=kind, is_simulation=simulated, versions=ctx.versions, host=ctx.host_name
-    )
-    found = as_json(row, sum(r.seconds for r in runs))
+    row, tool_seconds, notice = measure(spec, point, locations_from_env(), run_id)
+    if notice:
+        console.print(notice, highlight=False, soft_wrap=True)
+    found = as_json(row, tool_seconds)
     if results:
         from kernelsweep.results import write_results
 
-        lineage = {"sweep": "bench", "flow_run_id": run_id, "toolchain": kind, "points": 1}
+        lineage = {"sweep": "bench", "flow_run_id": run_id, "toolchain": row.toolchain, "points": 1}
         found["results"] = write_results(
             [row], spec.results_location, flow_run_id=run_id, run_date=datetime.now(UTC).date(), lineage=lineage
         )

@@ -23,14 +23,15 @@ from typing import Any
 
 from kernelsweep.importpath import append_last_resort
 from kernelsweep.sim import COMPILER_VERSION, SIM_VERSION_SUFFIX
+from kernelsweep.sim.culprit_build import CulpritBuild, parse_culprit
 from kernelsweep.sim.faults import FAULTS_ENV, Faults, parse_faults
+from kernelsweep.sim.slowdowns import SLOWDOWN_ENV, Slowdown, parse_slowdowns
 from kernelsweep.sim.tools import DEFAULT_RELEASE, TOOLS_ENV, ToolsRelease, release
 
 PREFIX = "KERNELSWEEP_SIM_"
 STATE_ENV = PREFIX + "STATE"
 IMPORT_PATH_ENV = PREFIX + "IMPORT_PATH"
 NKI_ENV = PREFIX + "NKI"
-SLOWDOWN_ENV = PREFIX + "COMPILER_SLOWDOWN"
 SESSION_ENV = PREFIX + "SESSION"
 CURRENT_NKI = "0.7"  # the newest generation sim.nki.generations knows
 _SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
@@ -38,29 +39,6 @@ DEFAULT_RUN_NOISE = 0.01  # docs/reports.md, "Run-level noise": why 1%
 DEFAULT_HOST_NOISE = 0.005
 DEFAULT_SHARED_NOISE = 0.005  # half the per-point shift: real runs move together too (docs/reports.md)
 DEFAULT_HOST = "sim-host"
-
-
-@dataclass(frozen=True)
-class Slowdown:
-    kernel: str
-    params: dict[str, int]
-    factor: float
-
-    def matches(self, kernel: str, params: dict[str, int]) -> bool:
-        return kernel == self.kernel and all(params.get(axis) == value for axis, value in self.params.items())
-
-
-def parse_slowdowns(text: str) -> tuple[Slowdown, ...]:
-    found = []
-    for entry in filter(None, (part.strip() for part in text.split(";"))):
-        target, _, factor = entry.rpartition(":")
-        kernel, *terms = target.split("/")
-        try:
-            params = {axis.strip(): int(value) for axis, value in (term.split("=") for term in terms)}
-            found.append(Slowdown(kernel.strip(), params, float(factor)))
-        except ValueError:
-            raise ValueError(f"{SLOWDOWN_ENV}: bad entry {entry!r}; use KERNEL[/AXIS=VALUE...]:FACTOR") from None
-    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -86,9 +64,14 @@ class SimConfig:
     compile_memory_bytes: int = 0
     unnamed: bool = False  # neuron-ls names no instance type
     import_path: tuple[str, ...] = ()
+    culprit_build: CulpritBuild | None = None
 
     def slowdown(self, kernel: str, params: dict[str, int]) -> float:
-        return next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
+        """What the code this compiler emits for the point runs at: its own slowdown, and the culprit
+        build's when this build is it or a later one."""
+        own = next((s.factor for s in self.slowdowns if s.matches(kernel, params)), 1.0)
+        culprit = self.culprit_build.factor(self.compiler_version, kernel, params) if self.culprit_build else 1.0
+        return own * culprit
 
     @property
     def physical_cores(self) -> int:
@@ -254,6 +237,9 @@ KNOBS = (
     Knob(SLOWDOWN_ENV, "slowdowns", "slowdowns", "none",
          "code this compiler emits runs slower: `KERNEL[/AXIS=VALUE...]:FACTOR` separated by `;`",
          lambda env, text: parse_slowdowns(text or "")),
+    Knob(PREFIX + "CULPRIT_BUILD", "culprit_build", "culprit", "none",
+         "from this compiler version on, a kernel's code runs slower: `VERSION@KERNEL[/AXIS=VALUE...]:FACTOR`",
+         lambda env, text: parse_culprit(env, text)),
     Knob(PREFIX + "NOISE_SEED", "noise_seed", "text", "fresh noise",
          "repeatable noise: the k-th capture of a NEFF and the k-th session draw the same", _or(None)),
     Knob(PREFIX + "RUN_NOISE", "run_noise", "float >= 0", f"{DEFAULT_RUN_NOISE:g}",

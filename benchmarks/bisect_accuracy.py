@@ -1,0 +1,120 @@
+"""How often `kernelsweep bisect` names the right culprit, and at what cost (issue 37): seeded trials
+on the simulator at its default noise (1% run-level), each a fresh results folder, artifact store and
+simulated device, the culprit's place drawn from the trial's seed.
+
+* builds: 16 SDK builds (compiler versions 2.20 ... 2.35); KERNELSWEEP_SIM_CULPRIT_BUILD makes one of
+  them and every later one FACTOR as slow for the point.
+* commits: a kernel's history of 20 commits (kernelsweep.sim.kernel_history); from the culprit commit
+  on, the kernel stores each tile twice (real code, traced and timed by the simulator).
+
+Each trial runs the same code as the command (kernelsweep.bisect.run.bisect, every run through the
+sweep's stages). Printed per trial: the culprit, what was found, decided steps against log2(N) + 2,
+runs (each `--repeats` captures), the tools' modelled seconds (what the simulator was told they take;
+time scale 0, so none is slept) and CPU seconds.
+
+    python benchmarks/bisect_accuracy.py [--axis builds|commits|both] [--trials 20] [--factor 1.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import resource
+import tempfile
+from pathlib import Path
+
+from kernelsweep.bisect.axis import builds_axis, commits_axis
+from kernelsweep.bisect.run import Question, bisect
+from kernelsweep.report.stats import Rule
+from kernelsweep.sim.kernel_history import KERNEL_REF, SHAPE, write_history
+from kernelsweep.sim.latency import read_latencies
+
+BUILDS = tuple(f"2.{minor}.0" for minor in range(20, 36))  # 16 builds in release order
+COMMITS = 20
+BUILD_SHAPE = {"n": [1048576], "free_size": [512]}
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path) -> dict:
+    from kernelsweep.flows.settings import locations_from_env
+
+    rng = random.Random(f"{axis_kind}:{seed}")
+    n = len(BUILDS) if axis_kind == "builds" else COMMITS
+    culprit = rng.randrange(1, n)
+    state = folder / "state"
+    os.environ.update(
+        KERNELSWEEP_STATE_DIR=str(state),
+        KERNELSWEEP_SIM_STATE=str(state / "sim"),
+        KERNELSWEEP_SIM_NOISE_SEED=f"bisect-{axis_kind}-{seed}",
+        KERNELSWEEP_SIM_TIME_SCALE="0",
+    )
+    if axis_kind == "builds":
+        os.environ["KERNELSWEEP_SIM_CULPRIT_BUILD"] = f"{BUILDS[culprit]}@vector_add:{factor:g}"
+        axis, kernel, grid = builds_axis(BUILDS, None, None), "vector_add", BUILD_SHAPE
+    else:
+        os.environ.pop("KERNELSWEEP_SIM_CULPRIT_BUILD", None)
+        hashes = write_history(folder / "repo", COMMITS, culprit)
+        axis, kernel = commits_axis(folder / "repo", hashes[0], hashes[-1]), KERNEL_REF
+        grid = {axis_name: [int(v)] for axis_name, v in (t.split("=") for t in SHAPE.split(","))}
+    data = {
+        "name": "bisect",
+        "platforms": ["trn2"],
+        "kernels": [{"kernel": kernel, "grid": grid}],
+        "capture": {"repeats": repeats},
+        "toolchain": "sim",
+        "artifacts": str(folder / "artifacts"),
+        "results": str(folder / "results"),
+    }
+    before = cpu_seconds()
+    outcome, _, runs = bisect(Question(data, axis, Rule(), max_runs=6), locations_from_env())
+    modelled = sum(lat.modelled_seconds for lat in read_latencies(state / "sim"))
+    return {
+        "n": n,
+        "culprit": culprit,
+        "found": outcome.bad if outcome.status == "found" else None,
+        "status": outcome.status,
+        "decided": outcome.decided_steps,
+        "runs": runs,
+        "modelled": modelled,
+        "cpu": cpu_seconds() - before,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--axis", choices=("builds", "commits", "both"), default="both")
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--factor", type=float, default=1.1, help="the culprit build's slowdown (builds axis)")
+    parser.add_argument("--repeats", type=int, default=2, help="profiled captures per run")
+    args = parser.parse_args()
+    for axis_kind in ("builds", "commits") if args.axis == "both" else (args.axis,):
+        bound = math.log2(len(BUILDS) if axis_kind == "builds" else COMMITS) + 2
+        what = f"culprit x{args.factor:g}" if axis_kind == "builds" else "culprit stores twice"
+        print(f"{axis_kind}: {args.trials} trials, {what}, {args.repeats} captures a run, bound {bound:.2f} steps")
+        print("trial  N  culprit  found  status     decided  runs  modelled_s  cpu_s")
+        results = []
+        for seed in range(args.trials):
+            with tempfile.TemporaryDirectory(prefix="bisect-accuracy-") as folder:
+                r = trial(axis_kind, seed, args.factor, args.repeats, Path(folder))
+            results.append(r)
+            found = "-" if r["found"] is None else r["found"]
+            print(f"{seed:5d} {r['n']:2d} {r['culprit']:8d} {found:>6} {r['status']:10s} {r['decided']:7d} "
+                  f"{r['runs']:5d} {r['modelled']:11.1f} {r['cpu']:6.1f}", flush=True)  # fmt: skip
+        right = sum(r["found"] == r["culprit"] for r in results)
+        worst = max(r["decided"] for r in results)
+        print(
+            f"{axis_kind}: right {right}/{len(results)}; decided steps max {worst} (bound {bound:.2f}: "
+            f"{'within' if worst <= bound else 'OVER'}); runs {sum(r['runs'] for r in results)} "
+            f"(mean {sum(r['runs'] for r in results) / len(results):.1f}); modelled "
+            f"{sum(r['modelled'] for r in results):.0f} s; cpu {sum(r['cpu'] for r in results):.0f} s"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""`kernelsweep bisect`: which SDK build or kernel commit made one point slower (docs/bisect.md).
+Exit codes: 0 a culprit found, 1 none (the ends do not differ, or a step stayed undecided within the
+budget), 2 bad input, 3 a step's point failed or the run could not be made."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from kernelsweep.errors import UsageError
+from kernelsweep.flows.cli.bench import shape_grid
+from kernelsweep.flows.cli.output import EXIT_PROBLEMS
+from kernelsweep.platforms import PLATFORM_NAMES
+from kernelsweep.report import Rule
+
+
+@click.command()
+@click.argument("kernel", metavar="KERNEL")
+@click.option("--shape", required=True, help="The point's parameters, e.g. n=65536 (kernel defaults fill the rest).")
+@click.option("--dtype", default="bfloat16", show_default=True)
+@click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="trn2", show_default=True)
+@click.option("--builds", help="SDK builds in release order, comma-separated (on the simulator: compiler versions).")
+@click.option("--repo", type=click.Path(path_type=Path), help="The kernel's git repository: bisect its commits.")
+@click.option("--good", help="The good end: a build of --builds (default the first), or a commit of --repo.")
+@click.option("--bad", help="The bad end: a build of --builds (default the last), or a commit of --repo.")
+@click.option("--repeats", type=click.IntRange(1, 100), default=3, show_default=True, help="Profiled captures per run.")
+@click.option("--max-runs", type=click.IntRange(2, 50), default=6, show_default=True,
+              help="Budget: runs of one position before it counts as undecided.")  # fmt: skip
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=Rule().threshold,
+              show_default=True, help="The change that matters, as a fraction.")  # fmt: skip
+@click.option("--toolchain", type=click.Choice(["auto", "neuron", "cpu", "sim"]), default="auto", show_default=True)
+@click.option("--artifacts", default="artifacts", show_default=True, help="Artifact store (and its caches).")
+@click.option("--results", default="results", show_default=True,
+              help="Where each run's row (sweep bisect-<id>) and the bisect's journal (_bisect/) go.")  # fmt: skip
+def bisect(
+    kernel: str,
+    shape: str,
+    dtype: str,
+    platform: str,
+    builds: str | None,
+    repo: Path | None,
+    good: str | None,
+    bad: str | None,
+    repeats: int,
+    max_runs: int,
+    threshold: float,
+    toolchain: str,
+    artifacts: str,
+    results: str,
+) -> None:
+    """Find the one SDK build or kernel commit that made a point (KERNEL at --shape) slower."""
+    from kernelsweep.bisect import Question, builds_axis, commits_axis, lines
+    from kernelsweep.bisect import bisect as run_bisect
+    from kernelsweep.flows.settings import locations_from_env
+    from kernelsweep.stores import probe_location
+    from kernelsweep.sweepspec import expand_spec, parse_spec
+
+    if (builds is None) == (repo is None):
+        raise UsageError("give one axis: --builds V1,V2,... (SDK builds) or --repo PATH (kernel commits)")
+    if builds is not None and toolchain != "sim":
+        raise UsageError("--builds runs on the simulator only for now (compiler versions); add --toolchain sim")
+    axis = (
+        builds_axis(builds.split(","), good, bad)
+        if builds is not None
+        else commits_axis((repo or Path()).resolve(), good, bad)
+    )
+    data = {
+        "name": "bisect",
+        "platforms": [platform],
+        "kernels": [{"kernel": kernel, "grid": shape_grid(shape), "dtypes": [dtype]}],
+        "capture": {"repeats": repeats},
+        "toolchain": toolchain,
+        "artifacts": artifacts,
+        "results": results,
+    }
+    spec = parse_spec(data, source="bisect")
+    probe_location(spec.artifacts_location, "artifact store", "--artifacts")
+    probe_location(spec.results_location, "results", "--results")
+    question = Question(data, axis, Rule(threshold=threshold), max_runs)
+    locations = locations_from_env()
+    with axis.at(0):  # the point checked where its kernel exists: a commit's module only in its checkout
+        expand_spec(spec, source="bisect")  # an unknown kernel or a shape it refuses: one line, nothing measured
+    outcome, journal, measured = run_bisect(question, locations)
+    click.echo(
+        f"bisect {journal.id}: {len(axis.labels)} positions; {measured} runs measured now; journal {journal.uri}"
+    )
+    for line in lines(outcome, axis):
+        click.echo(line)
+    sys.exit(0 if outcome.status == "found" else EXIT_PROBLEMS)

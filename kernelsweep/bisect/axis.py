@@ -1,0 +1,127 @@
+"""The ordered axes a bisection walks, each position a way to measure the same point:
+
+* SDK builds: versions in release order. On the simulator each is the compiler version the stand-in
+  tools run as (KERNELSWEEP_SIM_COMPILER_VERSION), so a build's NEFFs are its own in the compile cache.
+* Kernel commits: a git range, good end first along the first-parent path to the bad end. Each
+  position is that commit checked out in its own worktree, put first on the import path for the step
+  (the trace worker and the stand-in tools inherit the path), its modules forgotten after the step.
+
+A bad end, an unknown build or commit, or ends in the wrong order is a UsageError naming the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelsweep.errors import UsageError
+
+COMPILER_VERSION_ENV = "KERNELSWEEP_SIM_COMPILER_VERSION"
+
+
+@dataclass(frozen=True)
+class Axis:
+    kind: str  # "builds" or "commits"
+    labels: tuple[str, ...]  # the positions, good end first
+    repo: Path | None = None
+
+    def describe(self, at: int) -> str:
+        return f"build {self.labels[at]}" if self.kind == "builds" else f"commit {self.labels[at][:12]}"
+
+    @contextmanager
+    def at(self, position: int) -> Iterator[None]:
+        """This position in effect for the step measured inside."""
+        if self.kind == "builds":
+            with _env(COMPILER_VERSION_ENV, self.labels[position]):
+                yield
+        else:
+            assert self.repo is not None
+            with _checkout(self.repo, self.labels[position]):
+                yield
+
+
+def builds_axis(builds: Sequence[str], good: str | None, bad: str | None) -> Axis:
+    """`builds` in release order; the range from `good` (default: the first) to `bad` (the last)."""
+    builds = [b.strip() for b in builds if b.strip()]
+    if len(set(builds)) != len(builds):
+        raise UsageError("--builds names a build twice; give each SDK build once, in release order")
+    good, bad = good or (builds[0] if builds else None), bad or (builds[-1] if builds else None)
+    for end, name in ((good, "--good"), (bad, "--bad")):
+        if end not in builds:
+            raise UsageError(f"{name} {end!r} is not one of --builds ({', '.join(builds)}); give one of them")
+    assert good is not None and bad is not None
+    first, last = builds.index(good), builds.index(bad)
+    if last - first < 1:
+        raise UsageError(f"--good {good} does not come before --bad {bad} in --builds; list builds in release order")
+    return Axis("builds", tuple(builds[first : last + 1]))
+
+
+def commits_axis(repo: Path, good: str | None, bad: str | None) -> Axis:
+    """The commits from `good` to `bad` (first-parent ancestry path), oldest first."""
+    if not good or not bad:
+        raise UsageError("--repo needs --good and --bad: the commits on each side, e.g. --good v1.2 --bad main")
+    if not (repo / ".git").exists() and _git(repo, "rev-parse", "--git-dir") is None:
+        raise UsageError(f"--repo {repo}: not a git repository; give the folder of the kernel's repository")
+    ends = []
+    for end, name in ((good, "--good"), (bad, "--bad")):
+        sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{end}^{{commit}}")
+        if sha is None:
+            raise UsageError(f"{name} {end!r}: no such commit in {repo}; give a commit, branch or tag that exists")
+        ends.append(sha)
+    if ends[0] == ends[1] or _git(repo, "merge-base", "--is-ancestor", *ends) is None:
+        raise UsageError(f"--good {good} is not an ancestor of --bad {bad}; give the older (good) commit as --good")
+    path = _git(repo, "rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{ends[0]}..{ends[1]}")
+    return Axis("commits", (ends[0], *(path or "").split()), repo)
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    """git's output, or None when it fails (no such commit, not an ancestor)."""
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+@contextmanager
+def _checkout(repo: Path, sha: str) -> Iterator[None]:
+    """The commit in a worktree of its own, first on the import path, its modules forgotten after."""
+    parent = Path(tempfile.mkdtemp(prefix="kernelsweep-bisect-"))
+    folder = parent / sha[:12]
+    if _git(repo, "worktree", "add", "--detach", "--quiet", str(folder), sha) is None:
+        shutil.rmtree(parent, ignore_errors=True)
+        raise UsageError(f"cannot check out {sha[:12]} of {repo} into a worktree; run `git worktree prune` there")
+    sys.path.insert(0, str(folder))
+    try:
+        _forget(folder)
+        yield
+    finally:
+        sys.path.remove(str(folder))
+        _forget(folder)
+        _git(repo, "worktree", "remove", "--force", str(folder))
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def _forget(folder: Path) -> None:
+    """Drop modules loaded from a checkout (or shadowed by it), so the next commit's are imported."""
+    names = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    for name in list(sys.modules):
+        if name.split(".")[0] in names:
+            del sys.modules[name]

@@ -127,16 +127,17 @@ def webhook(fleet_server) -> Iterator[list[dict]]:
 @pytest.fixture(scope="module")
 def failures_told(fleet_server, webhook) -> list[dict]:
     """The failure and refusal automations `fleet up --notify custom-webhook/NOTIFY_BLOCK` installs, put
-    there directly (a `fleet up` costs minutes; the nightly test's, later or earlier, finds them
-    unchanged), for a test that runs alone with -k."""
-    install = (
-        "from prefect import get_client; from kernelsweep.flows.fleet import automations as a\n"
-        "with get_client(sync_client=True) as c:\n"
-        f"    block = c.read_block_document_by_name({NOTIFY_BLOCK!r}, 'custom-webhook').id\n"
-        "    a.install(c, a.failure_notifications(block)); a.install(c, a.refusal_notifications(block))"
-    )
-    done = fleet_server.run(sys.executable, "-c", install)
-    assert done.returncode == 0, done.stderr
+    there directly, from this process (a `fleet up` costs minutes; the nightly test's, later or earlier,
+    finds them unchanged), for a test that runs alone with -k."""
+    from prefect import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from kernelsweep.flows.fleet import automations
+
+    with temporary_settings({PREFECT_API_URL: fleet_server.api_url}), get_client(sync_client=True) as client:
+        block = client.read_block_document_by_name(NOTIFY_BLOCK, "custom-webhook").id
+        automations.install(client, automations.failure_notifications(block))
+        automations.install(client, automations.refusal_notifications(block))
     return webhook
 
 

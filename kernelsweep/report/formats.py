@@ -82,7 +82,7 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
+def markdown_table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     return lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
 
@@ -103,11 +103,13 @@ def comparison_markdown(c: Comparison) -> str:
         for p in c.points
     ]
     lines = [f"### {c.title}{simulated}", "", f"B / A with {c.method}.", ""]
-    lines += _table([*c.key_names, f"A {c.unit}", f"B {c.unit}", "change [CI]", "verdict", "why", "bound (B)"], rows)
+    lines += markdown_table(
+        [*c.key_names, f"A {c.unit}", f"B {c.unit}", "change [CI]", "verdict", "why", "bound (B)"], rows
+    )
     means = c.geomeans()
     if means:
         lines += ["", "Geometric mean of B / A per kernel:", ""]
-        lines += _table(
+        lines += markdown_table(
             ["kernel", "B / A", "CI"], [[k, f"{g:.3f}", f"[{lo:.3f}, {hi:.3f}]"] for k, (g, lo, hi) in means.items()]
         )
     lines += ["", ", ".join(f"{n} {o}" for o, n in comparison_json(c)["counts"].items())]
@@ -139,7 +141,7 @@ def report_json(r: Report, allow_incorrect: bool = False) -> dict[str, Any]:
 
 def report_markdown(r: Report, allow_incorrect: bool = False) -> str:
     def table(rows: list[dict[str, Cell]]) -> list[str]:
-        return _table(list(rows[0]), [list(row.values()) for row in rows]) if rows else ["(none)"]
+        return markdown_table(list(rows[0]), [list(row.values()) for row in rows]) if rows else ["(none)"]
 
     simulated = " (simulated)" if r.is_simulation else ""
     lines = [

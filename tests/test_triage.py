@@ -67,9 +67,11 @@ def _nights(results: str) -> None:
         write_results(rows, results, flow_run_id=run, run_date=FIRST + timedelta(days=night), lineage={})
 
 
-def _cli(*args: str) -> tuple[int, str, str]:
+def _cli(*args: str, env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+    """The console script's `main` in this process (`env`: variables set, or unset where None); its exit
+    code and its two streams."""
     runner = CliRunner()
-    with runner.isolation() as (stdout, stderr, _):
+    with runner.isolation(env=env) as (stdout, stderr, _):
         try:
             main(list(args))
             code = 0

@@ -87,7 +87,8 @@ def markdown_table(headers: list[str], rows: Sequence[Sequence[object]]) -> list
     return lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
 
 
-def comparison_markdown(c: Comparison) -> str:
+def comparison_markdown(c: Comparison, points: Sequence[PointComparison] | None = None) -> str:
+    """The comparison for a review; its table lists `points` (default: every point), the rest counts all."""
     simulated = " (simulated)" if comparison_json(c)["simulated"] else ""
     verdict = {"slower": "**slower**", "newly failed": "**newly failed**", "newly incorrect": "**newly incorrect**"}
     rows = [
@@ -100,7 +101,7 @@ def comparison_markdown(c: Comparison) -> str:
             p.why,
             p.bound,
         ]
-        for p in c.points
+        for p in (c.points if points is None else points)
     ]
     lines = [f"### {c.title}{simulated}", "", f"B / A with {c.method}.", ""]
     lines += markdown_table(

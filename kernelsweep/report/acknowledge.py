@@ -65,9 +65,9 @@ def load_acknowledged(path: Path) -> list[Acknowledgement]:
         night = entry.get("night")
         if night is not None and not isinstance(night, date):
             raise UsageError(f"--acknowledged {path}: step {i} night {night!r} is not a date (YYYY-MM-DD)")
-        problem = link_problem(entry.get("link"))
-        if problem:
-            raise UsageError(f"--acknowledged {path}: step {i} link {problem}")
+        bad_link = link_problem(entry.get("link"))
+        if bad_link:
+            raise UsageError(f"--acknowledged {path}: step {i} link {bad_link}")
         out.append(Acknowledgement(**{k: entry.get(k) for k in (*_KEYS, "night", "reason", "link")}))
     return out
 
@@ -77,6 +77,11 @@ def link_problem(link: object) -> str | None:
     if link is None:
         return None
     parts = urlsplit(link) if isinstance(link, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in link):
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.netloc
+        or any(c.isspace() for c in str(link))
+    ):
         return f"{link!r} is not an http(s) URL; give the ticket's or change's address, e.g. https://host/PERF-123"
     return None

@@ -69,7 +69,8 @@ def pull_request(env: Mapping[str, str]) -> PullRequest:
     if repository.count("/") != 1:
         raise UsageError("compare --post: GITHUB_REPOSITORY (owner/name) is not set; run it in a GitHub Actions job")
     event = _event(env.get("GITHUB_EVENT_PATH"))
-    pr = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
+    found = event.get("pull_request")
+    pr: dict = found if isinstance(found, dict) else {}
     number = pr.get("number") or _number_from_ref(env.get("GITHUB_REF", ""))
     if not isinstance(number, int) or number <= 0:
         raise UsageError(

@@ -59,7 +59,10 @@ class Regression:
         if not isinstance(doc, dict) or not all(isinstance(doc.get(f), str) for f in _FIELDS):
             raise ValueError(f"a regression needs {', '.join(_FIELDS)} as text")
         night = doc.get("night")
-        return cls(*(doc[f] for f in _FIELDS), date.fromisoformat(night) if night else None)
+        if night is not None and not isinstance(night, str):
+            raise ValueError("a regression's night is a date (YYYY-MM-DD) or null")
+        kernel, shape, dtype, platform, variant = (doc[f] for f in _FIELDS)
+        return cls(kernel, shape, dtype, platform, variant, date.fromisoformat(night) if night else None)
 
     def describe(self) -> str:
         series = " ".join(p for p in (self.kernel, self.shape, self.variant, self.dtype, self.platform) if p)

@@ -131,9 +131,10 @@ def test_ack_fix_and_reopen_set_the_status_report_honours_and_keep_every_change(
     code, reopened = _report_json(results)
     assert code == 1 and _step(reopened)["state"] == "open" and _step(reopened)["reason"] is None
 
-    code, _, err = _cli("triage", "fix", "--results", results, "--shape", STEPPED, "--change", "compiler 2.23.1",
-                        "--link", "https://example.com/release-notes/2.23.1", "--by", "carol")  # fmt: skip
-    assert code == 0, err
+    notes = "https://example.com/release-notes/2.23.1"
+    code, out, err = _cli("triage", "fix", "--results", results, "--shape", STEPPED, "--change", "compiler 2.23.1",
+                          "--link", notes, "--by", "carol", "--format", "json")  # fmt: skip
+    assert code == 0 and json.loads(out)["regressions"][0]["night"] == STEP_DAY, err  # the change as recorded
     code, fixed = _report_json(results)
     assert code == 0 and _step(fixed)["state"] == "fixed" and _step(fixed)["fixed_by"] == "compiler 2.23.1"
 

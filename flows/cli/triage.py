@@ -139,7 +139,7 @@ def _act(
         raise UsageError(
             "name the regression(s): give --kernel, --shape, --variant or --night (`kernelsweep triage list`)"
         )
-    options.pop("output_format")
+    output_format = options.pop("output_format")
     built, found = _found(**options)
     if status == OPEN:
         found = [(s, drift) for s, drift in found if built.status(s) is not None]
@@ -151,8 +151,11 @@ def _act(
     at = datetime.now(UTC).isoformat(timespec="seconds")
     who = by or f"{getpass.getuser()}@{socket.gethostname()}"
     regressions = tuple(Regression.of(step, drift) for step, drift in found)
-    where = record(built.results_uri, Change(at, who, status, regressions, reason, link, fixed_by))
-    for regression in regressions:
+    change = Change(at, who, status, regressions, reason, link, fixed_by)
+    where = record(built.results_uri, change)
+    if output_format == "json":  # the change as recorded
+        print(strict_json.dumps(change.to_json(), indent=1))
+    for regression in regressions if output_format != "json" else ():
         out.print(escape(f"{status}: {regression.describe()}"), highlight=False, soft_wrap=True)
     console.print(f"{len(regressions)} regression(s) {status}; recorded in {escape(where)}", highlight=False)
 

@@ -10,6 +10,9 @@ stored next to the results under `reports/<flow run id>/`. Reports older than `k
 there. Its deployment (deployments/prefect.yaml) runs it whenever a sweep or fleet run completes, on the
 results that run wrote.
 
+Each regression's triage status (acknowledged, fixed: `kernelsweep triage`, kept in the results'
+`_triage/` folder) is read with the rows, beside the `acknowledged` TOML file's entries.
+
 It also emits a Prefect event per open regression and one for the night (kernelsweep.report.notify),
 which the automation `kernelsweep fleet up --notify BLOCK` installs sends to people.
 """

@@ -23,6 +23,7 @@ from kernelsweep.report.load import latest
 from kernelsweep.report.normalise import cross_platform
 from kernelsweep.report.regress import regressions, track
 from kernelsweep.report.summary import Report
+from kernelsweep.report.triage import Statuses
 
 REPO = Path(__file__).resolve().parent.parent
 SHAPES = ["free_size=1", "free_size=2", "free_size=100", "free_size=200", "free_size=8192"]
@@ -146,7 +147,7 @@ def test_an_acknowledged_step_stops_failing_the_report_and_is_shown(upgraded, tm
     ack.write_text(
         '[[step]]\nkernel = "vector_add"\nshape = "free_size=8192"\nnight = 2026-03-11\nreason = "accepted: PERF-1"\n'
     )
-    acknowledged = _report(upgraded, acknowledged=load_acknowledged(ack))
+    acknowledged = _report(upgraded, triage=Statuses(acknowledged=tuple(load_acknowledged(ack))))
     assert {s.series[1] for s in acknowledged.open_regressions} == {"free_size=100"}
     shown = {r["shape"]: r["acknowledged"] for r in acknowledged.regression_rows()}
     assert shown == {"free_size=8192": "accepted: PERF-1", "free_size=100": None}

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.flows.cli.output import EXIT_INTERNAL, console, fail, out
+from kernelsweep.flows.cli.output import EXIT_INTERNAL, EXIT_USAGE, console, fail, out
 from kernelsweep.flows.cli.report import rule_from, selection_from, selection_options
 from kernelsweep.report import ReportRow, strict_json
 from kernelsweep.report.compare import TOOL_COLUMNS, Comparison, PointComparison
@@ -75,6 +75,12 @@ _STYLES = {
     type=click.Path(file_okay=False, path_type=Path),
     help="Also write the compare page (index.html with a per-point chart) to this folder.",
 )
+@click.option(
+    "--post",
+    is_flag=True,
+    help="Also create or update this pull request's one kernelsweep comment (GitHub Actions: GITHUB_TOKEN, "
+    "GITHUB_REPOSITORY, the pull_request event; docs/ci.md). The exit code stays the comparison's.",
+)
 def compare(
     results_uri: str,
     alpha: float,
@@ -91,6 +97,7 @@ def compare(
     budget_seconds: float,
     toolchain: str,
     html_dir: Path | None,
+    post: bool,
     **filters: Any,
 ) -> None:
     """Compare two sides point by point; B is the candidate, A the baseline.
@@ -101,7 +108,8 @@ def compare(
 
     Exit code 0: nothing regressed; 1: some point is slower, or fails or computes wrong where A did
     not; 3: nothing proven, but some inconclusive point is a suspect (its own test leans slower;
-    with --confirm: still, after the budget); 2: bad input; 4: no comparison.
+    with --confirm: still, after the budget); 2: bad input; 4: no comparison. With --post, a missing
+    token or pull request is 2 and a comment GitHub refused is 4, after the comparison is printed.
     """
     modes = (kernel_pair, run_pair, tool_versions)
     if sum(bool(value) for value in modes) != 1:
@@ -130,12 +138,39 @@ def compare(
     for note in comparison.notes:  # before the verdicts: what they can and cannot say
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     emit(output_format, comparison)
+    page = None
     if html_dir is not None:
         from kernelsweep.report import write_bundle
         from kernelsweep.report.compare_page import bundle
 
-        console.print(f"compare page: {escape(write_bundle(bundle(comparison), str(html_dir)))}", highlight=False)
+        page = write_bundle(bundle(comparison), str(html_dir))
+        console.print(f"compare page: {escape(page)}", highlight=False)
+    if post:
+        _post(comparison, page)
     sys.exit(comparison.exit_code)
+
+
+def _post(comparison: Comparison, page: str | None) -> None:
+    """The PR's one kernelsweep comment, created or updated; the comparison is already printed, so a
+    failure here is one line and its own exit code (2: not set up to post, 4: GitHub refused)."""
+    import os
+
+    from kernelsweep.flows.settings import reports_url_from_env
+    from kernelsweep.report import pr_comment
+    from kernelsweep.report.publish import browser_link
+
+    try:
+        pr = pr_comment.pull_request(os.environ)
+    except UsageError as exc:
+        fail(exc.message, EXIT_USAGE)
+    link = browser_link(page, reports_url_from_env()) if page else None
+    try:
+        posted = pr_comment.post(
+            pr, pr_comment.body(comparison, pr, link if link and link.startswith("http") else None)
+        )
+    except pr_comment.PostFailed as exc:
+        fail(exc.message, EXIT_NOT_COMPARED)
+    console.print(f"pull request comment {posted.action}: {escape(posted.url)}", highlight=False, soft_wrap=True)
 
 
 def _confirmed(comparison: Comparison, results_uri: str, budget: Budget, toolchain: str) -> Comparison:

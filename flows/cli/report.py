@@ -23,6 +23,7 @@ from kernelsweep.report.summary import Cell, Report
 from kernelsweep.sim import SIM_VERSION_SUFFIX
 
 _DATE = click.DateTime(formats=["%Y-%m-%d"])
+TRIAGE_DETAILS = ("acknowledged", "reason", "link", "fixed_by", "triaged_by", "triaged_at")  # in the state cell
 
 
 def selection_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -217,7 +218,7 @@ def render(built: Report) -> None:
         out.print(_table("Failed or incorrect points (latest run)", built.failure_rows(), drop=("flow_run_id",)))
     regressions = built.regression_rows()
     title = f"Regressions: {len(regressions)} step(s) slower" if regressions else "Regressions: none"
-    drop = ("flow_run_id", "dtype", "ci_low_percent", "ci_high_percent")
+    drop = ("flow_run_id", "dtype", "ci_low_percent", "ci_high_percent", *TRIAGE_DETAILS)
     out.print(_table(title, _with_interval(regressions), drop=drop) if regressions else title, highlight=False)
     out.print(f"steps judged with {built.method}", highlight=False)
     why = [{k: r[k] for k in ("kernel", "shape", "dtype", "platform", "why")} for r in built.summary_rows() if r["why"]]
@@ -247,9 +248,16 @@ def _with_interval(rows: list[dict[str, Cell]]) -> list[dict[str, Cell]]:
             **r,
             "change_percent": f"{r['change_percent']:+} [{r['ci_low_percent']:+}, {r['ci_high_percent']:+}]",
             "cause": str(r["cause"]).replace(SIM_VERSION_SUFFIX, ""),
+            "state": status_cell(r),
         }
         for r in rows
     ]
+
+
+def status_cell(row: dict[str, Cell]) -> str:
+    """The state with the person's word on it in one cell: `fixed by 2.23.1`, `acknowledged: why`."""
+    state = f"{row['state']} by {row['fixed_by']}" if row.get("fixed_by") else str(row["state"])
+    return f"{state}: {row['reason']}" if row.get("reason") else state
 
 
 def _latest(built: Report) -> list[dict[str, Cell]]:

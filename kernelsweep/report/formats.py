@@ -82,12 +82,13 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
+def markdown_table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     return lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
 
 
-def comparison_markdown(c: Comparison) -> str:
+def comparison_markdown(c: Comparison, points: Sequence[PointComparison] | None = None) -> str:
+    """The comparison for a review; its table lists `points` (default: every point), the rest counts all."""
     simulated = " (simulated)" if comparison_json(c)["simulated"] else ""
     verdict = {"slower": "**slower**", "newly failed": "**newly failed**", "newly incorrect": "**newly incorrect**"}
     rows = [
@@ -100,14 +101,16 @@ def comparison_markdown(c: Comparison) -> str:
             p.why,
             p.bound,
         ]
-        for p in c.points
+        for p in (c.points if points is None else points)
     ]
     lines = [f"### {c.title}{simulated}", "", f"B / A with {c.method}.", ""]
-    lines += _table([*c.key_names, f"A {c.unit}", f"B {c.unit}", "change [CI]", "verdict", "why", "bound (B)"], rows)
+    lines += markdown_table(
+        [*c.key_names, f"A {c.unit}", f"B {c.unit}", "change [CI]", "verdict", "why", "bound (B)"], rows
+    )
     means = c.geomeans()
     if means:
         lines += ["", "Geometric mean of B / A per kernel:", ""]
-        lines += _table(
+        lines += markdown_table(
             ["kernel", "B / A", "CI"], [[k, f"{g:.3f}", f"[{lo:.3f}, {hi:.3f}]"] for k, (g, lo, hi) in means.items()]
         )
     lines += ["", ", ".join(f"{n} {o}" for o, n in comparison_json(c)["counts"].items())]
@@ -139,7 +142,7 @@ def report_json(r: Report, allow_incorrect: bool = False) -> dict[str, Any]:
 
 def report_markdown(r: Report, allow_incorrect: bool = False) -> str:
     def table(rows: list[dict[str, Cell]]) -> list[str]:
-        return _table(list(rows[0]), [list(row.values()) for row in rows]) if rows else ["(none)"]
+        return markdown_table(list(rows[0]), [list(row.values()) for row in rows]) if rows else ["(none)"]
 
     simulated = " (simulated)" if r.is_simulation else ""
     lines = [

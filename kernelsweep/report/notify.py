@@ -7,7 +7,8 @@ and body, so the automation's templates only place them; the other payload field
 automations of one's own (say, only regressions above 10%).
 
 An open regression (kernelsweep.report.summary: no later step undid it, nobody acknowledged it) is
-announced by every report until it is acknowledged or undone: a reminder each night, not once.
+announced by every report until it is acknowledged, marked fixed (kernelsweep.report.triage) or undone:
+a reminder each night, not once.
 """
 
 from __future__ import annotations

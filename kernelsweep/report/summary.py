@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 
 from kernelsweep.errors import KernelsweepError
-from kernelsweep.report.acknowledge import Acknowledgement, reason_for
+from kernelsweep.report.acknowledge import Acknowledgement
 from kernelsweep.report.best import Best, best_configurations, configured, progress
 from kernelsweep.report.index import Indexed
 from kernelsweep.report.load import ReportRow, Selection
@@ -20,6 +20,8 @@ from kernelsweep.report.ranks import median_interval
 from kernelsweep.report.regress import History, Step, drifts, regressions, track
 from kernelsweep.report.speedup import Speedup, speedups
 from kernelsweep.report.stats import Rule
+from kernelsweep.report.triage import ACKNOWLEDGED, Status, Statuses
+from kernelsweep.report.triage import load as load_triage
 from kernelsweep.tuned.changes import StoreChange, store_changes
 from kernelsweep.tuned.store import TunedStore
 
@@ -40,7 +42,9 @@ class Report:
     platforms: list[str]
     cross: list[CrossRow]
     rule: Rule = Rule()
-    acknowledged: list[Acknowledgement] = field(default_factory=list)
+    triage: Statuses = field(
+        default_factory=Statuses
+    )  # what people decided: acknowledged or fixed (kernelsweep.report.triage)
     best: list[Best] = field(default_factory=list)  # per shape with tunables: its fastest configuration
     search_progress: dict[str, dict[str, list[tuple[int, float | None]]]] = field(default_factory=dict)
     matrix: list[dict[str, Cell]] = field(default_factory=list)  # kernel x toolchain x LNC
@@ -72,13 +76,13 @@ class Report:
 
     @property
     def open_regressions(self) -> list[Step]:
-        """Regressions no later step of their series has undone and nobody has acknowledged: they stay
-        open in every report, whatever their age, until one of those happens."""
+        """Regressions no later step of their series has undone and nobody has acknowledged or marked
+        fixed: they stay open in every report, whatever their age, until one of those happens."""
         return [s for s in self.regressions if self.state(s) == "open"]
 
     @property
     def open_drifts(self) -> list[Step]:
-        return [s for s in self.drifts if reason_for(s, self.acknowledged) is None]
+        return [s for s in self.drifts if self.status(s) is None]
 
     @property
     def short_series(self) -> int:
@@ -101,10 +105,16 @@ class Report:
                  if s.direction == "faster" and s.first_after.order > step.first_after.order]  # fmt: skip
         return min(later, key=lambda s: s.first_after.order) if later else None
 
+    def status(self, step: Step) -> Status | None:
+        """The people's decision that holds for a regression or drift (acknowledged, fixed), if any."""
+        return self.triage.of(step, drift=any(step is d for d in self.drifts))
+
     def state(self, step: Step) -> str:
-        """acknowledged, blip (undone by the next run), recovered (undone later), or open."""
-        if reason_for(step, self.acknowledged) is not None:
-            return "acknowledged"
+        """acknowledged or fixed (a person's status), else blip (undone by the next run), recovered
+        (undone later), or open."""
+        decided = self.status(step)
+        if decided is not None:
+            return decided.status
         if self.recovery(step) is None:
             return "open"
         return "blip" if len(step.after) == 1 else "recovered"
@@ -207,11 +217,26 @@ class Report:
                 "state": self.state(s),
                 "age_nights": (self._newest - s.first_after.run_date).days,
                 "recovered_on": self._recovered_on(s),
-                "acknowledged": reason_for(s, self.acknowledged),
+                **self._triage_cells(self.status(s)),
                 "flow_run_id": (s.first_after.flow_run_id or "")[:8] or None,
             }
             for s in (self.regressions if steps is None else steps)
         ]
+
+    @staticmethod
+    def _triage_cells(decided: Status | None) -> dict[str, Cell]:
+        """The status's reason, link, fixing change, who and when (`acknowledged`: the reason again, as
+        format 1's readers expect it)."""
+        if decided is None:
+            return dict.fromkeys(("acknowledged", "reason", "link", "fixed_by", "triaged_by", "triaged_at"))
+        return {
+            "acknowledged": decided.reason if decided.status == ACKNOWLEDGED else None,
+            "reason": decided.reason,
+            "link": decided.link,
+            "fixed_by": decided.fixed_by,
+            "triaged_by": decided.by,
+            "triaged_at": decided.at,
+        }
 
     def _recovered_on(self, step: Step) -> str | None:
         back = self.recovery(step)
@@ -258,6 +283,8 @@ def build_report(
     rule: Rule | None = None,
     acknowledged: list[Acknowledgement] | None = None,
 ) -> Report:
+    """The report of `results_uri` within `selection`; the statuses people set are read from the results'
+    triage file, with `acknowledged` (an --acknowledged file's entries) beside them."""
     selection, rule = selection or Selection(), rule or Rule()
     results = Indexed(results_uri, selection)  # a few columns of every row; whole rows only where shown
     newest = results.latest()
@@ -273,7 +300,7 @@ def build_report(
         platforms=platforms,
         cross=cross,
         rule=rule,
-        acknowledged=acknowledged or [],
+        triage=load_triage(results_uri, acknowledged or ()),
         best=best_configurations(results, rule),
         search_progress=progress(configured(results)),
         matrix=matrix_rows(newest),

@@ -83,14 +83,14 @@ def bisect(
     locations = locations_from_env()
     with (commits or axis).at(0):  # the point checked where its kernel exists: a commit's module only in its checkout
         expand_spec(spec, source="bisect")  # an unknown kernel or a shape it refuses: one line, nothing measured
-    if both:
-        assert commits is not None
+    other = question.other
+    if other is not None:
         two, journal, measured = bisect_both(question, locations)
-        outcomes, shown = (two.first, two.second), both_lines(two.first, two.second, (axis, commits))
+        outcomes, shown = [two.first, two.second], both_lines(two.first, two.second, (axis, other))
     else:
         outcome, journal, measured = run_bisect(question, locations)
-        outcomes, shown = (outcome,), lines(outcome, axis)
-    positions = len(axis.labels) + (len(commits.labels) - 1 if both and commits else 0)
+        outcomes, shown = [outcome], lines(outcome, axis)
+    positions = len(axis.labels) + (len(other.labels) - 1 if other else 0)
     click.echo(f"bisect {journal.id}: {positions} positions; {measured} runs measured now; journal {journal.uri}")
     for line in shown:
         click.echo(line)

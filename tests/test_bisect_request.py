@@ -14,31 +14,14 @@ import pytest
 from prefect.server.events.schemas.automations import EventTrigger
 from prefect.server.events.schemas.events import ReceivedEvent
 from prefect.utilities.schema_tools.hydration import HydrationContext, hydrate
-from report_rows import nights
+from report_rows import nights, report_of
 
 from kernelsweep.bisect.request import FAMILY_LABEL, STEP_EVENT, StepRequest
 from kernelsweep.errors import UsageError
 from kernelsweep.flows.fleet.automations import notifications
 from kernelsweep.flows.fleet.bisect_trigger import bisect_on_step
-from kernelsweep.report.load import Selection, latest
 from kernelsweep.report.notify import BISECT_EVENT, REGRESSION_EVENT, notices
-from kernelsweep.report.regress import regressions, track
-from kernelsweep.report.summary import Report
 from kernelsweep.sim import SIM_VERSION_SUFFIX
-
-
-def _report(rows) -> Report:
-    histories = track(rows)
-    return Report(
-        results_uri="s3://bucket/results",
-        selection=Selection(),
-        generated_at=datetime.now(UTC),
-        latest=latest(rows),
-        histories=histories,
-        regressions=regressions(histories),
-        platforms=["trn2"],
-        cross=[],
-    )
 
 
 def _stepped(simulated: bool = True):
@@ -53,7 +36,7 @@ def _received(name: str, resource: dict[str, str], payload: dict) -> ReceivedEve
 
 
 def test_a_step_whose_compiler_changed_asks_for_a_bisection_of_its_point_with_its_evidence():
-    report = _report(_stepped())
+    report = report_of(_stepped())
     found = notices(report, "https://reports.example/r/index.html")
     [regression] = [n for n in found if n.event == REGRESSION_EVENT]
     [asked] = [n for n in found if n.event == STEP_EVENT]
@@ -69,10 +52,10 @@ def test_a_step_whose_compiler_changed_asks_for_a_bisection_of_its_point_with_it
 
 
 def test_no_bisection_is_asked_for_builds_it_cannot_install_or_steps_with_no_compiler_change():
-    real_sdk = notices(_report(_stepped(simulated=False)), "link")
+    real_sdk = notices(report_of(_stepped(simulated=False)), "link")
     assert not [n for n in real_sdk if n.event == STEP_EVENT]  # real SDK environments are not wired yet
     same_compiler = [replace(r, compiler_version=f"2.21.0{SIM_VERSION_SUFFIX}") for r in _stepped()]
-    found = notices(_report(same_compiler), "link")
+    found = notices(report_of(same_compiler), "link")
     assert [n.event for n in found].count(REGRESSION_EVENT) == 1 and not [n for n in found if n.event == STEP_EVENT]
 
 
@@ -93,7 +76,7 @@ def test_the_step_event_runs_its_familys_bisect_deployment_with_the_request_and_
     deployment = uuid4()
     automation = bisect_on_step("trn2", deployment)
     trigger = EventTrigger.model_validate(automation.trigger.model_dump())
-    [asked] = [n for n in notices(_report(_stepped()), "link") if n.event == STEP_EVENT]
+    [asked] = [n for n in notices(report_of(_stepped()), "link") if n.event == STEP_EVENT]
     event = _received(asked.event, asked.resource, asked.payload)
     assert trigger.covers(event)
     elsewhere = _received(asked.event, asked.resource | {FAMILY_LABEL: "trn1"}, asked.payload)

@@ -8,6 +8,10 @@ automations of one's own (say, only regressions above 10%).
 
 An open regression (kernelsweep.report.summary: no later step undid it, nobody acknowledged it) is
 announced by every report until it is acknowledged or undone: a reminder each night, not once.
+
+An open regression whose compiler changed also asks for a bisection (`STEP_EVENT`, its request in the
+payload: kernelsweep.bisect.request), which the fleet's automation turns into a bisect flow on the
+point's family; no person reads that event, and the flow's own (`BISECT_EVENT`) is sent like a notice.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 a worker started as the shipped systemd unit runs it stops on SIGTERM; the nightly schedule fires and
 runs the spec the variable holds at that moment; a second fleet run waits for the first (fleet/fleet's
 concurrency limit of 1); and a night slower than the ones before reaches a local webhook, from the
-rows the hosts measured through the report's event and the automation `fleet up --notify` installs.
+rows the hosts measured through the report's event and the automation `fleet up --notify` installs,
+and is bisected to its culprit build by the flow the step starts.
 """
 
 from __future__ import annotations
@@ -181,7 +182,10 @@ def test_a_second_fleet_run_waits_for_the_first_and_a_slower_night_reaches_the_w
     """Three nights of the same point, the first two submitted together: the second waits for its slot
     while the first runs. Then a host with a newer (simulated) compiler that makes the point 1.5x
     slower runs a fourth night; the report that night's completion triggers finds the step and its
-    event reaches the webhook through the block. Three nights before it, because the step is judged
+    event reaches the webhook through the block. The step, its compiler changed, also starts a bisect
+    flow on the trn2 pool (issue 37): killed with its host mid-way and retried on another, it resumes
+    from its journal and names the culprit build at the webhook and in its artifact, with the nightly
+    step's evidence beside its own. Three nights before it, because the step is judged
     against the series' run-to-run noise: with two, some noise draws leave it unflagged (in-process,
     18 of 18 noise seeds flagged it with three before; with two, 9 of 12 at 1.5x and 2x)."""
     server = fleet_server
@@ -256,8 +260,10 @@ def _killed_bisect_resumed(server: PrefectServer, root: Path, spec: SweepSpec, h
     killed = _bisect_journal(journals)
     assert "outcome" not in killed, "the host must die mid-bisect"
     [survivor] = _hosts(server, root / "survivor", {"trn2-survivor": "trn2"}, **SLOWER_NIGHT)
-    retry = {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "retried by the test"}
-    server.api(f"/flow_runs/{run['id']}/set_state", {"state": retry, "force": True})
+    # Crashed, as the crash automation marks it once its heartbeats stop (its 30-60 s not waited for here;
+    # tests/test_fleet.py waits for it), then retried: the crash ends the dead attempt's silence clock.
+    for state in ({"type": "CRASHED", "name": "Crashed"}, {"type": "SCHEDULED", "name": "AwaitingRetry"}):
+        server.api(f"/flow_runs/{run['id']}/set_state", {"state": state | {"message": "by the test"}, "force": True})
     final = server.wait_final(run["id"], RUN_TIMEOUT)
     assert final["state"]["type"] == "COMPLETED" and final["run_count"] == 2, final["state"]
     assert run["id"] in survivor.submitted()

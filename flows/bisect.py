@@ -31,8 +31,8 @@ from kernelsweep.bisect.store import BisectJournal
 from kernelsweep.flows.cli.bench import shape_grid
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.names import slug
+from kernelsweep.report import Rule
 from kernelsweep.report.notify import BISECT_EVENT, RESOURCE_PREFIX
-from kernelsweep.report.stats import Rule
 from kernelsweep.sweepspec import SweepSpec
 
 REPEATS = 3  # profiled captures a run, as `kernelsweep bisect` takes by default

@@ -52,7 +52,7 @@ def bisect_step(request: dict[str, Any], spec: SweepSpec, max_runs: int = MAX_RU
         The outcome in one line.
     """
     step = StepRequest.from_json(request)
-    axis = builds_axis(step.builds(Variable.get(BUILDS_VARIABLE, default=[]) or []), None, None)
+    axis = builds_axis(step.builds(_release_order()), None, None)
     point = {"kernel": step.kernel, "grid": shape_grid(step.shape), "dtypes": [step.dtype]}
     data = {
         "name": "bisect",
@@ -95,6 +95,14 @@ def bisect_step(request: dict[str, Any], spec: SweepSpec, max_runs: int = MAX_RU
             },
         )
     return subject
+
+
+def _release_order() -> list[str]:
+    """The operator's SDK builds in release order; none (the ends alone) when unset or not a list."""
+    value = Variable.get(BUILDS_VARIABLE, default=None)
+    if value is not None and not isinstance(value, list):
+        get_run_logger().warning("variable %s is not a JSON list of builds; bisecting the ends alone", BUILDS_VARIABLE)
+    return [str(build) for build in value] if isinstance(value, list) else []
 
 
 def _subject(step: StepRequest, outcome: Outcome, builds: tuple[str, ...]) -> str:

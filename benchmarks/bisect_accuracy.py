@@ -12,7 +12,11 @@ sweep's stages). Printed per trial: the culprit, what was found, decided steps a
 runs (each `--repeats` captures), the tools' modelled seconds (what the simulator was told they take;
 time scale 0, so none is slept) and CPU seconds.
 
-    python benchmarks/bisect_accuracy.py [--axis builds|commits|both] [--trials 20] [--factor 1.1]
+* two: both at once, 16 builds x 20 commits with a culprit on each (the culprit build slows the
+  history's kernel): the two corners (bad build x good commit, good build x bad commit) say which axes
+  hold a culprit, then each is bisected with the other at its good end.
+
+    python benchmarks/bisect_accuracy.py [--axis builds|commits|one|two] [--trials 20] [--factor 1.1]
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from kernelsweep.bisect.axis import builds_axis, commits_axis
-from kernelsweep.bisect.run import Question, bisect
+from kernelsweep.bisect.run import Question, bisect, bisect_both
 from kernelsweep.report.stats import Rule
 from kernelsweep.sim.kernel_history import KERNEL_REF, SHAPE, write_history
 from kernelsweep.sim.latency import read_latencies
@@ -41,28 +45,21 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path) -> dict:
-    from kernelsweep.flows.settings import locations_from_env
-
-    rng = random.Random(f"{axis_kind}:{seed}")
-    n = len(BUILDS) if axis_kind == "builds" else COMMITS
-    culprit = rng.randrange(1, n)
-    state = folder / "state"
+def _sim_env(state: Path, seed: str) -> None:
     os.environ.update(
         KERNELSWEEP_STATE_DIR=str(state),
         KERNELSWEEP_SIM_STATE=str(state / "sim"),
-        KERNELSWEEP_SIM_NOISE_SEED=f"bisect-{axis_kind}-{seed}",
+        KERNELSWEEP_SIM_NOISE_SEED=seed,
         KERNELSWEEP_SIM_TIME_SCALE="0",
     )
-    if axis_kind == "builds":
-        os.environ["KERNELSWEEP_SIM_CULPRIT_BUILD"] = f"{BUILDS[culprit]}@vector_add:{factor:g}"
-        axis, kernel, grid = builds_axis(BUILDS, None, None), "vector_add", BUILD_SHAPE
-    else:
-        os.environ.pop("KERNELSWEEP_SIM_CULPRIT_BUILD", None)
-        hashes = write_history(folder / "repo", COMMITS, culprit)
-        axis, kernel = commits_axis(folder / "repo", hashes[0], hashes[-1]), KERNEL_REF
-        grid = {axis_name: [int(v)] for axis_name, v in (t.split("=") for t in SHAPE.split(","))}
-    data = {
+
+
+def _history_grid() -> dict[str, list[int]]:
+    return {axis_name: [int(v)] for axis_name, v in (t.split("=") for t in SHAPE.split(","))}
+
+
+def _spec_data(folder: Path, kernel: str, grid: dict[str, list[int]], repeats: int) -> dict:
+    return {
         "name": "bisect",
         "platforms": ["trn2"],
         "kernels": [{"kernel": kernel, "grid": grid}],
@@ -71,6 +68,24 @@ def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path) 
         "artifacts": str(folder / "artifacts"),
         "results": str(folder / "results"),
     }
+
+
+def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path) -> dict:
+    from kernelsweep.flows.settings import locations_from_env
+
+    rng = random.Random(f"{axis_kind}:{seed}")
+    n = len(BUILDS) if axis_kind == "builds" else COMMITS
+    culprit = rng.randrange(1, n)
+    state = folder / "state"
+    _sim_env(state, f"bisect-{axis_kind}-{seed}")
+    if axis_kind == "builds":
+        os.environ["KERNELSWEEP_SIM_CULPRIT_BUILD"] = f"{BUILDS[culprit]}@vector_add:{factor:g}"
+        axis, kernel, grid = builds_axis(BUILDS, None, None), "vector_add", BUILD_SHAPE
+    else:
+        os.environ.pop("KERNELSWEEP_SIM_CULPRIT_BUILD", None)
+        hashes = write_history(folder / "repo", COMMITS, culprit)
+        axis, kernel, grid = commits_axis(folder / "repo", hashes[0], hashes[-1]), KERNEL_REF, _history_grid()
+    data = _spec_data(folder, kernel, grid, repeats)
     before = cpu_seconds()
     outcome, _, runs = bisect(Question(data, axis, Rule(), max_runs=6), locations_from_env())
     modelled = sum(lat.modelled_seconds for lat in read_latencies(state / "sim"))
@@ -86,14 +101,67 @@ def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path) 
     }
 
 
+def two_axes_trial(seed: int, factor: float, repeats: int, folder: Path) -> dict:
+    """16 builds x 20 commits, a culprit on each: the corners say which axes hold one, each is bisected."""
+    from kernelsweep.flows.settings import locations_from_env
+
+    rng = random.Random(f"two:{seed}")
+    culprits = rng.randrange(1, len(BUILDS)), rng.randrange(1, COMMITS)
+    _sim_env(folder / "state", f"bisect-two-{seed}")
+    os.environ["KERNELSWEEP_SIM_CULPRIT_BUILD"] = f"{BUILDS[culprits[0]]}@{KERNEL_REF.split(':')[1]}:{factor:g}"
+    hashes = write_history(folder / "repo", COMMITS, culprits[1])
+    axes = builds_axis(BUILDS, None, None), commits_axis(folder / "repo", hashes[0], hashes[-1])
+    data = _spec_data(folder, KERNEL_REF, _history_grid(), repeats)
+    before = cpu_seconds()
+    both, _, runs = bisect_both(Question(data, axes[0], Rule(), 6, axes[1]), locations_from_env())
+    outcomes = (both.first, both.second)
+    return {
+        "culprits": culprits,
+        "found": tuple(o.bad if o.status == "found" else None for o in outcomes),
+        "decided": tuple(o.decided_steps for o in outcomes),
+        "runs": runs,
+        "modelled": sum(lat.modelled_seconds for lat in read_latencies(folder / "state" / "sim")),
+        "cpu": cpu_seconds() - before,
+    }
+
+
+def two_axes(trials: int, factor: float, repeats: int) -> None:
+    bounds = math.log2(len(BUILDS)) + 2, math.log2(COMMITS) + 2
+    print(f"two axes: {trials} trials, {len(BUILDS)} builds (culprit x{factor:g}) x {COMMITS} commits (culprit stores "
+          f"twice), {repeats} captures a run, bounds {bounds[0]:.2f} and {bounds[1]:.2f} decided steps")  # fmt: skip
+    print("trial  build(culprit found decided)  commit(culprit found decided)  runs  captures  modelled_s  cpu_s")
+    results = []
+    for seed in range(trials):
+        with tempfile.TemporaryDirectory(prefix="bisect-accuracy-") as folder:
+            r = two_axes_trial(seed, factor, repeats, Path(folder))
+        results.append(r)
+        cells = [f"{r['culprits'][i]:7d} {'-' if r['found'][i] is None else r['found'][i]:>5} {r['decided'][i]:7d}"
+                 for i in (0, 1)]  # fmt: skip
+        print(f"{seed:5d}  {cells[0]:>28}  {cells[1]:>29} {r['runs']:5d} {r['runs'] * repeats:9d} "
+              f"{r['modelled']:11.1f} {r['cpu']:6.1f}", flush=True)  # fmt: skip
+    right = sum(r["found"] == r["culprits"] for r in results)
+    worst = [max(r["decided"][i] for r in results) for i in (0, 1)]
+    within = all(w <= b for w, b in zip(worst, bounds, strict=True))
+    print(
+        f"two axes: both right {right}/{len(results)}; decided steps max {worst[0]} builds, {worst[1]} commits "
+        f"({'within' if within else 'OVER'} the bounds); runs {sum(r['runs'] for r in results)} (mean "
+        f"{sum(r['runs'] for r in results) / len(results):.1f}, {repeats} captures each); modelled "
+        f"{sum(r['modelled'] for r in results):.0f} s; cpu {sum(r['cpu'] for r in results):.0f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--axis", choices=("builds", "commits", "both"), default="both")
+    axes = ("builds", "commits", "one", "two")
+    parser.add_argument("--axis", choices=axes, default="two", help="builds, commits, one (each), two (together)")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--factor", type=float, default=1.1, help="the culprit build's slowdown (builds axis)")
     parser.add_argument("--repeats", type=int, default=2, help="profiled captures per run")
     args = parser.parse_args()
-    for axis_kind in ("builds", "commits") if args.axis == "both" else (args.axis,):
+    if args.axis == "two":
+        two_axes(args.trials, args.factor, args.repeats)
+        return
+    for axis_kind in ("builds", "commits") if args.axis == "one" else (args.axis,):
         bound = math.log2(len(BUILDS) if axis_kind == "builds" else COMMITS) + 2
         what = f"culprit x{args.factor:g}" if axis_kind == "builds" else "culprit stores twice"
         print(f"{axis_kind}: {args.trials} trials, {what}, {args.repeats} captures a run, bound {bound:.2f} steps")

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kernelsweep.report.load import ReportRow
+
+if TYPE_CHECKING:
+    from kernelsweep.report.summary import Report
 
 FIRST = date(2026, 3, 1)
 
@@ -104,6 +108,25 @@ def nights(
                 )
             )
     return rows
+
+
+def report_of(rows: list[ReportRow], results_uri: str = "s3://bucket/results") -> Report:
+    """The report of these rows as `build_report` makes it, its steps tracked, with no dataset."""
+    from kernelsweep.report.load import Selection, latest
+    from kernelsweep.report.regress import regressions, track
+    from kernelsweep.report.summary import Report
+
+    histories = track(rows)
+    return Report(
+        results_uri=results_uri,
+        selection=Selection(),
+        generated_at=datetime.now(UTC),
+        latest=latest(rows),
+        histories=histories,
+        regressions=regressions(histories),
+        platforms=["trn2"],
+        cross=[],
+    )
 
 
 def without_raw(r: ReportRow) -> ReportRow:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelsweep.errors import UsageError
 from kernelsweep.sim.kernel_history import KERNEL_REF, SHAPE, write_history
 
 BUILDS = "2.20.0,2.21.0,2.22.0,2.23.0"
@@ -58,6 +59,23 @@ def test_bisecting_kernel_commits_names_the_culprit_commit_and_leaves_no_worktre
     assert worktrees.stdout.count("\n") == 1
 
 
+def test_with_both_axes_the_corners_say_which_holds_the_culprit_and_only_that_one_is_bisected(tmp_path):
+    hashes = write_history(tmp_path / "repo", commits=4, culprit=3)  # the range bisected ends before it
+    quiet = {f"KERNELSWEEP_SIM_{n}_NOISE": "0.002" for n in ("RUN", "SHARED", "HOST")}  # "same" in two runs a side
+    done = _bisect(
+        tmp_path, KERNEL_REF, "--shape", SHAPE, *POINT[3:], "--builds", BUILDS, "--repo", "repo",
+        "--good", hashes[0], "--bad", hashes[2], KERNELSWEEP_SIM_CULPRIT_BUILD="2.22.0@history_add:1.3", **quiet,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "builds: holds a culprit: +" in done.stdout and "commits: holds none: " in done.stdout, done.stdout
+    assert "builds: culprit: build 2.22.0 (after build 2.21.0): +" in done.stdout
+    assert "commits: the bad end is not slower than the good end (same:" in done.stdout
+    at = {tuple(run["at"]) for run in _journal(tmp_path)["runs"]}
+    assert all(b == 0 or c == 0 for b, c in at)  # along each axis from the good corner; never both moved
+    assert {c for _, c in at} == {0, 2}  # the commits' middle never measured
+    assert {(3, 0), (0, 2)} <= at and len({b for b, _ in at}) > 2  # both corners, then the builds' middle
+
+
 def test_a_killed_bisect_resumes_without_measuring_any_run_twice_and_names_the_culprit_build(tmp_path, monkeypatch):
     from kernelsweep.bisect.axis import builds_axis
     from kernelsweep.bisect.run import Question, bisect
@@ -92,6 +110,10 @@ def test_a_killed_bisect_resumes_without_measuring_any_run_twice_and_names_the_c
     rows = load("results", Selection(sweeps=(f"bisect-{journal.id}",)))
     assert sorted(r.row_id for r in rows) == sorted(run["row_id"] for run in runs)  # a row per run, none twice
     assert {r.compiler_version.split("+")[0] for r in rows} == {run["label"] for run in runs}
+    with pytest.raises(
+        UsageError, match="no results under"
+    ):  # a report leaves a bisection's runs out of the point's series
+        load("results")
     shown = "\n".join(lines(outcome, question.axis))
     assert "culprit: build 2.22.0 (after build 2.21.0): +" in shown and "the bad end against build 2.22.0" in shown
 

@@ -77,25 +77,12 @@ def test_old_report_folders_go_and_the_new_one_stays(tmp_path):
 
 def test_a_report_with_a_step_notices_its_regression_and_the_night():
     import numpy as np
-    from report_rows import nights
+    from report_rows import nights, report_of
 
-    from kernelsweep.report.load import Selection, latest
     from kernelsweep.report.notify import REGRESSION_EVENT, SUMMARY_EVENT, notices
-    from kernelsweep.report.regress import regressions, track
-    from kernelsweep.report.summary import Report
 
     rows = nights(np.random.default_rng(0), ["n=1", "n=2"], 16, step={"n=2": 1.3}, step_night=10)
-    histories = track(rows)
-    report = Report(
-        results_uri="s3://bucket/results",
-        selection=Selection(),
-        generated_at=datetime.now(UTC),
-        latest=latest(rows),
-        histories=histories,
-        regressions=regressions(histories),
-        platforms=["trn2"],
-        cross=[],
-    )
+    report = report_of(rows)
     regression, night = notices(report, "https://reports.example/r/index.html")
     assert regression.event == REGRESSION_EVENT and night.event == SUMMARY_EVENT
     assert regression.resource["prefect.resource.id"] == "kernelsweep.series.vector-add-n-2-float32-trn2"

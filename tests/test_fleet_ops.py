@@ -2,13 +2,15 @@
 a worker started as the shipped systemd unit runs it stops on SIGTERM; the nightly schedule fires and
 runs the spec the variable holds at that moment; a second fleet run waits for the first (fleet/fleet's
 concurrency limit of 1); and a night slower than the ones before reaches a local webhook, from the
-rows the hosts measured through the report's event and the automation `fleet up --notify` installs.
+rows the hosts measured through the report's event and the automation `fleet up --notify` installs,
+and is bisected to its culprit build by the flow the step starts.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -22,7 +24,9 @@ from specs import sim_spec
 from test_fleet import RUN_TIMEOUT, _dataset_rows, _hosts, _online, _run_fleet, _shards
 from webhook import webhook_block
 
+from kernelsweep.bisect.request import BUILDS_VARIABLE
 from kernelsweep.fleet.plan import NIGHTLY_VARIABLE
+from kernelsweep.results import reader
 from kernelsweep.sweepspec.models import SweepSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet-ops")]  # beside test_fleet.py, on another server
@@ -31,11 +35,15 @@ REPO = Path(__file__).resolve().parents[1]
 UNIT = REPO / "deployments" / "kernelsweep-worker.service"
 STOP_BOUND_SECONDS = 30  # an idle worker exits in about a second; systemd gives up after TimeoutStopSec=120
 HOOK_BLOCK = "kernelsweep-ops-hook"
-# A newer simulated compiler whose NEFF for vector_add at n=8192 runs 1.5x slower (the compile cache is
-# keyed by the compiler's version, so the new version compiles afresh): tests/report_data.py's upgrade.
+# SDK builds in release order (the operator's list, kernelsweep_sdk_builds): the usual hosts' compiler
+# first, tests/report_data.py's upgrade last, and the culprit between: from it on, the NEFF for
+# vector_add at n=8192 runs 1.5x slower (the compile cache is keyed by the compiler's version, so each
+# build compiles afresh). The slower night's host runs the newest build.
+BUILDS = ["2.21.33363.0", "2.22.10000.0", "2.22.20000.0", "2.22.41000.0"]
+CULPRIT = BUILDS[2]
 SLOWER_NIGHT = {
-    "KERNELSWEEP_SIM_COMPILER_VERSION": "2.22.41000.0",
-    "KERNELSWEEP_SIM_COMPILER_SLOWDOWN": "vector_add/n=8192:1.5",
+    "KERNELSWEEP_SIM_COMPILER_VERSION": BUILDS[-1],
+    "KERNELSWEEP_SIM_CULPRIT_BUILD": f"{CULPRIT}@vector_add/n=8192:1.5",
 }
 
 
@@ -174,7 +182,10 @@ def test_a_second_fleet_run_waits_for_the_first_and_a_slower_night_reaches_the_w
     """Three nights of the same point, the first two submitted together: the second waits for its slot
     while the first runs. Then a host with a newer (simulated) compiler that makes the point 1.5x
     slower runs a fourth night; the report that night's completion triggers finds the step and its
-    event reaches the webhook through the block. Three nights before it, because the step is judged
+    event reaches the webhook through the block. The step, its compiler changed, also starts a bisect
+    flow on the trn2 pool (issue 37): killed with its host mid-way and retried on another, it resumes
+    from its journal and names the culprit build at the webhook and in its artifact, with the nightly
+    step's evidence beside its own. Three nights before it, because the step is judged
     against the series' run-to-run noise: with two, some noise draws leave it unflagged (in-process,
     18 of 18 noise seeds flagged it with three before; with two, 9 of 12 at 1.5x and 2x)."""
     server = fleet_server
@@ -196,12 +207,17 @@ def test_a_second_fleet_run_waits_for_the_first_and_a_slower_night_reaches_the_w
     assert [r["state"]["type"] for r in [*ran, third]] == ["COMPLETED"] * 3, [r["state"] for r in [*ran, third]]
     assert ran[1]["start_time"] >= ran[0]["end_time"]  # never both at once
 
+    done = server.run("prefect", "variable", "set", BUILDS_VARIABLE, json.dumps(BUILDS), "--overwrite")
+    assert done.returncode == 0, done.stderr
     hosts = _hosts(server, tmp_path / "newer", {"trn2-newer": "trn2"}, **SLOWER_NIGHT)
     try:
         server.reports(enabled=True)  # the slower night's report is what finds the step
         slower = _run_fleet(server, spec)
         assert server.wait_final(slower, RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
         server.triggered_report(slower, RUN_TIMEOUT)
+        server.reports(enabled=False)
+        survivor, replayed = _killed_bisect_resumed(server, tmp_path, spec, hosts[0])
+        hosts.append(survivor)
     finally:
         server.reports(enabled=False)
         for host in hosts:
@@ -214,7 +230,9 @@ def test_a_second_fleet_run_waits_for_the_first_and_a_slower_night_reaches_the_w
     )
     assert "8192" in regression["subject"] and "trn2" in regression["subject"], regression
     assert "slower" in regression["subject"] and "Report: " in regression["body"]
-    assert len({r["flow_run_id"] for r in _dataset_rows(spec)}) == 4  # four nights, one row each
+    nightly = [r for r in _dataset_rows(spec) if not r["flow_run_id"].startswith("bisect-")]
+    assert len({r["flow_run_id"] for r in nightly}) == 4  # four nights, one row each
+    _bisect_told(server, webhook, nightly[0]["shape"], regression, replayed)
 
     failed = {"type": "FAILED", "name": "Failed", "message": "two shards did not complete (set by the test)"}
     server.api(f"/flow_runs/{slower}/set_state", {"state": failed, "force": True})  # a failed night is told too
@@ -224,6 +242,64 @@ def test_a_second_fleet_run_waits_for_the_first_and_a_slower_night_reaches_the_w
         what="the failed fleet run at the webhook",
     )
     assert slower in told["body"] and "two shards did not complete (set by the test)" in told["body"], told
+
+
+def _killed_bisect_resumed(server: PrefectServer, root: Path, spec: SweepSpec, host: Worker) -> tuple[Worker, int]:
+    """The bisect flow the step started, on the trn2 host, killed with the host after a few runs and
+    retried (as `prefect flow-run retry` does) on another host of the family with the same builds:
+    that host, and how many runs the killed attempt journaled."""
+    [run] = poll(
+        lambda: server.api("/flow_runs/filter", {"flows": {"name": {"any_": ["bisect"]}}}),
+        timeout=RUN_TIMEOUT,
+        what="the bisect flow run the step started",
+    )
+    assert run["parameters"]["request"]["bad_build"] == BUILDS[-1], run["parameters"]
+    journals = Path(spec.results) / "_bisect"
+    poll(lambda: len(_bisect_journal(journals)["runs"]) >= 3 or None, timeout=RUN_TIMEOUT, what="runs", every=0.2)
+    host.die()
+    killed = _bisect_journal(journals)
+    assert "outcome" not in killed, "the host must die mid-bisect"
+    [survivor] = _hosts(server, root / "survivor", {"trn2-survivor": "trn2"}, **SLOWER_NIGHT)
+    # Crashed, as the crash automation marks it once its heartbeats stop (its 30-60 s not waited for here;
+    # tests/test_fleet.py waits for it), then retried: the crash ends the dead attempt's silence clock.
+    for state in ({"type": "CRASHED", "name": "Crashed"}, {"type": "SCHEDULED", "name": "AwaitingRetry"}):
+        server.api(f"/flow_runs/{run['id']}/set_state", {"state": state | {"message": "by the test"}, "force": True})
+    final = server.wait_final(run["id"], RUN_TIMEOUT)
+    assert final["state"]["type"] == "COMPLETED" and final["run_count"] == 2, final["state"]
+    assert run["id"] in survivor.submitted()
+    [path] = journals.glob("*.json")  # one bisection: the retry asked the same question
+    done = json.loads(path.read_text())
+    assert done["runs"][: len(killed["runs"])] == killed["runs"]  # kept, not measured again
+    rows = reader.read(spec.results, columns=["row_id", "sweep"]).to_pylist()
+    ran = sorted(r["row_id"] for r in rows if r["sweep"] == f"bisect-{done['id']}")
+    assert ran == sorted(r["row_id"] for r in done["runs"])  # a row per run, none twice
+    assert done["outcome"]["status"] == "found" and done["runs"][-1]["label"] in BUILDS
+    return survivor, len(killed["runs"])
+
+
+def _bisect_journal(folder: Path) -> dict:
+    found = list(folder.glob("*.json"))
+    return json.loads(found[0].read_text()) if found else {"runs": []}
+
+
+def _bisect_told(server: PrefectServer, webhook: list[dict], shape: str, regression: dict, replayed: int) -> None:
+    """The culprit at the webhook, with its evidence and the nightly step's, and as the bisect's artifact;
+    the retried attempt measured only the runs the killed one had not journaled."""
+    told = poll(
+        lambda: next((m for m in webhook if m.get("subject", "").startswith("kernelsweep bisect:")), None),
+        timeout=120,
+        what="the bisect's culprit at the webhook",
+    )
+    assert told["subject"] == f"kernelsweep bisect: vector_add {shape} float32 trn2: build {CULPRIT} made it slower"
+    body = told["body"]
+    assert f"culprit: build {CULPRIT} (after build {BUILDS[1]}): +" in body, body
+    assert f"build {BUILDS[1]} against the good end: " in body and f"the bad end against build {CULPRIT}: " in body
+    night = regression["subject"].rsplit(" since ", 1)[1]
+    assert f"the nightly step since {night}: " in body and f"compiler {BUILDS[0]} -> {BUILDS[-1]}" in body
+    assert re.search(rf"\d+ runs \({replayed} from its journal\)", body), body
+    key = "bisect-" + re.sub(r"[^a-z0-9]+", "-", f"vector_add {shape} float32 trn2").strip("-")
+    [artifact] = server.api("/artifacts/filter", {"artifacts": {"key": {"any_": [key]}}})
+    assert f"culprit: build {CULPRIT}" in artifact["data"]
 
 
 def test_a_shard_whose_worker_alone_is_killed_finishes_and_stores_its_rows(fleet_server, control, tmp_path):

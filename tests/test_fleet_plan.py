@@ -37,7 +37,12 @@ def test_the_deployment_file_routes_each_family_to_its_own_pool():
     assert config["pull"] == []  # module entrypoints: nothing to fetch on a worker
     deployments = {(d["entrypoint"].rsplit(":", 1)[1], d["name"]): d for d in config["deployments"]}
     for family in FAMILIES:
-        for flow, queue in (("sweep", "urgent"), ("sweep_shard", "nightly"), ("kernel_run", "urgent")):
+        for flow, queue in (
+            ("sweep", "urgent"),
+            ("sweep_shard", "nightly"),
+            ("kernel_run", "urgent"),
+            ("bisect_step", "nightly"),
+        ):
             assert deployments[flow, family]["work_pool"] == {"name": f"kernelsweep-{family}", "work_queue_name": queue}
     assert not any("schedules" in d for d in config["deployments"])  # the one nightly is set by `fleet up`
     assert deployments["fleet", "fleet"]["work_pool"]["name"] == "kernelsweep-control"

@@ -1,6 +1,7 @@
 """`kernelsweep bisect`: which SDK build or kernel commit made one point slower (docs/bisect.md).
-Exit codes: 0 a culprit found, 1 none (the ends do not differ, or a step stayed undecided within the
-budget), 2 bad input, 3 a step's point failed or the run could not be made."""
+Both --builds and --repo: which axis holds the culprit first (each corner against the good one), then
+each axis that does. Exit codes: 0 a culprit found, 1 none (the ends do not differ, or a step stayed
+undecided within the budget), 2 bad input, 3 a step's point failed or the run could not be made."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from kernelsweep.report import Rule
 @click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="trn2", show_default=True)
 @click.option("--builds", help="SDK builds in release order, comma-separated (on the simulator: compiler versions).")
 @click.option("--repo", type=click.Path(path_type=Path), help="The kernel's git repository: bisect its commits.")
-@click.option("--good", help="The good end: a build of --builds (default the first), or a commit of --repo.")
+@click.option("--good", help="The good end: a build of --builds (default the first), or a commit of --repo (with "
+              "both axes: the commit; the builds are all of --builds).")  # fmt: skip
 @click.option("--bad", help="The bad end: a build of --builds (default the last), or a commit of --repo.")
 @click.option("--repeats", type=click.IntRange(1, 100), default=3, show_default=True, help="Profiled captures per run.")
 @click.option("--max-runs", type=click.IntRange(2, 50), default=6, show_default=True,
@@ -51,21 +53,20 @@ def bisect(
     results: str,
 ) -> None:
     """Find the one SDK build or kernel commit that made a point (KERNEL at --shape) slower."""
-    from kernelsweep.bisect import Question, builds_axis, commits_axis, lines
+    from kernelsweep.bisect import Question, bisect_both, both_lines, builds_axis, commits_axis, lines
     from kernelsweep.bisect import bisect as run_bisect
     from kernelsweep.flows.settings import locations_from_env
     from kernelsweep.stores import probe_location
     from kernelsweep.sweepspec import expand_spec, parse_spec
 
-    if (builds is None) == (repo is None):
-        raise UsageError("give one axis: --builds V1,V2,... (SDK builds) or --repo PATH (kernel commits)")
+    if builds is None and repo is None:
+        raise UsageError("give one axis or both: --builds V1,V2,... (SDK builds), --repo PATH (kernel commits)")
     if builds is not None and toolchain != "sim":
         raise UsageError("--builds runs on the simulator only for now (compiler versions); add --toolchain sim")
-    axis = (
-        builds_axis(builds.split(","), good, bad)
-        if builds is not None
-        else commits_axis((repo or Path()).resolve(), good, bad)
-    )
+    both = builds is not None and repo is not None  # then --good and --bad are commits; the builds all of --builds
+    commits = commits_axis(repo.resolve(), good, bad) if repo is not None else None
+    axis = builds_axis(builds.split(","), *((None, None) if both else (good, bad))) if builds is not None else commits
+    assert axis is not None
     data = {
         "name": "bisect",
         "platforms": [platform],
@@ -78,14 +79,19 @@ def bisect(
     spec = parse_spec(data, source="bisect")
     probe_location(spec.artifacts_location, "artifact store", "--artifacts")
     probe_location(spec.results_location, "results", "--results")
-    question = Question(data, axis, Rule(threshold=threshold), max_runs)
+    question = Question(data, axis, Rule(threshold=threshold), max_runs, commits if both else None)
     locations = locations_from_env()
-    with axis.at(0):  # the point checked where its kernel exists: a commit's module only in its checkout
+    with (commits or axis).at(0):  # the point checked where its kernel exists: a commit's module only in its checkout
         expand_spec(spec, source="bisect")  # an unknown kernel or a shape it refuses: one line, nothing measured
-    outcome, journal, measured = run_bisect(question, locations)
-    click.echo(
-        f"bisect {journal.id}: {len(axis.labels)} positions; {measured} runs measured now; journal {journal.uri}"
-    )
-    for line in lines(outcome, axis):
+    other = question.other
+    if other is not None:
+        two, journal, measured = bisect_both(question, locations)
+        outcomes, shown = [two.first, two.second], both_lines(two.first, two.second, (axis, other))
+    else:
+        outcome, journal, measured = run_bisect(question, locations)
+        outcomes, shown = [outcome], lines(outcome, axis)
+    positions = len(axis.labels) + (len(other.labels) - 1 if other else 0)
+    click.echo(f"bisect {journal.id}: {positions} positions; {measured} runs measured now; journal {journal.uri}")
+    for line in shown:
         click.echo(line)
-    sys.exit(0 if outcome.status == "found" else EXIT_PROBLEMS)
+    sys.exit(0 if any(o.status == "found" for o in outcomes) else EXIT_PROBLEMS)

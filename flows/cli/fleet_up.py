@@ -7,8 +7,9 @@ results and artifact locations (kernelsweep.stores.probe), and refuses a spec no
 each with one line, before it changes anything. Then it creates the pools and their queues
 (kernelsweep.flows.fleet.setup), stores the nightly spec as the Prefect variable the deployments
 take their default `spec` from, installs the automations (kernelsweep.flows.fleet.automations: crash
-detection, shard retries, notifications), runs `prefect --no-prompt deploy --all` on the file, and
-sets the one nightly schedule on `fleet/fleet`, keeping it paused if it was.
+detection, shard retries, notifications), runs `prefect --no-prompt deploy --all` on the file,
+sets the one nightly schedule on `fleet/fleet`, keeping it paused if it was, and has a nightly step
+start its family's bisect deployment (kernelsweep.flows.fleet.bisect_trigger).
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def up(
 ) -> None:
     """Create the work pools and deployments (again: it changes only what differs)."""
     from kernelsweep.flows.fleet import automations
-    from kernelsweep.flows.fleet.setup import ensure_pools, reconcile_schedules
+    from kernelsweep.flows.fleet.bisect_trigger import install_bisect_triggers
+    from kernelsweep.flows.fleet.setup import deployment_names, ensure_pools, reconcile_schedules
 
     if notify:
         _notify_form(notify)  # before any work: a malformed name would read as a server that does not answer
@@ -109,6 +111,9 @@ def up(
     with _client() as client:
         for line in reconcile_schedules(client, settings):
             console.print(line, highlight=False)
+        deployed = {name: d.id for name, d in deployment_names(client).items()}
+        for family in install_bisect_triggers(client, deployed):
+            console.print(f"a new {family} step starts bisect/{family}", highlight=False)
     status.callback()  # type: ignore[misc]
 
 

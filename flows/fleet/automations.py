@@ -11,8 +11,9 @@ nobody watching and without the fleet run (they live on the server, not in a flo
   started) is at most `retries`. The retry goes back to its family's pool, so any host of the family
   may take it, and it resumes from the shard's journal (kernelsweep.flows.fleet.shard).
 - **Notifications**: each `kernelsweep.regression` and `kernelsweep.report.summary` event the report
-  emits is sent through a notification block the operator names (webhook, Slack, email: any Prefect
-  notification block), its subject and body as the report wrote them.
+  emits, and each `kernelsweep.bisect.done` a bisect flow emits (kernelsweep.flows.bisect), is sent
+  through a notification block the operator names (webhook, Slack, email: any Prefect notification
+  block), its subject and body as their emitter wrote them.
 
 - **Failures** reach the same block: a shard (capture or compile) or a fleet run that ends Crashed or
   Failed is told once, with its host and the state's message, and again for the same run only after
@@ -41,7 +42,7 @@ from prefect.events.actions import ChangeFlowRunState, SendNotification
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 
 from kernelsweep.names import slug
-from kernelsweep.report.notify import REGRESSION_EVENT, RESOURCE_PREFIX, SUMMARY_EVENT
+from kernelsweep.report.notify import BISECT_EVENT, REGRESSION_EVENT, RESOURCE_PREFIX, SUMMARY_EVENT
 
 CRASH = "kernelsweep: crash flow runs whose host went silent"
 RETRY = "kernelsweep: retry crashed or failed fleet shards"
@@ -140,10 +141,11 @@ def retries_installed(client: SyncPrefectClient) -> int:
 def notifications(block_document_id: UUID) -> AutomationCore:
     return AutomationCore(
         name=NOTIFY,
-        description="Each regression the nightly report finds, and its summary, through a notification block.",
+        description="Each regression the nightly report finds, its summary, and each bisect's culprit, through a "
+        "notification block.",
         trigger=EventTrigger(
             match={"prefect.resource.id": f"{RESOURCE_PREFIX}*"},
-            expect={REGRESSION_EVENT, SUMMARY_EVENT},
+            expect={REGRESSION_EVENT, SUMMARY_EVENT, BISECT_EVENT},
             posture=Posture.Reactive,
             threshold=1,
             within=timedelta(0),

@@ -8,8 +8,8 @@ from kernelsweep import public_face
 
 if TYPE_CHECKING:
     from kernelsweep.bisect.axis import builds_axis, commits_axis
-    from kernelsweep.bisect.run import Question, bisect
-    from kernelsweep.bisect.text import lines
+    from kernelsweep.bisect.run import Both, Question, bisect, bisect_both
+    from kernelsweep.bisect.text import both_lines, lines
 
-__all__ = ["Question", "bisect", "builds_axis", "commits_axis", "lines"]
+__all__ = ["Both", "Question", "bisect", "bisect_both", "both_lines", "builds_axis", "commits_axis", "lines"]
 __getattr__ = public_face(__name__, __file__)

@@ -6,19 +6,18 @@ and judged by kernelsweep.bisect.search."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from kernelsweep.bisect.axis import Axis
-from kernelsweep.bisect.search import Bisection, Outcome, Runs
-from kernelsweep.bisect.store import BisectJournal
+from kernelsweep.bisect.search import Bisection, Line, Outcome, Runs
+from kernelsweep.bisect.store import SWEEP_PREFIX, BisectJournal
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.report.stats import Rule, Sample
 from kernelsweep.this_host import Locations
-
-SWEEP_PREFIX = "bisect-"
 
 
 class BisectFailed(KernelsweepError):
@@ -35,46 +34,118 @@ class Question:
     axis: Axis
     rule: Rule
     max_runs: int
+    other: Axis | None = None  # a second axis (kernel commits beside SDK builds): bisect_both
 
     def as_json(self) -> dict[str, Any]:
+        other = {"other": _axis_json(self.other)} if self.other else {}
         return {
             "point": self.spec_data["kernels"][0] | {"platform": self.spec_data["platforms"][0]},
             "capture": self.spec_data["capture"],
             "toolchain": self.spec_data["toolchain"],
-            "axis": {"kind": self.axis.kind, "positions": list(self.axis.labels), "repo": str(self.axis.repo or "")},
+            "axis": _axis_json(self.axis),
+            **other,
             "threshold": self.rule.threshold,
             "alpha": self.rule.alpha,
             "max_runs": self.max_runs,
         }
 
 
+def _axis_json(axis: Axis) -> dict[str, Any]:
+    return {"kind": axis.kind, "positions": list(axis.labels), "repo": str(axis.repo or "")}
+
+
+@dataclass(frozen=True)
+class Both:
+    """Two axes bisected: each one's outcome, its ends the good corner against the corner with only
+    that axis at its bad end (`same`: the culprit is not on it)."""
+
+    first: Outcome  # along the question's axis, the other at its good end
+    second: Outcome  # along its other axis, the first at its good end
+
+
 def bisect(
     question: Question,
     locations: Locations,
-    on_run: Callable[[int, Sample], None] | None = None,
+    on_run: Callable[[Any, Sample], None] | None = None,
 ) -> tuple[Outcome, BisectJournal, int]:
     """Bisect, resuming the question's journal if it has one: (the outcome, the journal, runs measured now)."""
+    journal, runs = _journaled_runs(question, locations, on_run)
+    outcome = _along(question, question.axis, runs).run()
+    journal.finish(_summary(outcome))
+    return outcome, journal, runs.measured
+
+
+def bisect_both(
+    question: Question,
+    locations: Locations,
+    on_run: Callable[[Any, Sample], None] | None = None,
+) -> tuple[Both, BisectJournal, int]:
+    """Two axes (`question.axis` and `question.other`): the two corners first, each against the good
+    corner, to say which axis holds a culprit; then each axis that does, bisected with the other at its
+    good end. Positions are (first, second) index pairs; the journal resumes it as it does one axis."""
+    assert question.other is not None
+    journal, runs = _journaled_runs(question, locations, on_run)
+    first = _along(question, question.axis, Line(runs, lambda i: (i, 0)))
+    second = _along(question, question.other, Line(runs, lambda j: (0, j)))
+    corners = first.ends(), second.ends()  # which axis holds the culprit, before either is narrowed
+    both = Both(first.narrow(corners[0]), second.narrow(corners[1]))
+    journal.finish({"first": _summary(both.first), "second": _summary(both.second)})
+    return both, journal, runs.measured
+
+
+def _journaled_runs(
+    question: Question, locations: Locations, on_run: Callable[[Any, Sample], None] | None
+) -> tuple[BisectJournal, Runs]:
+    """The question's journal, and its runs: replayed from the journal, else measured, stored and journaled."""
     from kernelsweep.sweepspec import parse_spec
 
     spec = parse_spec(question.spec_data, source="bisect")
     journal = BisectJournal(spec.results_location, question.as_json())
 
-    def measure(at: int) -> Sample:
-        with question.axis.at(at):
-            sample, row_id = _measured(question, journal.id, locations, at)
-        journal.add(at, question.axis.labels[at], sample, row_id)
+    def measure(at: Any) -> Sample:
+        with _positioned(question, at):
+            sample, row_id = _measured(question, journal.id, locations, _described(question, at))
+        journal.add(at, _label(question, at), sample, row_id)
         if on_run:
             on_run(at, sample)
         return sample
 
-    runs = Runs(measure, journal.runs())
+    return journal, Runs(measure, journal.runs())
+
+
+def _along(question: Question, axis: Axis, runs: Runs | Line) -> Bisection:
     kernel = question.spec_data["kernels"][0]["kernel"]
-    outcome = Bisection(len(question.axis.labels), runs, question.rule, kernel, question.max_runs).run()
-    journal.finish({"status": outcome.status, "why": outcome.why, "good": outcome.good, "bad": outcome.bad})
-    return outcome, journal, runs.measured
+    return Bisection(len(axis.labels), runs, question.rule, kernel, question.max_runs)
 
 
-def _measured(question: Question, bisect_id: str, locations: Locations, at: int) -> tuple[Sample, str]:
+def _summary(outcome: Outcome) -> dict[str, Any]:
+    return {"status": outcome.status, "why": outcome.why, "good": outcome.good, "bad": outcome.bad}
+
+
+@contextmanager
+def _positioned(question: Question, at: Any) -> Iterator[None]:
+    """The position in effect: one axis's, or both axes' (a build and a commit) at once."""
+    if question.other is None:
+        with question.axis.at(at):
+            yield
+    else:
+        with question.axis.at(at[0]), question.other.at(at[1]):
+            yield
+
+
+def _label(question: Question, at: Any) -> str:
+    if question.other is None:
+        return question.axis.labels[at]
+    return f"{question.axis.labels[at[0]]} x {question.other.labels[at[1]]}"
+
+
+def _described(question: Question, at: Any) -> str:
+    if question.other is None:
+        return question.axis.describe(at)
+    return f"{question.axis.describe(at[0])} x {question.other.describe(at[1])}"
+
+
+def _measured(question: Question, bisect_id: str, locations: Locations, where: str) -> tuple[Sample, str]:
     """One run of the point at this position, stored as a row; its repeats as a sample."""
     from kernelsweep.bench import measure
     from kernelsweep.results import write_results
@@ -88,7 +159,7 @@ def _measured(question: Question, bisect_id: str, locations: Locations, at: int)
     write_results([row], spec.results_location, flow_run_id=run_id, run_date=datetime.now(UTC).date(), lineage=lineage)
     if row.status != "ok" or not row.latencies_us:
         raise BisectFailed(
-            f"{question.axis.describe(at)}: the point failed ({row.error_stage}: {row.error_message}); "
+            f"{where}: the point failed ({row.error_stage}: {row.error_message}); "
             "a bisection needs the point to run at every position"
         )
     return Sample.of(row.latencies_us), row.row_id

@@ -20,9 +20,9 @@ killed mid-way, run again, replays its journal through the same decisions and me
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from kernelsweep.report.stats import Effect, Rule, Sample, Verdict, decide, effect
 
@@ -31,20 +31,23 @@ MIN_RUNS = 2  # runs a position starts with: with one a side the run-to-run nois
 MAX_RUNS = 6  # the default budget of runs per position
 
 
+Position = Hashable  # an index on one axis; (build, commit) indices on two
+
+
 class Runs:
     """The runs of each position: from the journal while it has them, else measured and journaled."""
 
     def __init__(
         self,
-        measure: Callable[[int], Sample],
-        journaled: dict[int, list[Sample]] | None = None,
-        on_run: Callable[[int, Sample], None] | None = None,
+        measure: Callable[[Any], Sample],
+        journaled: dict[Any, list[Sample]] | None = None,
+        on_run: Callable[[Any, Sample], None] | None = None,
     ) -> None:
         self._measure, self._on_run = measure, on_run
-        self.by_position: dict[int, list[Sample]] = {k: list(v) for k, v in (journaled or {}).items()}
+        self.by_position: dict[Position, list[Sample]] = {k: list(v) for k, v in (journaled or {}).items()}
         self.measured = 0  # runs this process measured (not replayed)
 
-    def first(self, at: int, count: int) -> list[Sample]:
+    def first(self, at: Position, count: int) -> list[Sample]:
         """The position's first `count` runs, measuring those the journal lacks."""
         have = self.by_position.setdefault(at, [])
         while len(have) < count:
@@ -54,6 +57,23 @@ class Runs:
             if self._on_run:
                 self._on_run(at, sample)
         return have[:count]
+
+    def of(self, at: Position) -> list[Sample]:
+        return self.by_position[at]
+
+
+class Line:
+    """One axis of a two-axis bisection as a one-axis one sees it: its position i is a grid position
+    (the other axis held at its good end), so both axes share the good corner's runs."""
+
+    def __init__(self, runs: Runs, place: Callable[[int], Position]) -> None:
+        self._runs, self._place = runs, place
+
+    def first(self, at: int, count: int) -> list[Sample]:
+        return self._runs.first(self._place(at), count)
+
+    def of(self, at: int) -> list[Sample]:
+        return self._runs.of(self._place(at))
 
 
 @dataclass(frozen=True)
@@ -91,14 +111,25 @@ class Bisection:
     """A bisection of `count` positions under `rule`, with a budget of runs per position."""
 
     count: int
-    runs: Runs
+    runs: Runs | Line
     rule: Rule
     kernel: str
     max_runs: int = MAX_RUNS
     steps: list[Step] = field(default_factory=list)
 
     def run(self) -> Outcome:
-        ends = self._ends()
+        return self.narrow(self.ends())
+
+    def ends(self) -> Effect:
+        """The bad end against the good one, with more runs of both until decided or the budget ends."""
+        for count in range(MIN_RUNS, self.max_runs + 1):
+            ends = self._effect(self.runs.first(0, count), self.runs.first(self.count - 1, count))
+            if self._verdict(ends) != "inconclusive":
+                break
+        return ends
+
+    def narrow(self, ends: Effect) -> Outcome:
+        """With the ends judged: stop unless the bad one is slower, else halve the range to one change."""
         if self._verdict(ends) != "slower":
             return Outcome("same" if self._verdict(ends) != "inconclusive" else "undecided", self._why_not(ends), ends)
         good, bad = 0, self.count - 1
@@ -109,18 +140,11 @@ class Bisection:
                 why = f"position {step.at} undecided after {step.runs} runs (the budget); culprit in {good + 1}..{bad}"
                 return Outcome("undecided", why, ends, good, bad, tuple(self.steps))
             good, bad = (step.at, bad) if step.call == "good" else (good, step.at)
-        change = self._effect(self.runs.by_position[good], self.runs.by_position[bad])
+        change = self._effect(self.runs.of(good), self.runs.of(bad))
         return Outcome("found", f"position {bad} made it slower", ends, good, bad, tuple(self.steps), change)
 
-    def _ends(self) -> Effect:
-        for count in range(MIN_RUNS, self.max_runs + 1):
-            ends = self._effect(self.runs.first(0, count), self.runs.first(self.count - 1, count))
-            if self._verdict(ends) != "inconclusive":
-                break
-        return ends
-
     def _judge(self, at: int) -> Step:
-        good, bad = self.runs.by_position[0], self.runs.by_position[self.count - 1]
+        good, bad = self.runs.of(0), self.runs.of(self.count - 1)
         for count in range(MIN_RUNS, self.max_runs + 1):
             runs = self.runs.first(at, count)
             against_good, against_bad = self._effect(good, runs), self._effect(runs, bad)

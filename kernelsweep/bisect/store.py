@@ -20,6 +20,7 @@ from kernelsweep.results.journal_files import JournalFiles, open_files
 from kernelsweep.stores.locations import Location
 
 STORE_FOLDER = "_bisect"
+SWEEP_PREFIX = "bisect-"  # a bisection's rows are the sweep bisect-<id>: no night of the point's series
 FORMAT_VERSION = 1
 
 
@@ -45,14 +46,16 @@ class BisectJournal:
     def uri(self) -> str:
         return self.files.uri(self.name)
 
-    def runs(self) -> dict[int, list[Sample]]:
-        """The runs journaled so far, by position, in the order they were measured."""
-        by_position: dict[int, list[Sample]] = {}
+    def runs(self) -> dict[Any, list[Sample]]:
+        """The runs journaled so far, by position (an index, or a pair of them on two axes), in the
+        order they were measured."""
+        by_position: dict[Any, list[Sample]] = {}
         for run in self.doc["runs"]:
-            by_position.setdefault(run["at"], []).append(Sample.of(run["latencies_us"]))
+            at = tuple(run["at"]) if isinstance(run["at"], list) else run["at"]
+            by_position.setdefault(at, []).append(Sample.of(run["latencies_us"]))
         return by_position
 
-    def add(self, at: int, label: str, sample: Sample, row_id: str) -> None:
+    def add(self, at: Any, label: str, sample: Sample, row_id: str) -> None:
         self.doc["runs"].append({"at": at, "label": label, "latencies_us": list(sample.values), "row_id": row_id})
         self._save()
 

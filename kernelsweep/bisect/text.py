@@ -32,3 +32,16 @@ def lines(outcome: Outcome, axis: Axis) -> list[str]:
 
 def _shown(e: Effect) -> str:
     return f"{interval(e)} over {e.runs[0]} v {e.runs[1]} runs"
+
+
+def both_lines(first: Outcome, second: Outcome, axes: tuple[Axis, Axis]) -> list[str]:
+    """Which axis holds a culprit (each corner against the good corner), then each axis's bisection."""
+    out = []
+    for outcome, axis in zip((first, second), axes, strict=True):
+        holds = {"found": "holds a culprit", "same": "holds none", "undecided": "undecided"}[outcome.status]
+        if outcome.status == "undecided" and outcome.steps:
+            holds = "holds a culprit (not narrowed within the budget)"
+        out.append(f"{axis.kind}: {holds}: {_shown(outcome.ends)}")
+    for outcome, axis in zip((first, second), axes, strict=True):
+        out += [f"{axis.kind}: {line}" for line in lines(outcome, axis)[1:]]
+    return out

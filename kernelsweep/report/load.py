@@ -13,8 +13,10 @@ from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from kernelsweep.bisect.store import SWEEP_PREFIX as BISECT_SWEEPS
 from kernelsweep.errors import UsageError
 from kernelsweep.platforms import PLATFORMS
 from kernelsweep.report.stats import Sample
@@ -188,7 +190,9 @@ class Selection:
         return since
 
     def expression(self, today: date | None = None) -> ds.Expression:
-        """The rows' filter; never a confirmation's repeats (`compare --confirm`): they are no run of a point."""
+        """The rows' filter; never a confirmation's repeats (`compare --confirm`): they are no run of a point.
+        Nor a bisection's runs (sweep bisect-<id>) unless their sweep is named: each is the point under
+        another SDK build or kernel commit, not a night of its series."""
         terms = [ds.field("status") != CONFIRMATION] + [
             ds.field(column).isin(list(values))
             for column, values in (
@@ -199,6 +203,9 @@ class Selection:
             )
             if values
         ]
+        if not self.sweeps:
+            sweep = ds.field("sweep")
+            terms.append(sweep.is_null() | ~pc.starts_with(sweep, pattern=BISECT_SWEEPS))
         since = self.first_date(today)
         if since:
             terms.append(ds.field("run_date") >= since)

@@ -9,6 +9,10 @@ automations of one's own (say, only regressions above 10%).
 An open regression (kernelsweep.report.summary: no later step undid it, nobody acknowledged it) is
 announced by every report until it is acknowledged, marked fixed (kernelsweep.report.triage) or undone:
 a reminder each night, not once.
+
+An open regression whose compiler changed also asks for a bisection (`STEP_EVENT`, its request in the
+payload: kernelsweep.bisect.request), which the fleet's automation turns into a bisect flow on the
+point's family; no person reads that event, and the flow's own (`BISECT_EVENT`) is sent like a notice.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kernelsweep.bisect.request import FAMILY_LABEL, STEP_EVENT, request_of
 from kernelsweep.names import slug
 
 if TYPE_CHECKING:  # the fleet flow imports the event names alone; the report's modules load scipy
     from kernelsweep.report.summary import Report
 
 REGRESSION_EVENT = "kernelsweep.regression"
+BISECT_EVENT = "kernelsweep.bisect.done"  # a bisect flow's culprit (kernelsweep.flows.bisect), told the same way
 SUMMARY_EVENT = "kernelsweep.report.summary"
 RESOURCE_PREFIX = "kernelsweep."  # every notice's resource id starts so (the automation matches it)
 
@@ -35,9 +41,30 @@ class Notice:
 
 
 def notices(report: Report, link: str) -> list[Notice]:
-    """One per open regression, newest first, then the night's summary."""
-    found = [_regression(row, link) for row in report.regression_rows(report.open_regressions)]
-    return [*found, _summary(report, link, len(found))]
+    """One per open regression, newest first, then the night's summary, then a bisect request per open
+    regression a bisection can act on (kernelsweep.bisect.request)."""
+    rows = report.regression_rows(report.open_regressions)
+    found = [_regression(row, link) for row in rows]
+    asked = [
+        _step_found(row, step.changes, report.results_uri)
+        for row, step in zip(rows, report.open_regressions, strict=True)
+    ]
+    return [*found, _summary(report, link, len(found)), *(n for n in asked if n is not None)]
+
+
+def _step_found(row: Mapping[str, object], changes: dict, results: str) -> Notice | None:
+    """The event that starts a bisect flow on the point's family (the automation `fleet up` installs).
+    Every report sends it while the step is open; the bisect's journal makes the repeats cost nothing."""
+    request = request_of(row, changes, results)
+    if request is None:
+        return None
+    resource = {
+        "prefect.resource.id": f"{RESOURCE_PREFIX}step.{slug(request.series)}",
+        "prefect.resource.name": request.series,
+        FAMILY_LABEL: request.platform,
+        "kernelsweep.night": request.night,
+    }
+    return Notice(STEP_EVENT, resource, {"request": request.as_json()})
 
 
 def _regression(row: Mapping[str, object], link: str) -> Notice:

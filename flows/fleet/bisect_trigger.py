@@ -1,0 +1,56 @@
+"""The automation that starts a bisect flow when the nightly report finds a step (issue 37).
+
+The report emits `kernelsweep.step.found` for each open regression a bisection can act on
+(kernelsweep.bisect.request), its resource labelled with the point's family. One automation per family
+with a `bisect/<family>` deployment runs that deployment, on the family's pool, with the event's
+request as its parameter: the step is chased on the kind of host that measured it, with nobody
+starting anything. `kernelsweep fleet up` installs them after deploying (a deployment's id exists only
+then); installing again updates each by its name.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from uuid import UUID
+
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.events.actions import RunDeployment
+from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+
+from kernelsweep.bisect.request import FAMILY_LABEL, STEP_EVENT
+from kernelsweep.flows.fleet.automations import install
+from kernelsweep.report.notify import RESOURCE_PREFIX
+
+BISECT_FLOW = "bisect"
+
+
+def bisect_on_step(family: str, deployment_id: UUID) -> AutomationCore:
+    """Each step event of `family`'s points runs the family's bisect deployment with its request."""
+    return AutomationCore(
+        name=f"kernelsweep: bisect a {family} step to its culprit build",
+        description=f"A nightly step of a {family} point whose compiler changed: bisect/{family} looks for the "
+        "build that did it.",
+        trigger=EventTrigger(
+            match={"prefect.resource.id": f"{RESOURCE_PREFIX}step.*", FAMILY_LABEL: family},
+            expect={STEP_EVENT},
+            posture=Posture.Reactive,
+            threshold=1,
+            within=timedelta(0),
+        ),
+        actions=[
+            RunDeployment(
+                source="selected", deployment_id=deployment_id, parameters={"request": "{{ event.payload.request }}"}
+            )
+        ],
+    )
+
+
+def install_bisect_triggers(client: SyncPrefectClient, deployments: dict[str, UUID]) -> list[str]:
+    """One automation per family with a `bisect/<family>` deployment (`deployments`: `flow/name` -> id)."""
+    made = []
+    for name, deployment_id in sorted(deployments.items()):
+        flow_name, _, family = name.partition("/")
+        if flow_name == BISECT_FLOW:
+            install(client, bisect_on_step(family, deployment_id))
+            made.append(family)
+    return made

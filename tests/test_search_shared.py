@@ -10,16 +10,15 @@ import json
 import pytest
 from optuna.trial import TrialState
 from specs import sim_spec
+from test_sweep_choices import _row  # a trial's row, as a search is told it
 
 from kernelsweep.fleet.plan import plan_search_shards, plan_shards
 from kernelsweep.results.journal_files import open_files
-from kernelsweep.results.rows import Row, row_id
 from kernelsweep.search.storage import FilesBackend, study_storage
 from kernelsweep.search.study import OWNER, ShapeSearch
 from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.expansion import expand_spec
 from kernelsweep.sweepspec.load import parse_spec
-from kernelsweep.sweepspec.point import Point
 
 MATMUL = {"kernel": "matmul", "grid": {"M": [512], "K": [256], "N": [1024]}, "search": {"budget": 8}}
 
@@ -27,15 +26,6 @@ MATMUL = {"kernel": "matmul", "grid": {"M": [512], "K": [256], "N": [1024]}, "se
 def _target() -> SearchTarget:
     spec = parse_spec({"name": "t", "platforms": ["trn2"], "kernels": [MATMUL], "toolchain": "sim"})
     return expand_spec(spec).targets[0]
-
-
-def _row(point: Point, latency: float) -> Row:
-    return Row(
-        row_id=row_id("run", point), sweep="t", kernel=point.kernel, kernel_ref=point.kernel_ref, shape=point.shape,
-        params=point.params, dtype=point.dtype, platform=point.platform, lnc=point.lnc, seed=0, toolchain="sim",
-        is_simulation=True, status="ok", flow_run_id="run", latency_median_us=latency, correct=True,
-        tunables=point.tunables_text,
-    )  # fmt: skip
 
 
 class _Racing:

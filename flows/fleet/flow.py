@@ -8,6 +8,11 @@ to whichever of its hosts is free: on the pool's `nightly` queue for the schedul
 `urgent` (served first) for a run started by hand. The fleet run then waits and finally publishes one
 summary, read from the dataset, and compacts the nights before its own.
 
+- A spec's searches run as K search shards per family (`kernelsweep.fleet.plan.plan_search_shards`)
+  on the fleet run's shared studies, submitted first and straight to their pools; once every shard
+  is done, each searched shape's winner is confirmed by contests on the family's hosts and recorded
+  in the tuned store (docs/fleet.md, "A search on the fleet").
+
 - Shards are submitted with an idempotency key derived from this flow run, so a retried fleet run
   finds its shards again instead of starting a second set.
 - A shard that crashed or failed is scheduled again by the server (kernelsweep.flows.fleet.automations)

@@ -3,8 +3,10 @@
 A NEFF is compiled for one target, so a shard holds points of one platform family only and runs on
 a host of that family. Each family's points are cut into even shards of at most
 `max_points_per_flow_run`, numbered across the whole fleet run so every shard's flow run name is
-unique. What a shard achieved is read back from the results dataset itself (its flow run id names
-its objects), not from Prefect's bookkeeping: the summary shows what a reader of the data will see.
+unique. A spec's searches add K search shards per family, each running all of the family's searched
+shapes on shared studies. What a shard achieved is read back from the results dataset itself (its
+flow run id names its objects), not from Prefect's bookkeeping: the summary shows what a reader of
+the data will see.
 """
 
 from __future__ import annotations

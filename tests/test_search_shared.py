@@ -102,6 +102,18 @@ def test_shards_sharing_a_study_never_ask_one_configuration_twice_and_a_retry_as
     assert len({tuple(sorted(t.params.items())) for t in measured}) == len(measured) == 8
 
 
+def test_of_two_shards_asking_one_configuration_at_once_only_the_first_in_the_log_measures_it(tmp_path):
+    target = _target()
+    storage, _ = study_storage(str(tmp_path / "results"), "key", "fleet-1")
+    first = ShapeSearch.open(target, storage, lambda p: None, "shard-0")
+    second = ShapeSearch.open(target, study_storage(str(tmp_path / "results"), "key", "fleet-1")[0], lambda p: None,
+                              "shard-1")  # fmt: skip
+    [asked] = first.propose(1)
+    second._running = dict  # its read of the running trials came just before the first shard's ask
+    second.study.enqueue_trial(first.study.trials[0].params)  # and its sampler picks the same configuration
+    assert asked.tunables_text not in [p.tunables_text for p in second.propose(3)]
+
+
 def test_a_search_spec_plans_k_search_shards_per_family_after_the_grid_shards(tmp_path):
     grid = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048, 4096]}}
     searched = {**MATMUL, "grid": {"M": [512], "K": [256], "N": [1024, 2048]}, "search": {"budget": 6}}

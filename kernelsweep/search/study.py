@@ -196,7 +196,7 @@ class ShapeSearch:
             if reason is not None:
                 trial.set_user_attr(REASON, reason)
                 self.study.tell(trial.number, state=TrialState.PRUNED)
-            elif key in seen or key in running or any(p.tunables_text == key for p in found):
+            elif key in seen or key in running or any(p.tunables_text == key for p in found) or self._taken(trial):
                 trial.set_user_attr(REASON, REPEATED)
                 value = seen.get(key)
                 self.study.tell(trial.number, value, state=None if value is not None else TrialState.PRUNED)
@@ -205,6 +205,15 @@ class ShapeSearch:
                     trial.set_user_attr(OWNER, self.owner)
                 found.append(point)
         return [p.model_copy(update=self._measuring()) for p in found]
+
+    def _taken(self, trial: optuna.Trial) -> bool:
+        """Whether another process sharing the study asked this configuration since this proposal began:
+        of two such trials the one numbered lower (first in the shared log) is measured."""
+        if self.owner is None:
+            return False
+        key = self.point(trial).tunables_text
+        earlier = (t for t in self._trials(states=(TrialState.RUNNING,)) if t.number < trial.number)
+        return any(t.user_attrs.get(OWNER) != self.owner and self.point(t).tunables_text == key for t in earlier)
 
     def _measuring(self) -> dict[str, object]:
         """How hard a new trial is measured: its captures, and the bar it must clear to get them all."""

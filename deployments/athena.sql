@@ -170,7 +170,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS kernelsweep_results (
   `neff_compile_host` string,
   `neff_debug_info` boolean,
   `alloc_fallback` boolean,
-  `hostname` string
+  `hostname` string,
+  `dropped_reason` string
 )
 PARTITIONED BY (
   `platform` string,

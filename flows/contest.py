@@ -5,7 +5,7 @@ other run's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from prefect import get_run_logger
 
@@ -21,15 +21,16 @@ from kernelsweep.tuned.record import Change, entry_key, record
 from kernelsweep.tuned.store import TunedStore
 
 
-def confirm_searches(spec: SweepSpec, targets: Sequence[SearchTarget], run_id: str, run: Runner) -> None:
-    """Each searched shape's winner of run `run_id` into the tuned store, confirmed first: measured again
-    against the stored best (when the store holds a different one) or else its runner-up, and recorded
+def confirm_searches(spec: SweepSpec, targets: Sequence[SearchTarget], run_ids: Collection[str], run: Runner) -> None:
+    """Each searched shape's winner of the runs `run_ids` (a sweep, or a fleet run's search shards) into
+    the tuned store, confirmed first: measured again against the stored best (when the store holds a
+    different one) or else its runner-up, and recorded
     by the store's rule from those rows (a clear win replaces, a tie keeps the incumbent). The rows are
     stored already: a store that cannot be read or written is a warning (`report --export-best`
     records the report's bests later)."""
     logger = get_run_logger()
     try:
-        changes = _confirm(spec, targets, run_id, run)
+        changes = _confirm(spec, targets, run_ids, run)
     except StoreError as exc:
         logger.warning(f"tuned store not updated: {exc.message}; `kernelsweep report --export-best` records it")
         return
@@ -37,9 +38,9 @@ def confirm_searches(spec: SweepSpec, targets: Sequence[SearchTarget], run_id: s
         logger.info(f"tuned store: {change.line()}")
 
 
-def _confirm(spec: SweepSpec, targets: Sequence[SearchTarget], run_id: str, run: Runner) -> list[Change]:
+def _confirm(spec: SweepSpec, targets: Sequence[SearchTarget], run_ids: Collection[str], run: Runner) -> list[Change]:
     rows = load(spec.results, Selection(sweeps=(spec.name,)))
-    searched = [r for r in rows if r.flow_run_id == run_id and r.search_trial is not None]
+    searched = [r for r in rows if r.flow_run_id in run_ids and r.search_trial is not None]
     store = TunedStore(spec.results_location)
     settled: list[Best] = []
     contests: list[Contest] = []

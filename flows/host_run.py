@@ -92,16 +92,18 @@ def run_points(
     journal: Journal | None = None,
     reused: Mapping[str, Row] | None = None,
     targets: Sequence[SearchTarget] = (),
+    shared: tuple[str, str] | None = None,
 ) -> SweepOutcome:
     """Measure the points not in `reused` (journaling each row first), each under its toolchain's context,
-    then store one object per platform."""
+    run the `targets`' searches (on the `shared` studies: flows/search.py), then store one object per
+    platform."""
     reused = reused or {}
     if reused:
         get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
     measured, unsaved = measure(contexts, [p for p in points if p.point_id not in reused], run_id, journal)
     stopped = len(measured) + len(reused) < len(points)
     if targets and unsaved is None and not stopped:
-        searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal)
+        searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal, shared)
         measured += searched
     rows = pair([*reused.values(), *measured])  # each kernel row's speedup over its baseline's row
     if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts

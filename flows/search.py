@@ -4,7 +4,9 @@
 A round asks every shape's study for its next batch (kernelsweep.search.study), measures them all at
 once, and tells each study its rows as they finish; rounds go on until every shape has used its
 budget or its space. The studies live next to the results (kernelsweep.search.storage), so a run
-killed mid-search and run again resumes its searches where they were.
+killed mid-search and run again resumes its searches where they were. A fleet run's search shards
+(flows/fleet/shard.py) run this same loop on several hosts at once, each on the fleet run's shared
+studies under its own `owner`.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ def run_searches(
     targets: Sequence[SearchTarget],
     run_id: str,
     journal: Journal | None,
+    shared: tuple[str, str] | None = None,
 ) -> tuple[list[Row], StoreError | None, bool]:
-    """(every search row of this run, a journal failure if one stopped it, whether it was stopped)."""
-
-    storage, where = study_storage(spec.results_location, run_key(spec), run_id)
-    searches = {t.point.point_id: ShapeSearch.open(t, storage, point_check(spec, t)) for t in targets}
+    """(every search row of this run, a journal failure if one stopped it, whether it was stopped).
+    `shared` (study id, owner): the studies of that id, shared with other processes, instead of this run's own."""
+    study_id, owner = shared or (run_id, None)
+    storage, where = study_storage(spec.results_location, run_key(spec), study_id)
+    searches = {t.point.point_id: ShapeSearch.open(t, storage, point_check(spec, t), owner) for t in targets}
     warm_start(spec, searches.values())
     rows: list[Row] = []
     recorded = journal.rows() if journal is not None else []

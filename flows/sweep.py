@@ -65,7 +65,7 @@ def sweep(
     if expansion.targets:  # the searches' winners, confirmed, into the tuned store (docs/tuning.md)
         from kernelsweep.flows.contest import confirm_searches  # the report's modules: a search's run only
 
-        confirm_searches(spec, expansion.targets, report.flow_run_id, run=sweep)
+        confirm_searches(spec, expansion.targets, {report.flow_run_id}, run=sweep)
     return report
 
 
@@ -100,6 +100,7 @@ def sweep_shard(
     journal_run_id: str | None = None,
     remeasure: bool = False,
     fleet_run_id: str | None = None,
+    search: bool = False,
 ) -> SweepOutcome:
     """Run one slice of a sweep's points (shard 0 .. shards-1).
 
@@ -113,9 +114,11 @@ def sweep_shard(
         remeasure: Measure again the points a previous attempt of this shard finished.
         fleet_run_id: The fleet run this shard belongs to (set by the fleet flow): its points are of one
             family, journaled per fleet run and shard, and a host that cannot run them refuses them.
+        search: With fleet_run_id, `points` are searched shapes: this shard measures their trials, as its
+            fleet run's shared studies propose them, until the budgets are used.
     """
     if fleet_run_id is not None:
-        return run_fleet_shard(spec, points, shard, fleet_run_id)
+        return run_fleet_shard(spec, points, shard, fleet_run_id, search)
     if journal_run_id is None:
         return run_on_this_host(spec, points)
     plan = plan_resume(spec.results_location, run_key(spec), points, run_id=journal_run_id, remeasure=remeasure)

@@ -71,6 +71,7 @@ class CaptureResult:
     dge_notifs: tuple[bool, ...] = ()  # per repeat: whether it collected DGE notifications
     notes: tuple[str, ...] = ()  # fallbacks taken (DGE notifications dropped after a timeout)
     iterations: IterationTiming | None = None  # `capture.iterations` executions timed in one tool process
+    dropped: str | None = None  # why a search trial was captured no further (kernelsweep.search.dropping)
 
 
 @dataclass(frozen=True)
@@ -85,3 +86,4 @@ class ExtractResult:
     dge_notifs: bool | None = None  # of the reported repeat's capture
     dma_warning: str | None = None  # the view's or the profile's: its DMA figures may be inaccurate
     hotspots: Hotspots | None = None  # instruction time by source line (`capture.hotspots`)
+    dropped: str | None = None  # the capture's: why the search trial was captured no further

@@ -299,7 +299,6 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     repeats = point.repeats or settings.repeats
     first = point.drop.after if point.drop is not None and point.drop.after < repeats else repeats
     dge = dge_notifs(ctx, point.platform)
-    notes: list[str] = []
     with scratch("capture") as workdir:
         neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
         files = {
@@ -310,7 +309,6 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
         why = _losing(ctx, point, neff, results, workdir) if first < repeats else None
         if why is not None:  # a dropped trial is not timed by iterations either
             log.info("%s: %s", point.point_id, why)
-            notes.append(why)
         elif first < repeats:
             dge = results[-1].dge_notifs
             more, visible, more_seconds, timed = _captures(
@@ -328,8 +326,9 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
         visible_cores=visible,
         seconds=seconds,
         dge_notifs=tuple(r.dge_notifs for r in results),
-        notes=tuple(r.note for r in results if r.note) + tuple(notes),
+        notes=tuple(r.note for r in results if r.note),
         iterations=timed,
+        dropped=why,
     )
 
 
@@ -471,6 +470,7 @@ def extract_stage(
         dge_notifs=captured.dge_notifs[median] if captured.dge_notifs else None,
         dma_warning=warning,
         hotspots=spots,
+        dropped=captured.dropped,
     )
 
 

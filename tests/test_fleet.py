@@ -364,6 +364,46 @@ def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, 
             worker.stop()
 
 
+def test_a_search_spreads_its_trials_over_the_family_and_resumes_after_a_host_dies(fleet_server, control, tmp_path):
+    """A spec with a search (issue 36): its trials spread over both trn2 hosts through two search shards on
+    one shared study; one host dies after finishing a trial, and its shard's retry, on the other host,
+    asks again only what was left running: every configuration measured once, every finished trial a
+    row once, not measured again. The winner is then confirmed into the tuned store."""
+    from kernelsweep.tuned.store import TunedStore
+
+    server = fleet_server
+    kernel = {"kernel": "matmul", "dtypes": ["bfloat16"], "grid": {"M": [512], "K": [256], "N": [1024]},
+              "search": {"budget": 6, "batch": 1, "warm_start": 0}}  # fmt: skip
+    spec = sim_spec(tmp_path, [kernel], name="searched", platforms=("trn2",), execution={"max_points_per_flow_run": 3})
+    workers = _hosts(server, tmp_path, {"trn2-doomed": "trn2", "trn2-steady": "trn2"}, **SLOW_HOST)  # one shard each
+    try:
+        fleet_run = _run_fleet(server, spec)
+        poll(
+            lambda: any(r["host"] == "trn2-doomed" for r in _journaled(spec).values()) or None,
+            timeout=RUN_TIMEOUT,
+            what="a trial finished on the doomed host",
+            every=0.2,
+        )
+        workers[0].die()
+        finished = _journaled(spec)
+        outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
+        assert outcome["type"] == "COMPLETED", outcome["message"]
+        shards = [r for r in _shards(server, fleet_run).values() if "search" in r["tags"]]  # and the contests
+        assert len(shards) == 2 and sorted(r["run_count"] for r in shards) == [1, 2]  # the dead host's, retried
+        columns = ["row_id", "host", "tunables", "search_trial", "status", "ntff_sha256"]
+        rows = [r for r in reader.read(spec.results, columns=columns).to_pylist() if r["search_trial"] is not None]
+        assert {r["host"] for r in rows} == {"trn2-doomed", "trn2-steady"}  # the trials spread over both
+        assert len(rows) == 6 and len({r["row_id"] for r in rows}) == 6  # the budget, every trial a row once
+        assert len({r["tunables"] for r in rows}) == 6  # no configuration measured twice
+        for row in rows:
+            if row["row_id"] in finished:  # the dead host's finished trials kept, not measured again
+                assert row["ntff_sha256"] == finished[row["row_id"]]["ntff_sha256"]
+        assert TunedStore(spec.results_location).entries()  # the winner, confirmed on a trn2 host
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
 def test_guards_a_wrong_family_host_and_a_version_pin_fail_their_shards(fleet_server, control, failures_told, tmp_path):
     """A trn1 host started in the trn2 pool, and an inf2 host with a newer compiler than the run pins: each
     refuses its shard before measuring (retried, bounded, then final); the fleet run fails naming them,

@@ -9,6 +9,7 @@ import pytest
 from stage_context import point, sim_context
 
 from kernelsweep.errors import UsageError
+from kernelsweep.results.row_parts import Costed, measured_of
 from kernelsweep.results.rows import Row, row_id
 from kernelsweep.search.dropping import bar
 from kernelsweep.search.study import ShapeSearch
@@ -95,8 +96,10 @@ def test_a_trial_clearly_slower_than_the_best_stops_after_its_first_captures(tmp
     # the best so far 30% faster than this point: its first two captures end it
     dropped, kept = _measured(tmp_path / "dropped", [latency / 1.3 * f for f in (0.99, 1.0, 1.01, 0.995, 1.005)])
     assert len(dropped.ntffs) == 2 and kept.latency.repeats == 2
-    assert any(n.startswith("dropped after 2 capture(s)") and "tile=best" in n for n in dropped.notes)
+    why = measured_of(point(), Costed(), kept).dropped_reason  # the row's column says why, not only the log
+    assert why == dropped.dropped and why.startswith("dropped after 2 capture(s)") and "(tile=best)" in why
     assert kept.latency.median_us == pytest.approx(latency, rel=0.05)  # a real measurement of the two, not a number
     # the best so far as fast as this point: not clearly slower, so every capture is taken
     close, measured = _measured(tmp_path / "close", [latency * f for f in (0.99, 1.0, 1.01, 0.995, 1.005)])
-    assert len(close.ntffs) == 5 and measured.latency.repeats == 5 and not close.notes
+    assert len(close.ntffs) == 5 and measured.latency.repeats == 5 and close.dropped is None
+    assert measured_of(point(), Costed(), measured).dropped_reason is None and full.dropped is None

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from report_rows import row
 
 from kernelsweep.errors import UsageError
@@ -136,21 +135,6 @@ def test_two_named_toolchains_of_one_run_compare_by_compiler_version():
     # one run a side, two points and no history: the run's own shift is unknown, so +20% is a suspect
     assert [(p.outcome, p.suspect) for p in c.points] == [("inconclusive", True)] * 2 and c.exit_code == 3
     assert c.key_names[-1] == "variant" and {p.key[-1] for p in c.points} == {"tile_m=64", "tile_m=128"}
-
-
-def test_fleet_up_refuses_a_spec_with_a_search_in_one_line(tmp_path, monkeypatch):
-    from kernelsweep.flows.cli import main
-
-    (tmp_path / "s.toml").write_text(
-        'name = "s"\nplatforms = ["trn2"]\ntoolchain = "sim"\n[[kernels]]\nkernel = "matmul"\n'
-        "grid = { M = [512], K = [1024], N = [2048] }\nsearch = { budget = 4 }\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    with CliRunner().isolation() as (stdout, stderr, _), pytest.raises(SystemExit) as exited:
-        main(["fleet", "up", "--spec", "s.toml"])  # no server: it must refuse before asking one
-    lines = [line for line in stderr.getvalue().decode().splitlines() if line.strip()]
-    assert exited.value.code == 2 and stdout.getvalue() == b""
-    assert len(lines) == 1 and "kernels[0] has a search block" in lines[0] and "kernelsweep run" in lines[0]
 
 
 def test_the_html_report_shows_the_best_table_the_progress_chart_and_the_matrix():

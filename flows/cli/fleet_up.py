@@ -26,7 +26,7 @@ import click
 import yaml
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.fleet.plan import NIGHTLY_VARIABLE, FleetSettings, fleet_settings, refuse_searches
+from kernelsweep.fleet.plan import NIGHTLY_VARIABLE, FleetSettings, fleet_settings
 from kernelsweep.flows.cli.fleet_status import status
 from kernelsweep.flows.cli.output import console
 from kernelsweep.flows.cli.prefect_client import server_client as _client
@@ -89,7 +89,6 @@ def up(
     if notify:
         _notify_form(notify)  # before any work: a malformed name would read as a server that does not answer
     spec, points = load(spec_path)
-    refuse_searches(spec, spec_path)
     settings = _schedule_settings(spec_path, cron, timezone)
     pools, shard_families = _pools_in(Path(file_path))
     _check_spec(spec, spec_path, shard_families, probe=not skip_probe)

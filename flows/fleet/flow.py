@@ -8,6 +8,11 @@ to whichever of its hosts is free: on the pool's `nightly` queue for the schedul
 `urgent` (served first) for a run started by hand. The fleet run then waits and finally publishes one
 summary, read from the dataset, and compacts the nights before its own.
 
+- A spec's searches run as K search shards per family (`kernelsweep.fleet.plan.plan_search_shards`)
+  on the fleet run's shared studies, submitted first and straight to their pools; once every shard
+  is done, each searched shape's winner is confirmed by contests on the family's hosts and recorded
+  in the tuned store (docs/fleet.md, "A search on the fleet").
+
 - Shards are submitted with an idempotency key derived from this flow run, so a retried fleet run
   finds its shards again instead of starting a second set.
 - A shard that crashed or failed is scheduled again by the server (kernelsweep.flows.fleet.automations)
@@ -36,7 +41,7 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 
 from kernelsweep.errors import KernelsweepError, UsageError
-from kernelsweep.fleet import Shard, ShardData, plan_shards, refuse_searches, shard_data, shard_deployment
+from kernelsweep.fleet import Shard, ShardData, plan_search_shards, plan_shards, shard_data, shard_deployment
 from kernelsweep.fleet.cost import COMPILE
 from kernelsweep.fleet.hosts import HostReport, attempt_hosts, describe, disagreements, unrunnable
 from kernelsweep.flows.fleet.automations import retries_installed
@@ -47,7 +52,7 @@ from kernelsweep.flows.fleet.setup import reported_hosts
 from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, cost_of, publish, shard_runs
 from kernelsweep.flows.fleet.wait import ShardWait
 from kernelsweep.results.compact import compact
-from kernelsweep.sweepspec import SweepSpec, expand
+from kernelsweep.sweepspec import SweepSpec, expand_spec
 
 
 @flow(name="fleet", flow_run_name="fleet-{spec.name}")
@@ -62,8 +67,10 @@ def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
     """
     spec = live_spec(spec, spec_variable)
     log = get_run_logger()
-    refuse_searches(spec, f"fleet {spec.name}")
-    shards = plan_shards(expand(spec), spec.execution.max_points_per_flow_run)
+    expansion = expand_spec(spec)
+    per_run = spec.execution.max_points_per_flow_run
+    shards = plan_shards(expansion.points, per_run)
+    shards += plan_search_shards(expansion.targets, per_run, len(shards))
     with get_client(sync_client=True) as client:
         unmeetable = unrunnable(spec, reported_hosts(client))  # a pin set in the run form, before any shard
         if unmeetable:
@@ -88,6 +95,11 @@ def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
     for line in flags:
         log.warning(line)
     publish(spec, outcomes, flags, cost_of(children))
+    if expansion.targets:  # the searches' winners, confirmed on the families' hosts, into the tuned store
+        from kernelsweep.flows.contest import confirm_searches  # the report's modules: a search's run only
+
+        searched = {o.flow_run_id for o in outcomes if o.shard.search}
+        confirm_searches(spec, expansion.targets, searched, run=on_family_hosts(queue))
     _compact(spec, night)
     nightly_recheck(spec, on_family_hosts(queue))
     return _final_state(outcomes, flags)
@@ -97,11 +109,14 @@ def _start(
     client: SyncPrefectClient, spec: SweepSpec, shards: list[Shard], queue: str, retries: int
 ) -> dict[int, UUID]:
     """The capture shards' flow runs by index: through the compile farm while a compile worker is
-    online (kernelsweep.flows.fleet.farm), else straight to the families' pools."""
+    online (kernelsweep.flows.fleet.farm), else straight to the families' pools. Search shards go
+    straight to their pools: their trials are not known before their studies propose them."""
     submit = partial(_submit, spec, shards=len(shards), queue=queue)
-    if farm_online(client):
-        return stream(client, spec, shards, queue, retries, submit)
-    return {s.index: submit(s) for s in shards}
+    runs = {s.index: submit(s) for s in shards if s.search}
+    grid = [s for s in shards if not s.search]  # numbered first: the farm's stream finds each by its index
+    if grid and farm_online(client):
+        return runs | stream(client, spec, grid, queue, retries, submit)
+    return runs | {s.index: submit(s) for s in grid}
 
 
 def _final_state(outcomes: list[ShardOutcome], flags: list[str]) -> State:
@@ -134,11 +149,13 @@ def _outcome(
     attempts: tuple[Attempt, ...],
     compile_attempts: tuple[Attempt, ...],
 ) -> ShardOutcome:
-    """A completed shard whose rows are not all in the dataset did not do its job."""
+    """A completed shard whose rows are not all in the dataset did not do its job (a search shard's
+    rows are the trials it took, however many)."""
     state, message = final
     written = (data or {}).get(run_id, ShardData())
     rows = written.ok + written.failed
-    if data is not None and state == StateType.COMPLETED.value and rows < len(shard.points):
+    short = rows < len(shard.points) and not shard.search
+    if data is not None and state == StateType.COMPLETED.value and short:
         state = StateType.FAILED.value
         message = f"wrote {rows} of {len(shard.points)} rows; its log says why"
     return ShardOutcome(shard, run_id, state, message, written, host, attempts, compile_attempts)
@@ -227,9 +244,10 @@ def _submit(spec: SweepSpec, shard: Shard, shards: int, queue: str) -> UUID:
             "shard": shard.index,
             "shards": shards,
             "fleet_run_id": str(flow_run.id),
+            "search": shard.search,
         },
         timeout=0,
-        tags=["fleet", shard.family],
+        tags=["fleet", shard.family, *(["search"] if shard.search else [])],
         idempotency_key=f"{flow_run.id}-shard-{shard.index}",
         work_queue_name=queue,
     )

@@ -50,14 +50,21 @@ from kernelsweep.flows.progress import subscribe
 from kernelsweep.flows.settings import host_name_from_env, locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.results import RowSummary, SweepOutcome, begin, plan_resume
-from kernelsweep.sweepspec import Point, SweepSpec
+from kernelsweep.sweepspec import Point, SweepSpec, expand_spec
+from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.this_host import StageContext, prepare_toolchains
 
 
-def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_id: str) -> SweepOutcome:
-    """Shard `shard` of fleet run `fleet_run_id` on this host, resuming what earlier attempts finished."""
+def run_fleet_shard(
+    spec: SweepSpec, points: list[Point], shard: int, fleet_run_id: str, search: bool = False
+) -> SweepOutcome:
+    """Shard `shard` of fleet run `fleet_run_id` on this host, resuming what earlier attempts finished.
+    A search shard's `points` are its searched shapes: it runs their searches on the fleet run's shared
+    studies (flows/search.py), its trials marked as this shard's."""
     _crash_earlier_attempts_tasks()
     probe_locations(spec)
+    targets = searched(spec, points) if search else []
+    grid = [] if search else points
     with stoppable() as stop:
         contexts, notice = prepare_toolchains(spec, points, locations_from_env(), stop)
         if notice:
@@ -65,25 +72,34 @@ def run_fleet_shard(spec: SweepSpec, points: list[Point], shard: int, fleet_run_
         for ctx in contexts.values():
             check_host(spec, ctx, points, report_host(ctx))
         key = shard_journal_key(spec, fleet_run_id, shard)
-        plan = plan_resume(spec.results_location, key, points, find=True)
+        plan = plan_resume(spec.results_location, key, grid, find=True)
         started = datetime.now(UTC)
         journal = begin(spec.results_location, plan, str(flow_run.id), scheduled_date(), spec.name, started)
+        total = sum(t.settings.budget for t in targets) or len(grid)
         try:
-            with subscribe(Progress(len(points), len(plan.reused)).point_done):
+            with subscribe(Progress(total, len(plan.reused)).point_done):
                 outcome = run_points(
                     spec,
                     contexts,
-                    points,
+                    grid,
                     run_id=journal.run_id,
                     run_date=journal.run_date,
                     journal=journal,
                     reused=plan.reused,
+                    targets=targets,
+                    shared=(f"fleet-{fleet_run_id}", f"shard-{shard}") if search else None,
                 )
         finally:
             journal.release()  # the shard's lease, however it ends: the server's retry takes the journal over
     journal.close()
     rejoin_fleet(fleet_run_id)
     return outcome
+
+
+def searched(spec: SweepSpec, shapes: list[Point]) -> list[SearchTarget]:
+    """The spec's searches of these shapes (as the fleet run expanded them)."""
+    wanted = {p.point_id for p in shapes}
+    return [t for t in expand_spec(spec).targets if t.point.point_id in wanted]
 
 
 def _crash_earlier_attempts_tasks() -> None:

@@ -3,8 +3,10 @@
 A NEFF is compiled for one target, so a shard holds points of one platform family only and runs on
 a host of that family. Each family's points are cut into even shards of at most
 `max_points_per_flow_run`, numbered across the whole fleet run so every shard's flow run name is
-unique. What a shard achieved is read back from the results dataset itself (its flow run id names
-its objects), not from Prefect's bookkeeping: the summary shows what a reader of the data will see.
+unique. A spec's searches add K search shards per family, each running all of the family's searched
+shapes on shared studies. What a shard achieved is read back from the results dataset itself (its
+flow run id names its objects), not from Prefect's bookkeeping: the summary shows what a reader of
+the data will see.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.results import reader
 from kernelsweep.results.journal import run_key
 from kernelsweep.stores.locations import LocalFolder, Location, parse_location
+from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.load import FLEET_TABLE
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
@@ -78,17 +81,6 @@ def shard_deployment(family: str) -> str:
     return f"sweep-shard/{family}"
 
 
-def refuse_searches(spec: SweepSpec, source: str) -> None:
-    """The fleet shards fixed points; a search's next trials depend on its last ones, and its study is
-    one process's journal, so a spec with a search would have its searches silently left out."""
-    searching = [i for i, block in enumerate(spec.kernels) if block.search is not None]
-    if searching:
-        raise UsageError(
-            f"{source}: kernels[{searching[0]}] has a search block, which the fleet cannot shard; "
-            "run it on one host with `kernelsweep run`, or remove `search` for the fleet"
-        )
-
-
 def shard_journal_key(spec: SweepSpec, fleet_run_id: str, shard: int) -> str:
     """The journal of one shard of one fleet run: every attempt of the shard (a retry on another host
     of the family) finds the points the earlier ones finished there."""
@@ -99,7 +91,8 @@ def shard_journal_key(spec: SweepSpec, fleet_run_id: str, shard: int) -> str:
 class Shard:
     index: int  # across the fleet run: 0 .. shards-1
     family: str
-    points: list[Point]
+    points: list[Point]  # a search shard's: the searched shapes (points without tunables), not trials
+    search: bool = False
 
 
 def plan_shards(points: Iterable[Point], max_points: int) -> list[Shard]:
@@ -113,6 +106,23 @@ def plan_shards(points: Iterable[Point], max_points: int) -> list[Shard]:
         size = math.ceil(len(group) / math.ceil(len(group) / max_points))
         for start in range(0, len(group), size):
             shards.append(Shard(len(shards), family, group[start : start + size]))
+    return shards
+
+
+def plan_search_shards(targets: Iterable[SearchTarget], max_trials: int, first: int) -> list[Shard]:
+    """A family's searches as K shards, each running every searched shape of the family on the fleet
+    run's shared studies and asking them for trials until the budgets are used: K = the family's
+    budgets over `max_trials` (at least 1), so the trials spread over up to K hosts at once. Numbered
+    from `first`, after the grid's shards."""
+    by_family: dict[str, list[SearchTarget]] = {}
+    for target in targets:
+        by_family.setdefault(target.point.platform, []).append(target)
+    shards: list[Shard] = []
+    for family in sorted(by_family, key=PLATFORM_NAMES.index):
+        group = by_family[family]
+        count = math.ceil(sum(t.settings.budget for t in group) / max_trials)
+        for _ in range(count):
+            shards.append(Shard(first + len(shards), family, [t.point for t in group], search=True))
     return shards
 
 

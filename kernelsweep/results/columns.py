@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any, TypeAlias
 
 # 2 added `latencies_us`, 3 the insight columns (results.insight), 4 `neff_compile_host`, 5 `neff_debug_info`
-# and `alloc_fallback`, 6 `hostname` (`host` became the fleet host's name); older rows read them as null
-SCHEMA_VERSION = 6
+# and `alloc_fallback`, 6 `hostname` (`host` became the fleet host's name), 7 `dropped_reason`; older rows
+# read them as null
+SCHEMA_VERSION = 7
 PARAM_PREFIX = "param_"
 OK, FAILED, INCORRECT = "ok", "failed", "incorrect"  # a row's status: docs/schema.md
 CONFIRMATION = "confirmation"  # repeats `compare --confirm` captured again: not a run of the point

@@ -1,8 +1,10 @@
 """Where a run's journal lives: `<results>/_journal`, in a folder or under an S3 prefix.
 
-Four operations, each failure a StoreError naming the place. A local entry is written under a
-hidden name, fsync'd and renamed, so it is whole or absent even when the disk fills up; an S3 entry
-is one PutObject. Used by kernelsweep.results.journal, which says what goes in.
+Four operations and a put that never replaces (`put_new`), each failure a StoreError naming the
+place. A local entry is written under a hidden name, fsync'd and renamed (linked, for `put_new`: a
+link fails where the name exists), so it is whole or absent even when the disk fills up; an S3 entry
+is one PutObject (conditional on no object, `If-None-Match: *`, for `put_new`). Used by
+kernelsweep.results.journal, which says what goes in.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,6 +30,10 @@ class JournalFiles(Protocol):
     """The four operations a journal needs, on a folder or under an S3 prefix."""
 
     def put(self, name: str, data: bytes) -> None: ...
+
+    def put_new(self, name: str, data: bytes) -> bool:
+        """Writes `name` only where there is none, atomically: False (nothing written) when one exists."""
+        ...
 
     def get(self, name: str) -> bytes | None: ...
 
@@ -47,6 +53,18 @@ class _LocalFiles:
 
     def put(self, name: str, data: bytes) -> None:
         """Written under a hidden name and renamed: an entry is whole or absent, even on a full disk."""
+        self._write(name, data, os.replace)
+
+    def put_new(self, name: str, data: bytes) -> bool:
+        try:
+            self._write(name, data, os.link)  # a hard link, unlike a rename, never replaces the name
+        except StoreError as exc:
+            if isinstance(exc.__cause__, FileExistsError):
+                return False
+            raise
+        return True
+
+    def _write(self, name: str, data: bytes, place: Callable[[str, Path], None]) -> None:
         target = self.root / name
         tmp = None
         try:
@@ -56,8 +74,7 @@ class _LocalFiles:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(tmp, target)
-            tmp = None
+            place(tmp, target)
         except OSError as exc:
             raise _folder_error(target, "writing", exc) from exc
         finally:
@@ -117,6 +134,17 @@ class _S3Files:
 
     def put(self, name: str, data: bytes) -> None:
         self._call("writing", name, "put_object", Key=self.where.key(name), Body=data)
+
+    def put_new(self, name: str, data: bytes) -> bool:
+        try:
+            self.client.put_object(Bucket=self.where.bucket, Key=self.where.key(name), Body=data, IfNoneMatch="*")
+        except ClientError as exc:
+            if s3.error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                return False
+            raise s3.translate(exc, f"writing {self.uri(name)}") from exc
+        except BotoCoreError as exc:
+            raise s3.translate(exc, f"writing {self.uri(name)}") from exc
+        return True
 
     def get(self, name: str) -> bytes | None:
         try:

@@ -144,6 +144,8 @@ class Measured:
     """99th percentile of `total_time_us` across the repeats."""
     latencies_us: list[float] | None = None
     """Every repeat's `total_time_us`, in capture order (schema 2)."""
+    dropped_reason: str | None = None
+    """A search trial captured no further, why: the best it lost to, by how much, after how many captures (schema 7)."""
     max_abs_error: float | None = None
     """Max absolute difference between the captured output and the float64 reference."""
     max_rel_error: float | None = None
@@ -196,4 +198,5 @@ def measured_of(point: Point, costed: Costed, extracted: ExtractResult) -> Measu
         correct=checked.passed if checked else None,
         correctness_source=extracted.correctness_source,
         timing_source=extracted.timing_source,
+        dropped_reason=extracted.dropped,
     )

@@ -86,6 +86,7 @@ COLUMN_ORDER = (
     "neff_compile_host",  # 4
     "neff_debug_info", "alloc_fallback",  # 5
     "hostname",  # 6
+    "dropped_reason",  # 7
 )  # fmt: skip
 # Columns every row has had since the first schema (the rest are nullable, as the evolution rule needs)
 _NOT_NULL = frozenset(

@@ -2,9 +2,13 @@
 
 Optuna's journal storage replays a study from an append-only log; this backend keeps that log as
 numbered objects under `<results>/_journal/search/<run key>/<run id>/` (a folder or an S3 prefix,
-through the run journal's own files: each object whole or absent), one object per append. One
-process writes a run's studies (the sweep flow's search loop), so numbering needs no lock. The log
-outlives the run, for anyone who wants to load a study into Optuna afterwards.
+through the run journal's own files: each object whole or absent), one object per append. Several
+processes may append to one log (a fleet run's search shards on their hosts, kernelsweep.flows.fleet):
+an append takes the next free number with a put that never replaces (`put_new`), and one that finds
+its number taken reads what another process appended there and tries the next, so no append is lost
+and every process replays one order. Optuna's journal operations are written for such a shared log
+(a trial's id is its place in the replay). The log outlives the run, for anyone who wants to load a
+study into Optuna afterwards.
 
 Nothing in the log is trusted: an object that is not JSON, not a list of Optuna's operations, or
 whose operations do not replay on what came before (a truncated copy, another study's trials) is
@@ -36,12 +40,14 @@ class FilesBackend(BaseJournalBackend):
     def __init__(self, files: JournalFiles, prefix: str) -> None:
         self.files, self.prefix = files, prefix.rstrip("/") + "/"
         self._read: list[dict[str, Any]] = []
-        self._objects = 0
+        self._seen: set[str] = set()  # the objects read (accepted or skipped)
+        self._next = 0  # the number the next append tries first
         self._replay = JournalStorageReplayResult("kernelsweep-check-")  # what the accepted logs replay to
 
     def read_logs(self, log_number_from: int) -> list[dict[str, Any]]:
         names = sorted(n for n in self.files.list(self.prefix) if n.rsplit("/", 1)[-1].startswith("log-"))
-        for name in names[self._objects :]:
+        for name in [n for n in names if n not in self._seen]:
+            self._seen.add(name)
             try:
                 self._accept(self.files.get(name) or b"[]")
             except ValueError as exc:
@@ -49,7 +55,7 @@ class FilesBackend(BaseJournalBackend):
                     "search study log object %s is not usable (%s); skipped: delete it (the run journal keeps "
                     "every measured trial)", self.files.uri(name), exc,
                 )  # fmt: skip
-        self._objects = len(names)
+        self._next = max(self._next, len(names))
         return self._read[log_number_from:]
 
     def _accept(self, data: bytes) -> None:
@@ -73,9 +79,13 @@ class FilesBackend(BaseJournalBackend):
         self._read += logs
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
-        self.read_logs(len(self._read))  # never overwrite an object another session wrote
-        self.files.put(f"{self.prefix}log-{self._objects:09d}.json", json.dumps(logs).encode())
-        self._objects += 1
+        data = json.dumps(logs).encode()
+        self.read_logs(len(self._read))
+        while not self.files.put_new(name := f"{self.prefix}log-{self._next:09d}.json", data):
+            self._next += 1  # taken, whether or not it reads as a log object (a folder of that name)
+            self.read_logs(len(self._read))  # another process took the number: its operations come first
+        self._seen.add(name)
+        self._next += 1
         self._replay.apply_logs(logs)
         self._read += logs
 

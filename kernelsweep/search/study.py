@@ -12,6 +12,11 @@ seeded (Optuna's TPE by default, multivariate, with the constant liar so a batch
 once spreads out). Each proposed trial carries its captures (the block's effort) and the bar the best
 trial so far sets: one clearly slower after its first captures is captured no further
 (kernelsweep.search.dropping); it is told its row like any other, fewer repeats and all.
+
+A study may be shared by several processes (a fleet run's search shards, each with its own journal):
+each marks the trials it measures with its `owner`, a configuration another is measuring is not asked
+again and counts toward the budget, and a resumed process asks again only the running trials that are
+its own (its dead attempt's), never the ones its live peers are measuring.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from kernelsweep.sweepspec.blocks import SearchTarget
 from kernelsweep.sweepspec.point import Point
 
 REASON = "kernelsweep_reason"  # a trial's user attribute: why it was not measured
+OWNER = "kernelsweep_owner"  # a trial's user attribute: the search shard measuring it (a shared study)
 INTERRUPTED, REPEATED = "interrupted", "repeated"
 MAX_ASKS_PER_POINT = 50  # proposals per wanted point before a search whose space is used up stops
 
@@ -43,11 +49,16 @@ class ShapeSearch:
     target: SearchTarget
     study: optuna.Study
     invalid: Callable[[Point], str | None]  # why a proposed point cannot run, or None
+    owner: str | None = None  # which of the processes sharing the study this is (None: the only one)
     leader: Row | None = field(default=None, init=False)  # the best trial so far, which sets the drop bar
 
     @classmethod
     def open(
-        cls, target: SearchTarget, storage: optuna.storages.BaseStorage, invalid: Callable[[Point], str | None]
+        cls,
+        target: SearchTarget,
+        storage: optuna.storages.BaseStorage,
+        invalid: Callable[[Point], str | None],
+        owner: str | None = None,
     ) -> ShapeSearch:
         settings = target.settings
         sampler: optuna.samplers.BaseSampler
@@ -64,7 +75,7 @@ class ShapeSearch:
             direction="minimize",
             load_if_exists=True,
         )
-        return cls(target, study, invalid)
+        return cls(target, study, invalid, owner)
 
     @property
     def measured(self) -> int:
@@ -72,6 +83,11 @@ class ShapeSearch:
         return sum(
             t.state in (TrialState.COMPLETE, TrialState.FAIL) and REASON not in t.user_attrs for t in self._trials()
         )
+
+    def _running(self) -> dict[str, optuna.trial.FrozenTrial]:
+        """Trials being measured (by another process sharing the study, or by a dead one until its retry
+        asks them again), by their configuration: they count toward the budget and are not asked twice."""
+        return {self.point(t).tunables_text: t for t in self._trials(states=(TrialState.RUNNING,))}
 
     def point(self, trial: optuna.trial.FrozenTrial | optuna.Trial) -> Point:
         tunables = {name: _value(values, trial.params[name]) for name, values in self.target.space.items()}
@@ -89,7 +105,7 @@ class ShapeSearch:
         return [t for t in self.study.get_trials(deepcopy=False, states=states) if fits(t)]
 
     def resume(self, journaled: Callable[[list[Point]], dict[str, Row]], recorded: Iterable[Row] = ()) -> list[Row]:
-        """After a killed run: trials it left running are told their journaled row, else asked again;
+        """After a killed run: trials it (this owner) left running are told their journaled row, else asked again;
         `recorded` rows (the run journal's) of this shape the study has no trial for are told to it as
         trials of their own. Returns the rows of every configuration this search measured before (they
         join the run's objects), each once."""
@@ -104,7 +120,7 @@ class ShapeSearch:
         known = {p.point_id for p in points}
         lost = [p for p in map(self._recorded_point, recorded) if p is not None and p.point_id not in known]
         rows = journaled(points + lost)
-        for trial in [t for t in trials if t.state == TrialState.RUNNING]:
+        for trial in [t for t in trials if t.state == TrialState.RUNNING and t.user_attrs.get(OWNER) == self.owner]:
             row = rows.get(self.point(trial).point_id)
             if row is not None:
                 self._tell(trial.number, row)
@@ -166,7 +182,8 @@ class ShapeSearch:
 
     def propose(self, wanted: int) -> list[Point]:
         """Up to `wanted` new configurations to measure, within the budget."""
-        room = min(wanted, self.target.settings.budget - self.measured)
+        running = self._running()
+        room = min(wanted, self.target.settings.budget - self.measured - len(running))
         seen = self._values()
         found: list[Point] = []
         for _ in range(max(0, room) * MAX_ASKS_PER_POINT):
@@ -179,13 +196,24 @@ class ShapeSearch:
             if reason is not None:
                 trial.set_user_attr(REASON, reason)
                 self.study.tell(trial.number, state=TrialState.PRUNED)
-            elif key in seen or any(p.tunables_text == key for p in found):
+            elif key in seen or key in running or any(p.tunables_text == key for p in found) or self._taken(trial):
                 trial.set_user_attr(REASON, REPEATED)
                 value = seen.get(key)
                 self.study.tell(trial.number, value, state=None if value is not None else TrialState.PRUNED)
             else:
+                if self.owner is not None:
+                    trial.set_user_attr(OWNER, self.owner)
                 found.append(point)
         return [p.model_copy(update=self._measuring()) for p in found]
+
+    def _taken(self, trial: optuna.Trial) -> bool:
+        """Whether another process sharing the study asked this configuration since this proposal began:
+        of two such trials the one numbered lower (first in the shared log) is measured."""
+        if self.owner is None:
+            return False
+        key = self.point(trial).tunables_text
+        earlier = (t for t in self._trials(states=(TrialState.RUNNING,)) if t.number < trial.number)
+        return any(t.user_attrs.get(OWNER) != self.owner and self.point(t).tunables_text == key for t in earlier)
 
     def _measuring(self) -> dict[str, object]:
         """How hard a new trial is measured: its captures, and the bar it must clear to get them all."""

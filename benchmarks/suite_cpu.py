@@ -117,7 +117,8 @@ def main(argv: list[str]) -> int:
     for kind, seconds in by_kind.most_common():
         if seconds >= 0.5:
             print(f"  {seconds:8.1f} s  {kind}")
-    print(f"  {own - sum(by_kind.values()):8.1f} s  not seen (processes shorter than a sample; negative: daemons such as\n              PostgreSQL, whose CPU no parent of the command collects)")
+    unseen = own - sum(by_kind.values())  # negative: daemons (PostgreSQL) whose CPU no parent collects
+    print(f"  {unseen:8.1f} s  not seen (processes shorter than a sample)")
     return code
 
 

@@ -35,6 +35,7 @@ COMMANDS = {
     "compact": "compact",
     "server": "server",
     "tuned": "tuned",
+    "site": "site",
 }
 
 

@@ -1,0 +1,101 @@
+"""What the index does not hold and a kernel page needs: each point's interval of its median (from
+its raw repeats) and its lineage (the artifacts it made, its run, its tools).
+
+One scan per kernel being rebuilt, a lot of files at a time (Indexed.batches): the repeats are
+turned into two numbers per batch and let go, and only the lineage columns are kept until the
+kernel's series are written. Rows are matched to the index by row id and start time, so a
+re-executed row's older attempt is never shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from kernelsweep.report.index import Indexed
+from kernelsweep.report.ranks import order_ranks
+from kernelsweep.report.summary import MEDIAN_CONFIDENCE
+from kernelsweep.site.model import KernelData
+
+URIS = ("kernel_source_uri", "ir_uri", "neff_uri", "ntff_uri", "profile_uri")
+TOOLS = ("compiler_version", "runtime_version", "profiler_version", "nki_version", "instance_type", "host")
+LINEAGE = ("row_id", "flow_run_id", "run_date", "status", "is_simulation", *URIS, *TOOLS)
+
+
+def intervals(latencies: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's interval of its median from its repeats (NaN without repeats), rows of one count at once."""
+    lengths = pc.list_value_length(latencies).fill_null(0).to_numpy(zero_copy_only=False)
+    low, high = np.full(len(lengths), np.nan), np.full(len(lengths), np.nan)
+    flat = pc.list_flatten(latencies).to_numpy(zero_copy_only=False).astype(float)
+    starts = np.r_[0, np.cumsum(lengths)[:-1]]
+    for n in np.unique(lengths[lengths > 0]).tolist():
+        rows = np.flatnonzero(lengths == n)
+        values = np.sort(flat[starts[rows, None] + np.arange(n)], axis=1)
+        j, k = order_ranks(n, MEDIAN_CONFIDENCE)
+        low[rows], high[rows] = values[:, j], values[:, k]
+    return low, high
+
+
+class Details:
+    """The intervals of every index row scanned (NaN elsewhere) and each scanned kernel's lineage."""
+
+    def __init__(self, results: Indexed) -> None:
+        self.results = results
+        self.low = np.full(results.table.num_rows, np.nan)
+        self.high = np.full(results.table.num_rows, np.nan)
+
+    def scan(self, data: KernelData) -> Iterator[tuple[int, list[dict[str, object]]]]:
+        """Reads the kernel's rows; fills their intervals, then yields (series number, each point's lineage)."""
+        table = self.results.table
+        positions = np.concatenate([s.rows for s in data.series]) if data.series else np.empty(0, np.int64)
+        ids = table.column("row_id").take(pa.array(positions, pa.int64())).combine_chunks()
+        started = _ms(table.column("started_at").take(pa.array(positions, pa.int64())))
+        found = np.full(len(positions), -1, dtype=np.int64)  # each position's row among the lineage kept
+        kept: list[pa.Table] = []
+        count = 0
+        wanted = ["latencies_us", "started_at", *LINEAGE, "inputs"]
+        for batch in self.results.batches(wanted, ds.field("kernel") == data.kernel):
+            at = pc.index_in(batch.column("row_id"), value_set=ids).to_numpy(zero_copy_only=False)
+            mine = ~np.isnan(at.astype(float))
+            at = np.nan_to_num(at.astype(float), nan=-1).astype(np.int64)
+            mine &= _ms(batch.column("started_at")) == np.where(at >= 0, started[np.maximum(at, 0)], -2)
+            if not mine.any():
+                continue
+            chosen = batch.filter(pa.array(mine))
+            low, high = intervals(chosen.column("latencies_us"))
+            self.low[positions[at[mine]]], self.high[positions[at[mine]]] = low, high
+            found[at[mine]] = count + np.arange(int(mine.sum()))
+            count += int(mine.sum())
+            kept.append(pa.Table.from_batches([chosen]).select([*LINEAGE, "inputs"]))
+        lineage = pa.concat_tables(kept) if kept else None
+        first = 0
+        for number, s in enumerate(data.series):
+            mine = found[first : first + len(s.rows)]
+            first += len(s.rows)
+            yield number, _records(lineage, mine)
+
+
+def _records(lineage: pa.Table | None, rows: np.ndarray) -> list[dict[str, object]]:
+    """Each point's lineage (None where its row was not found), artifact URIs and inputs' URIs."""
+    if lineage is None:
+        return [{} for _ in rows]
+    taken = lineage.take(pa.array(np.maximum(rows, 0), pa.int64())).to_pylist()
+    out: list[dict[str, object]] = []
+    for row, record in zip(rows.tolist(), taken, strict=True):
+        if row < 0:
+            out.append({})
+            continue
+        record["run_date"] = str(record["run_date"])
+        record["inputs"] = [{"name": i["name"], "uri": i["uri"]} for i in record.get("inputs") or []]
+        out.append({k: v for k, v in record.items() if v not in (None, [])})
+    return out
+
+
+def _ms(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Start times as ms integers (-1 for none), comparable between the index and a scan."""
+    as_ms = pc.cast(pc.cast(column, pa.timestamp("ms", tz="UTC")), pa.int64())
+    return as_ms.fill_null(-1).to_numpy(zero_copy_only=False)

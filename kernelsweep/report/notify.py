@@ -33,10 +33,10 @@ class Notice:
     payload: dict[str, object] = field(default_factory=dict)
 
 
-def notices(report: Report, link: str) -> list[Notice]:
-    """One per open regression, newest first, then the night's summary."""
+def notices(report: Report, link: str, site: str | None = None) -> list[Notice]:
+    """One per open regression, newest first, then the night's summary (with the results site's link)."""
     found = [_regression(row, link) for row in report.regression_rows(report.open_regressions)]
-    return [*found, _summary(report, link, len(found))]
+    return [*found, _summary(report, link, len(found), site)]
 
 
 def _regression(row: Mapping[str, object], link: str) -> Notice:
@@ -55,7 +55,7 @@ def _regression(row: Mapping[str, object], link: str) -> Notice:
     return Notice(REGRESSION_EVENT, resource, {**row, "subject": subject, "body": body, "link": link})
 
 
-def _summary(report: Report, link: str, regressions: int) -> Notice:
+def _summary(report: Report, link: str, regressions: int, site: str | None) -> Notice:
     counts = {
         "points": len(report.latest),
         "failed": len(report.failed),
@@ -68,6 +68,8 @@ def _summary(report: Report, link: str, regressions: int) -> Notice:
     body = (
         f"{report.results_uri} ({report.selection.describe()}): {counts['points']} points, {counts['failed']} failed, "
         f"{counts['incorrect']} incorrect, {regressions} open regression(s). Report: {link}"
+        + (f" Results site: {site}" if site else "")
     )
     resource = {"prefect.resource.id": f"{RESOURCE_PREFIX}results.{slug(report.results_uri)[:200]}"}
-    return Notice(SUMMARY_EVENT, resource, {**counts, "subject": subject, "body": body, "link": link})
+    payload = {**counts, "subject": subject, "body": body, "link": link, "site": site}
+    return Notice(SUMMARY_EVENT, resource, payload)

@@ -21,7 +21,7 @@ from kernelsweep.report.acknowledge import Acknowledgement
 from kernelsweep.report.compare import compare_runs
 from kernelsweep.report.index import Indexed
 from kernelsweep.report.load import Selection
-from kernelsweep.report.publish import write_bundle
+from kernelsweep.report.publish import browser_link, write_bundle
 from kernelsweep.report.regress import regressions, track
 from kernelsweep.report.stats import Rule
 from kernelsweep.report.summary import Report
@@ -79,11 +79,13 @@ def build_site(
         if before.get("kernels", {}).get(data.kernel) == data.fingerprint:
             continue
         name = model.slug(data.kernel)
-        for number, points in details.scan(data):
-            write_bundle({f"lineage/{name}-{number}.js": _wrapped("kernelsweepLineage", {"points": points})}, where, client)
+        for number, points in details.scan(data):  # each series' lineage written as it is read
+            lineage = _wrapped("kernelsweepLineage", {"points": points})
+            write_bundle({f"lineage/{name}-{number}.js": lineage}, where, client)
         payload = model.kernel_payload(data, results, report, (details.low, details.high), times)
         payload.update(slug=name, prefect_ui=prefect_ui, simulated=report.is_simulation)
-        files = {f"kernel-{name}.js": _wrapped("kernelsweepData", payload), names[data.kernel]: pages.kernel(data.kernel, f"kernel-{name}.js").encode()}
+        page = pages.kernel(data.kernel, f"kernel-{name}.js").encode()
+        files = {f"kernel-{name}.js": _wrapped("kernelsweepData", payload), names[data.kernel]: page}
         write_bundle(files, where, client)
         rebuilt.append(data.kernel)
     numbers = {s.key: i for k in kernels for i, s in enumerate(k.series)}
@@ -101,6 +103,13 @@ def build_site(
     write_bundle({MANIFEST: json.dumps(manifest, indent=1).encode()}, where, client)
     kept = [k.kernel for k in kernels if k.kernel not in rebuilt]
     return Built(page, rebuilt, kept)
+
+
+def site_link(overview: str, served_at: str | None = None) -> str:
+    """A link a browser opens to the site's overview: under `served_at` (KERNELSWEEP_SITE_URL, a web
+    server or CloudFront in front of `<results>/site/`), else the local file's URL, else (S3) a presigned
+    URL of the overview alone: its links to the other pages need the prefix served, so set the variable."""
+    return f"{served_at.rstrip('/')}/{pages.OVERVIEW}" if served_at else browser_link(overview)
 
 
 def _nightly_compare(

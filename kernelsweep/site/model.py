@@ -205,8 +205,11 @@ def overview(
         "latest_points": len(tonight),
         "latest_failed": sum(not r.ok for r in tonight),
         "families": [
-            {"platform": p, "kernels": len({r.kernel for r in report.latest if r.platform == p}),
-             "series": sum(r.platform == p for r in report.latest)}
+            {
+                "platform": p,
+                "kernels": len({r.kernel for r in report.latest if r.platform == p}),
+                "series": sum(r.platform == p for r in report.latest),
+            }
             for p in families
         ],  # fmt: skip
         "kernels": kernels_,

@@ -10,6 +10,7 @@ from importlib.resources import files
 STATIC = "static"
 ASSETS = ("uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE.txt", "site.js", "site.css")
 OVERVIEW, COMPARE, LINEAGE = "index.html", "compare.html", "lineage.html"
+SIMULATED = "<p class='banner'>Simulated toolchain: these rows are not hardware measurements.</p>"
 
 
 def assets() -> dict[str, bytes]:
@@ -83,14 +84,16 @@ def overview(data: dict[str, object], nightly_compare: str | None) -> str:
     ]
     opened = sum(r["state"] == "open" for r in regressions)
     latest = data["latest_run"] or "-"
-    compare = f" <a href='{escape(nightly_compare)}'>the latest night against the one before</a>." if nightly_compare else ""
+    against = "the latest night against the one before"
+    compare = f" <a href='{escape(nightly_compare)}'>{against}</a>." if nightly_compare else ""
     parts = [
         _head("kernelsweep results"),
         "<h1>kernelsweep results</h1>",
-        "<p class='banner'>Simulated toolchain: these rows are not hardware measurements.</p>" if data["simulated"] else "",
+        SIMULATED if data["simulated"] else "",
         f"<p>results <code>{escape(str(data['results']))}</code>; built {escape(str(data['generated_at']))}.</p>",
         f"<h2>Latest night: {escape(str(data['latest_night']))}</h2>",
-        f"<p>run <code>{escape(str(latest))}</code>: {data['latest_points']} point(s), {data['latest_failed']} failed.{compare}</p>",
+        f"<p>run <code>{escape(str(latest))}</code>: {data['latest_points']} point(s), "
+        f"{data['latest_failed']} failed.{compare}</p>",
         "<h2>Families</h2>",
         _table([{"platform": f["platform"], "kernels": f["kernels"], "series": f["series"]} for f in data["families"]]),
         f"<h2 id='regressions'>Regressions: {opened} open of {len(regressions)}</h2>",
@@ -120,7 +123,9 @@ def compare(kernels: list[dict[str, str]], nightly_compare: str | None) -> str:
     listing = json.dumps(kernels).replace("</", "<\\/")
     nightly = (
         f"<p>The latest night against the one before, judged by the verdict rule: <a href='{escape(nightly_compare)}'>"
-        "compare page</a>.</p>" if nightly_compare else ""
+        "compare page</a>.</p>"
+        if nightly_compare
+        else ""
     )
     return "\n".join(
         [

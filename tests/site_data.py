@@ -25,7 +25,9 @@ def night(
     """Writes night `n` (one flow run) of `kernels` and returns its run id."""
     rng = np.random.default_rng(seed * 1000 + n)
     run = str(uuid.uuid5(uuid.NAMESPACE_URL, f"site-night-{seed}-{n}"))
-    started = datetime.combine(FIRST + timedelta(days=n), datetime.min.time(), UTC) + timedelta(hours=2)
+    started = datetime.combine(FIRST + timedelta(days=n), datetime.min.time(), UTC) + timedelta(
+        hours=2, microseconds=123_457
+    )
     upgraded = n >= step_night
     rows = []
     for kernel, shape, base in (s for s in SERIES if s[0] in kernels):

@@ -53,7 +53,7 @@ class Details:
         table = self.results.table
         positions = np.concatenate([s.rows for s in data.series]) if data.series else np.empty(0, np.int64)
         ids = table.column("row_id").take(pa.array(positions, pa.int64())).combine_chunks()
-        started = _ms(table.column("started_at").take(pa.array(positions, pa.int64())))
+        started = _started(table.column("started_at").take(pa.array(positions, pa.int64())))
         found = np.full(len(positions), -1, dtype=np.int64)  # each position's row among the lineage kept
         kept: list[pa.Table] = []
         count = 0
@@ -62,7 +62,7 @@ class Details:
             at = pc.index_in(batch.column("row_id"), value_set=ids).to_numpy(zero_copy_only=False)
             mine = ~np.isnan(at.astype(float))
             at = np.nan_to_num(at.astype(float), nan=-1).astype(np.int64)
-            mine &= _ms(batch.column("started_at")) == np.where(at >= 0, started[np.maximum(at, 0)], -2)
+            mine &= _started(batch.column("started_at")) == np.where(at >= 0, started[np.maximum(at, 0)], -2)
             if not mine.any():
                 continue
             chosen = batch.filter(pa.array(mine))
@@ -95,7 +95,6 @@ def _records(lineage: pa.Table | None, rows: np.ndarray) -> list[dict[str, objec
     return out
 
 
-def _ms(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """Start times as ms integers (-1 for none), comparable between the index and a scan."""
-    as_ms = pc.cast(pc.cast(column, pa.timestamp("ms", tz="UTC")), pa.int64())
-    return as_ms.fill_null(-1).to_numpy(zero_copy_only=False)
+def _started(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Start times as integers in the schema's unit (-1 for none): the index's and a scan's compare exactly."""
+    return pc.cast(column, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)

@@ -103,7 +103,7 @@ def _row_fingerprints(table: pa.Table) -> dict[str, str]:
 def times_ms(results: Indexed) -> np.ndarray:
     """Each index row's time for a chart's x axis, ms since the epoch: its start, else its run date."""
     table = results.table
-    started = pc.cast(pc.cast(table.column("started_at"), pa.timestamp("ms", tz="UTC")), pa.int64())
+    started = pc.cast(pc.cast(table.column("started_at"), pa.timestamp("ms", tz="UTC"), safe=False), pa.int64())
     days = pc.cast(pc.cast(table.column("run_date"), pa.date32()), pa.int32()).to_numpy(zero_copy_only=False)
     return np.where(pc.is_null(started).to_numpy(zero_copy_only=False), days.astype(np.int64) * DAY_MS,
                     started.fill_null(0).to_numpy())  # fmt: skip

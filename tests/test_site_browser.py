@@ -7,7 +7,6 @@ the machine. The nights are the compiler-upgrade dataset the report tests build 
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from report_data import FIRST_NIGHT, SAME_VERSION_NIGHTS, SLOWED, Nights, cached
@@ -87,8 +86,12 @@ def test_the_site_shows_the_open_regression_its_step_and_a_points_lineage_offlin
             page.mouse.up()
             assert page.evaluate("() => document.querySelector('.series').chart.scales.x.min") > before  # zoomed
 
-            page.goto((site / "compare.html").as_uri())
+            first, last = nights.runs[0], nights.runs[-1]  # across the upgrade: the slowed shape's intervals apart
+            page.goto(f"{(site / 'compare.html').as_uri()}?k={SLOWED.kernel}&a={first}&b={last}")
             page.wait_for_selector("#rows tr")
+            compared = {r.split("\t")[0].split()[0]: r.split("\t") for r in page.locator("#rows tr").all_inner_texts()}
+            slowed = compared[SLOWED.shape]
+            assert 1.15 < float(slowed[3]) < 1.25 and slowed[4] == "slower" and len(compared) == 2
         finally:
             browser.close()
     assert errors == [] and outside == []

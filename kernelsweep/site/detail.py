@@ -57,6 +57,9 @@ class Details:
         found = np.full(len(positions), -1, dtype=np.int64)  # each position's row among the lineage kept
         kept: list[pa.Table] = []
         count = 0
+        if not len(positions):  # a kernel that never ran successfully: no point to read
+            yield from ((number, []) for number in range(len(data.series)))
+            return
         wanted = ["latencies_us", "started_at", *LINEAGE, "inputs"]
         for batch in self.results.batches(wanted, ds.field("kernel") == data.kernel):
             at = pc.index_in(batch.column("row_id"), value_set=ids).to_numpy(zero_copy_only=False)

@@ -139,6 +139,7 @@ def compare(kernels: list[dict[str, str]], nightly_compare: str | None) -> str:
             "<label>B <select id='b'></select></label></p>",
             "<div class='scroll'><table><thead><tr><th>series</th><th>A</th><th>B</th><th>B / A</th>"
             "<th>intervals</th><th>lineage</th></tr></thead><tbody id='rows'></tbody></table></div>",
+            "<p id='none' hidden>This kernel has no successful run to compare.</p>",
             f"<script type='application/json' id='kernels'>{listing}</script><script>comparePage()</script>",
             "</body></html>",
         ]

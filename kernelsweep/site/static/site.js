@@ -153,6 +153,7 @@ async function comparePage() {
   pick.onchange = () => { location.search = "?k=" + encodeURIComponent(pick.value); };
   if (!pick.value) return;
   await load(`kernel-${pick.value}.js`);
+  document.getElementById("none").hidden = KS.data.series.some((s) => s.t.length);
   const d = KS.data;
   const first = new Map(); // run -> when its first point of this kernel was measured
   for (const s of d.series) s.run.forEach((r, i) => { if (!first.has(r) || s.t[i] < first.get(r)) first.set(r, s.t[i]); });

@@ -71,5 +71,5 @@ def _summary(report: Report, link: str, regressions: int, site: str | None) -> N
         + (f" Results site: {site}" if site else "")
     )
     resource = {"prefect.resource.id": f"{RESOURCE_PREFIX}results.{slug(report.results_uri)[:200]}"}
-    payload = {**counts, "subject": subject, "body": body, "link": link, "site": site}
+    payload: dict[str, object] = {**counts, "subject": subject, "body": body, "link": link, "site": site}
     return Notice(SUMMARY_EVENT, resource, payload)

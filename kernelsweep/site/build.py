@@ -84,9 +84,10 @@ def build_site(
             write_bundle({f"lineage/{name}-{number}.js": lineage}, where, client)
         payload = model.kernel_payload(data, results, report, (details.low, details.high), times)
         payload.update(slug=name, prefect_ui=prefect_ui, simulated=report.is_simulation)
-        page = pages.kernel(data.kernel, f"kernel-{name}.js").encode()
-        files = {f"kernel-{name}.js": _wrapped("kernelsweepData", payload), names[data.kernel]: page}
-        write_bundle(files, where, client)
+        html = pages.kernel(data.kernel, f"kernel-{name}.js").encode()
+        write_bundle(
+            {f"kernel-{name}.js": _wrapped("kernelsweepData", payload), names[data.kernel]: html}, where, client
+        )
         rebuilt.append(data.kernel)
     numbers = {s.key: i for k in kernels for i, s in enumerate(k.series)}
     latest_run = results.runs_newest_first()[:1]

@@ -15,6 +15,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -172,9 +173,7 @@ def _significant(values: np.ndarray) -> list[float | None]:
     return [None if v != v else float(f"{v:.5g}") for v in values.tolist()]
 
 
-def overview(
-    results: Indexed, report: Report, pages: dict[str, str], numbers: dict[SeriesKey, int]
-) -> dict[str, object]:
+def overview(results: Indexed, report: Report, pages: dict[str, str], numbers: dict[SeriesKey, int]) -> dict[str, Any]:
     """The overview's data: kernels, platforms (the fleet's families), the latest night, regressions."""
     newest = max((r.run_date for r in report.latest), default=date.min)
     runs = results.runs_newest_first()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from html import escape
 from importlib.resources import files
+from typing import Any
 
 STATIC = "static"
 ASSETS = ("uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE.txt", "site.js", "site.css")
@@ -48,11 +49,9 @@ def _cell(value: object) -> str:
     return f"<td>{'-' if value is None else escape(str(value))}</td>"
 
 
-def overview(data: dict[str, object], nightly_compare: str | None) -> str:
+def overview(data: dict[str, Any], nightly_compare: str | None) -> str:
     """The overview: latest night, families, kernels, regressions (open first) with age and status."""
-    kernels = data["kernels"]
-    regressions = data["regressions"]
-    assert isinstance(kernels, list) and isinstance(regressions, list)
+    kernels, regressions = data["kernels"], data["regressions"]
     order = {"open": 0, "acknowledged": 1, "recovered": 2, "blip": 3}
     listed = sorted(regressions, key=lambda r: (order.get(r["state"], 9), r["age_nights"]))
     regression_rows = [

@@ -19,7 +19,7 @@ from site_data import SLOWED, night, nights
 
 from kernelsweep.report.acknowledge import Acknowledgement
 from kernelsweep.report.ranks import median_interval
-from kernelsweep.site.build import MANIFEST, build_site
+from kernelsweep.site.build import MANIFEST, build_site, site_link
 from kernelsweep.site.detail import intervals
 from kernelsweep.site.serve import server
 
@@ -124,3 +124,8 @@ def test_serve_shows_a_built_site_on_the_loopback(results):
         with urllib.request.urlopen(f"{base}/kernel-mlp.js") as answer:
             assert answer.headers["Content-Type"] == "text/javascript" and answer.read().startswith(b"kernelsweepData(")
         httpd.shutdown()
+
+
+def test_the_sites_link_is_its_web_servers_when_one_is_set_else_the_files():
+    assert site_link("/r/site/index.html", "https://ks.example/site/") == "https://ks.example/site/index.html"
+    assert site_link("/r/site/index.html") == "file:///r/site/index.html"

@@ -23,6 +23,7 @@ from kernelsweep.site.model import KernelData
 
 URIS = ("kernel_source_uri", "ir_uri", "neff_uri", "ntff_uri", "profile_uri")
 TOOLS = ("compiler_version", "runtime_version", "profiler_version", "nki_version", "instance_type", "host")
+CHUNK_ROWS = 1 << 17
 LINEAGE = ("row_id", "flow_run_id", "run_date", "status", "is_simulation", *URIS, *TOOLS)
 
 
@@ -61,25 +62,38 @@ class Details:
             yield from ((number, []) for number in range(len(data.series)))
             return
         wanted = ["latencies_us", "started_at", *LINEAGE, "inputs"]
-        for batch in self.results.batches(wanted, ds.field("kernel") == data.kernel):
-            at = pc.index_in(batch.column("row_id"), value_set=ids).to_numpy(zero_copy_only=False)
-            mine = ~np.isnan(at.astype(float))
-            at = np.nan_to_num(at.astype(float), nan=-1).astype(np.int64)
-            mine &= _started(batch.column("started_at")) == np.where(at >= 0, started[np.maximum(at, 0)], -2)
+        for chunk in _chunks(self.results.batches(wanted, ds.field("kernel") == data.kernel)):
+            at = pc.index_in(chunk.column("row_id"), value_set=ids).fill_null(-1).to_numpy(zero_copy_only=False)
+            mine = (at >= 0) & (_started(chunk.column("started_at")) == started[np.maximum(at, 0)])
             if not mine.any():
                 continue
-            chosen = batch.filter(pa.array(mine))
-            low, high = intervals(chosen.column("latencies_us"))
+            chosen = chunk.filter(pa.array(mine))
+            low, high = intervals(chosen.column("latencies_us").combine_chunks())
             self.low[positions[at[mine]]], self.high[positions[at[mine]]] = low, high
             found[at[mine]] = count + np.arange(int(mine.sum()))
             count += int(mine.sum())
-            kept.append(pa.Table.from_batches([chosen]).select([*LINEAGE, "inputs"]))
+            kept.append(chosen.select([*LINEAGE, "inputs"]))
         lineage = pa.concat_tables(kept) if kept else None
         first = 0
         for number, s in enumerate(data.series):
             mine = found[first : first + len(s.rows)]
             first += len(s.rows)
             yield number, _records(lineage, mine)
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
+    """The batches as tables of about `rows` rows: each is matched to the index with one hash of its
+    row ids (a file's batch at a time hashed the kernel's ids once per file: minutes at 10^6 rows)."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        pending.append(batch)
+        size += batch.num_rows
+        if size >= rows:
+            yield pa.Table.from_batches(pending)
+            pending, size = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def _records(lineage: pa.Table | None, rows: np.ndarray) -> list[dict[str, object]]:

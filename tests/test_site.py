@@ -48,10 +48,13 @@ def test_a_kernel_page_holds_every_run_with_its_interval_and_the_step_with_its_c
     assert step["cause"] == "compiler 2.21.33363.0 -> 2.22.41000.0" and 15 < step["change"] < 25
     other = next(s for s in data["series"] if s["shape"] != SLOWED[1])
     assert other["steps"] == []
-    lineage = _payload(site / "lineage" / f"vector_add-{slowed['id']}.js", "kernelsweepLineage")["points"]
-    assert len(lineage) == 12 and lineage[8]["compiler_version"] == "2.22.41000.0"
+    columns = _payload(site / "lineage" / f"vector_add-{slowed['id']}.js", "kernelsweepLineage")["columns"]
+    lineage = [{k: c["values"][c["codes"][i]] for k, c in columns.items() if c["codes"][i] >= 0} for i in range(12)]
+    assert len(columns["row_id"]["codes"]) == 12 and lineage[8]["compiler_version"] == "2.22.41000.0"
+    assert columns["compiler_version"]["values"] == ["2.21.33363.0", "2.22.41000.0"]  # each distinct value once
     assert lineage[8]["neff_uri"] == f"s3://artifacts/neff/{lineage[8]['row_id']}.neff"
-    assert lineage[8]["flow_run_id"] == data["runs"][slowed["run"][8]]
+    assert lineage[8]["flow_run_id"] == data["runs"][slowed["run"][8]] and lineage[8]["run_date"] == "2026-03-09"
+    assert "ir_uri" not in lineage[8]  # none stored: absent, not null
     overview = (site / "index.html").read_text()
     assert "<tr class='regression open'>" in overview and "kernel-vector_add.html#s0" in overview
     assert "compiler 2.21.33363.0 -&gt; 2.22.41000.0" in overview

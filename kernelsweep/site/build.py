@@ -79,8 +79,8 @@ def build_site(
         if before.get("kernels", {}).get(data.kernel) == data.fingerprint:
             continue
         name = model.slug(data.kernel)
-        for number, points in details.scan(data):  # each series' lineage written as it is read
-            lineage = _wrapped("kernelsweepLineage", {"points": points})
+        for number, columns in details.scan(data):  # each series' lineage written as it is read
+            lineage = _wrapped("kernelsweepLineage", {"columns": columns})
             write_bundle({f"lineage/{name}-{number}.js": lineage}, where, client)
         payload = model.kernel_payload(data, results, report, (details.low, details.high), times)
         payload.update(slug=name, prefect_ui=prefect_ui, simulated=report.is_simulation)

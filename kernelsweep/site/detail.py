@@ -49,7 +49,7 @@ class Details:
         self.low = np.full(results.table.num_rows, np.nan)
         self.high = np.full(results.table.num_rows, np.nan)
 
-    def scan(self, data: KernelData) -> Iterator[tuple[int, list[dict[str, object]]]]:
+    def scan(self, data: KernelData) -> Iterator[tuple[int, dict[str, dict[str, list]]]]:
         """Reads the kernel's rows; fills their intervals, then yields (series number, each point's lineage)."""
         table = self.results.table
         positions = np.concatenate([s.rows for s in data.series]) if data.series else np.empty(0, np.int64)
@@ -59,7 +59,7 @@ class Details:
         kept: list[pa.Table] = []
         count = 0
         if not len(positions):  # a kernel that never ran successfully: no point to read
-            yield from ((number, []) for number in range(len(data.series)))
+            yield from ((number, {}) for number in range(len(data.series)))
             return
         wanted = ["latencies_us", "started_at", *LINEAGE, "inputs"]
         for chunk in _chunks(self.results.batches(wanted, ds.field("kernel") == data.kernel)):
@@ -96,19 +96,25 @@ def _chunks(batches: Iterator[pa.RecordBatch], rows: int = CHUNK_ROWS) -> Iterat
         yield pa.Table.from_batches(pending)
 
 
-def _records(lineage: pa.Table | None, rows: np.ndarray) -> list[dict[str, object]]:
-    """Each point's lineage (None where its row was not found), artifact URIs and inputs' URIs."""
+def _records(lineage: pa.Table | None, rows: np.ndarray) -> dict[str, dict[str, list]]:
+    """A series' points' lineage as columns, each its distinct values and each point's code (-1: none):
+    a thousand nights share a few tool versions and hosts, so the file is about its URIs and row ids."""
     if lineage is None:
-        return [{} for _ in rows]
-    taken = lineage.take(pa.array(np.maximum(rows, 0), pa.int64())).to_pylist()
-    out: list[dict[str, object]] = []
-    for row, record in zip(rows.tolist(), taken, strict=True):
-        if row < 0:
-            out.append({})
+        return {}
+    where = pa.array(np.maximum(rows, 0), pa.int64(), mask=rows < 0)  # a point whose row was not read: null
+    taken = lineage.take(where)
+    out = {}
+    for name in taken.column_names:
+        column = taken.column(name).combine_chunks()
+        if name == "inputs":
+            listed = [[{"name": i["name"], "uri": i["uri"]} for i in v or []] for v in column.to_pylist()]
+            out[name] = {"values": listed, "codes": [i if v else -1 for i, v in enumerate(listed)]}
             continue
-        record["run_date"] = str(record["run_date"])
-        record["inputs"] = [{"name": i["name"], "uri": i["uri"]} for i in record.get("inputs") or []]
-        out.append({k: v for k, v in record.items() if v not in (None, [])})
+        if name == "run_date":
+            column = pc.cast(column, pa.string())
+        encoded = pc.dictionary_encode(column)
+        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).tolist()
+        out[name] = {"values": encoded.dictionary.to_pylist(), "codes": codes}
     return out
 
 

@@ -197,7 +197,8 @@ async function lineagePage() {
     await load(`lineage/${slug}-${n}.js`);
   } catch (e) { box.textContent = String(e); return; }
   const s = KS.data.series[n];
-  const row = KS.lineage.points[i] || {};
+  const row = {}; // the point's value of each column (columns hold distinct values and each point's code)
+  for (const [k, col] of Object.entries(KS.lineage.columns)) if (col.codes[i] >= 0) row[k] = col.values[col.codes[i]];
   document.getElementById("title").textContent = `${KS.data.kernel} ${s.label}: ${when(s.t[i])}`;
   document.getElementById("back").href = `kernel-${slug}.html#s${n}`;
   const rows = [

@@ -38,7 +38,7 @@ from kernelsweep.report.html import bundle
 from kernelsweep.report.notify import notices
 from kernelsweep.report.publish import browser_link, report_location, write_bundle
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
-from kernelsweep.site.build import build_site, site_link
+from kernelsweep.site import build_site, site_link
 
 KEYS = {
     "summary": "report-summary",

@@ -48,7 +48,7 @@ def site(
     if not results_uri:
         raise UsageError("give the results to build the site of (kernelsweep site RESULTS), or --serve DIR")
     from kernelsweep.report.acknowledge import load_acknowledged
-    from kernelsweep.site.build import build_site
+    from kernelsweep.site import build_site
 
     accepted = load_acknowledged(acknowledged) if acknowledged else []
     built = build_site(results_uri, out, acknowledged=accepted, prefect_ui=prefect_ui or None)

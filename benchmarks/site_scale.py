@@ -23,11 +23,16 @@ from report_scale import dataset, measure
 CHROMIUM = "/usr/bin/chromium"
 
 
-def weigh(site: Path) -> tuple[int, float, float]:
-    """(files, MiB in all, MiB of the largest kernel data file)."""
+def weigh(site: Path) -> str:
+    """Files and MiB in all, and the largest file of each kind (a kernel's, a series' points, a lineage)."""
     files = [p for p in site.rglob("*") if p.is_file()]
-    kernels = [p.stat().st_size for p in site.glob("kernel-*.js")]
-    return len(files), sum(p.stat().st_size for p in files) / 2**20, max(kernels, default=0) / 2**20
+    largest = {
+        kind: max((p.stat().st_size for p in site.glob(pattern)), default=0) / 2**10
+        for kind, pattern in (("kernel", "kernel-*.js"), ("series", "series/*.js"), ("lineage", "lineage/*.js"))
+    }
+    return f"{len(files)} files, {sum(p.stat().st_size for p in files) / 2**20:.1f} MiB; largest " + ", ".join(
+        f"{kind} {kib:.0f} KiB" for kind, kib in largest.items()
+    )
 
 
 def open_times(site: Path) -> dict[str, float]:
@@ -76,8 +81,7 @@ def main() -> None:
             seconds, peak, code, cpu = measure(["site", results, "--out", str(site)])
             print(f"{rows:>9,} rows  {label:<26} {seconds:7.1f} s  {cpu:7.1f} CPU-s  {peak:6.0f} MiB peak  exit {code}"
                   f"  load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-        files, total, largest = weigh(site)
-        print(f"{rows:>9,} rows  site: {files} files, {total:.1f} MiB; largest kernel data file {largest:.1f} MiB")
+        print(f"{rows:>9,} rows  site: {weigh(site)}")
         for name, value in open_times(site).items():
             print(f"{rows:>9,} rows  open {name}: {value:.2f}" + (" s" if "requests" not in name else ""), flush=True)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

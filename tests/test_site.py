@@ -41,8 +41,9 @@ def test_a_kernel_page_holds_every_run_with_its_interval_and_the_step_with_its_c
     assert built.location == str(site / "index.html") and sorted(built.rebuilt) == ["mlp", "vector_add"]
     data = _payload(site / "kernel-vector_add.js", "kernelsweepData")
     slowed = next(s for s in data["series"] if s["shape"] == SLOWED[1])
-    assert len(slowed["t"]) == 12 and slowed["t"] == sorted(slowed["t"]) and len(data["runs"]) == 12
-    assert all(lo < m < hi for lo, m, hi in zip(slowed["lo"], slowed["m"], slowed["hi"], strict=True))
+    points = _payload(site / "series" / f"vector_add-{slowed['id']}.js", "kernelsweepSeries")
+    assert len(points["t"]) == 12 and points["t"] == sorted(points["t"]) and len(data["runs"]) == 12
+    assert all(lo < m < hi for lo, m, hi in zip(points["lo"], points["m"], points["hi"], strict=True))
     [step] = slowed["steps"]
     assert step["at"] == 8 and step["direction"] == "slower" and step["state"] == "open"
     assert step["cause"] == "compiler 2.21.33363.0 -> 2.22.41000.0" and 15 < step["change"] < 25
@@ -53,7 +54,7 @@ def test_a_kernel_page_holds_every_run_with_its_interval_and_the_step_with_its_c
     assert len(columns["row_id"]["codes"]) == 12 and lineage[8]["compiler_version"] == "2.22.41000.0"
     assert columns["compiler_version"]["values"] == ["2.21.33363.0", "2.22.41000.0"]  # each distinct value once
     assert lineage[8]["neff_uri"] == f"s3://artifacts/neff/{lineage[8]['row_id']}.neff"
-    assert lineage[8]["flow_run_id"] == data["runs"][slowed["run"][8]] and lineage[8]["run_date"] == "2026-03-09"
+    assert lineage[8]["flow_run_id"] == data["runs"][points["run"][8]] and lineage[8]["run_date"] == "2026-03-09"
     assert "ir_uri" not in lineage[8]  # none stored: absent, not null
     overview = (site / "index.html").read_text()
     assert "<tr class='regression open'>" in overview and "kernel-vector_add.html#s0" in overview
@@ -71,7 +72,7 @@ def test_a_rebuild_redoes_only_the_kernels_whose_rows_or_statuses_changed(result
     night(results, 12, step_night=8, kernels=("mlp",))  # a night of mlp only
     again = build_site(results)
     assert again.rebuilt == ["mlp"] and again.kept == ["vector_add"] and page.stat().st_mtime_ns == written
-    assert len(_payload(site / "kernel-mlp.js", "kernelsweepData")["series"][0]["t"]) == 13
+    assert len(_payload(site / "series" / "mlp-0.js", "kernelsweepSeries")["t"]) == 13
     assert "2026-03-13" in (site / "index.html").read_text()  # the overview is always current
     why = "the new compiler trades this shape for larger ones"
     acked = build_site(results, acknowledged=[Acknowledgement(reason=why, kernel="vector_add")])

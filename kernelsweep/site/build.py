@@ -84,6 +84,13 @@ def build_site(
             write_bundle({f"lineage/{name}-{number}.js": lineage}, where, client)
         payload = model.kernel_payload(data, results, report, (details.low, details.high), times)
         payload.update(slug=name, prefect_ui=prefect_ui, simulated=report.is_simulation)
+        for series in payload["series"]:  # each series' points apart: a page loads the ones it draws
+            arrays = {column: series.pop(column) for column in model.POINTS}
+            write_bundle(
+                {f"series/{name}-{series['id']}.js": _wrapped("kernelsweepSeries", {"id": series["id"], **arrays})},
+                where,
+                client,
+            )
         html = pages.kernel(data.kernel, f"kernel-{name}.js").encode()
         write_bundle(
             {f"kernel-{name}.js": _wrapped("kernelsweepData", payload), names[data.kernel]: html}, where, client

@@ -29,6 +29,7 @@ from kernelsweep.report.summary import Report
 from kernelsweep.site.triage import status
 
 DAY_MS = 86_400_000
+POINTS = ("t", "m", "lo", "hi", "run")  # a series' columns of points, one file per series
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,8 @@ def kernel_payload(
     report: Report,
     intervals: tuple[np.ndarray, np.ndarray],
     times: np.ndarray,
-) -> dict[str, object]:
-    """A kernel page's data: each series' points as columns and its steps with cause and status."""
+) -> dict[str, Any]:
+    """A kernel page's data: each series' points as columns (`POINTS`) and its steps with cause and status."""
     table = results.table
     run_codes = codes(table, "flow_run_id")
     run_names = dictionary(table, "flow_run_id")

@@ -1,14 +1,21 @@
 // kernelsweep results site: kernel pages (every series' history), the compare view and the lineage view.
-// Data files are JSON handed to one call (kernelsweepData / kernelsweepLineage) and loaded by <script>:
-// a page opened from file:// may not fetch() its neighbours, but it may load their scripts.
+// Data files are JSON handed to one call (kernelsweepData / kernelsweepSeries / kernelsweepLineage) and
+// loaded by <script>: a page opened from file:// may not fetch() its neighbours, but it may load scripts.
+// A kernel's file holds its series and steps; each series' points are a file of their own, loaded when
+// its chart is drawn, so a page opens in the same time whatever the length of the history.
 "use strict";
 
-const KS = { data: null, lineage: null, shown: 0 };
+const KS = { data: null, lineage: null, shown: 0, drawing: 0, points: {} };
 const PAGE = 24; // charts drawn at a time: a kernel may have hundreds of series
 const FILTERS = ["shape", "dtype", "platform", "lnc", "toolchain"];
 
 function kernelsweepData(d) { KS.data = d; }
 function kernelsweepLineage(d) { KS.lineage = d; }
+function kernelsweepSeries(d) { KS.points[d.id] = d; }
+
+function points(list) { // each series' points, loaded once
+  return Promise.all(list.filter((s) => !KS.points[s.id]).map((s) => load(`series/${KS.data.slug}-${s.id}.js`)));
+}
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -50,7 +57,7 @@ function kernelPage() {
     select.onchange = redraw;
     bar.append(el("label", {}, f + " ", select));
   }
-  document.getElementById("more").onclick = () => drawMore();
+  document.getElementById("more").onclick = () => drawMore(KS.drawing);
   const wanted = /^#s(\d+)$/.exec(location.hash);
   if (wanted) { // from the overview's regression: that series alone
     const s = d.series[+wanted[1]];
@@ -67,19 +74,21 @@ function chosen() {
 function redraw() {
   document.getElementById("charts").replaceChildren();
   KS.shown = 0;
-  drawMore();
+  drawMore(++KS.drawing);
 }
 
-function drawMore() {
+async function drawMore(drawing) {
   const list = chosen();
   const next = list.slice(KS.shown, KS.shown + PAGE);
-  for (const s of next) document.getElementById("charts").append(seriesChart(s));
   KS.shown += next.length;
+  await points(next);
+  if (drawing !== KS.drawing) return; // the filters changed while the points loaded
+  for (const s of next) document.getElementById("charts").append(seriesChart(s, KS.points[s.id]));
   document.getElementById("count").textContent = `${Math.min(KS.shown, list.length)} of ${list.length} series shown (${KS.data.series.length} in all)`;
   document.getElementById("more").hidden = KS.shown >= list.length;
 }
 
-function seriesChart(s) {
+function seriesChart(s, p) {
   const box = el("section", { class: "series", id: "s" + s.id, "data-series": s.id });
   box.append(el("h3", {}, s.label));
   if (s.steps.length) {
@@ -90,7 +99,7 @@ function seriesChart(s) {
   const plot = el("div", { class: "plot" });
   const tip = el("div", { class: "tip", hidden: "" });
   box.append(plot, tip);
-  const t = s.t.map((ms) => ms / 1000);
+  const t = p.t.map((ms) => ms / 1000);
   let down = null;
   const opts = {
     width: Math.min(1100, document.body.clientWidth - 40), height: 240,
@@ -99,15 +108,15 @@ function seriesChart(s) {
     cursor: { drag: { x: true, y: false }, points: { size: 8 } },
     series: [
       {},
-      { label: "median", stroke: "#1f77b4", width: 1.5, points: { show: s.t.length <= 400, size: 4 } },
+      { label: "median", stroke: "#1f77b4", width: 1.5, points: { show: p.t.length <= 400, size: 4 } },
       { label: "low", stroke: "rgba(0,0,0,0)", points: { show: false } },
       { label: "high", stroke: "rgba(0,0,0,0)", points: { show: false } },
     ],
     bands: [{ series: [3, 2], fill: "rgba(31,119,180,0.18)" }],
     axes: [{}, { label: "us", size: 70 }],
     hooks: {
-      draw: [(u) => markSteps(u, s)],
-      setCursor: [(u) => showTip(u, s, tip)],
+      draw: [(u) => markSteps(u, s, p)],
+      setCursor: [(u) => showTip(u, p, tip)],
       ready: [(u) => {
         u.over.addEventListener("mousedown", (e) => { down = e.clientX; });
         u.over.addEventListener("click", (e) => { // a drag zooms; a click opens the point's lineage
@@ -118,14 +127,14 @@ function seriesChart(s) {
       }],
     },
   };
-  box.chart = new uPlot(opts, [t, s.m, s.lo, s.hi], plot);
+  box.chart = new uPlot(opts, [t, p.m, p.lo, p.hi], plot);
   return box;
 }
 
-function markSteps(u, s) {
+function markSteps(u, s, p) {
   for (const old of u.over.querySelectorAll(".step-marker")) old.remove();
   for (const st of s.steps) {
-    const x = u.valToPos(s.t[st.at] / 1000, "x");
+    const x = u.valToPos(p.t[st.at] / 1000, "x");
     if (!(x >= 0 && x <= u.over.clientWidth)) continue;
     const mark = el("div", { class: "step-marker " + stepClass(st), title: stepText(st), "data-cause": st.cause, "data-night": st.night });
     mark.style.left = x + "px";
@@ -134,11 +143,11 @@ function markSteps(u, s) {
   }
 }
 
-function showTip(u, s, tip) {
+function showTip(u, p, tip) {
   const i = u.cursor.idx;
   if (i == null) { tip.hidden = true; return; }
-  const run = KS.data.runs[s.run[i]] || "";
-  tip.textContent = `${when(s.t[i])}  median ${us(s.m[i])}  95% interval [${us(s.lo[i])}, ${us(s.hi[i])}]  run ${run.slice(0, 8)}  (click: lineage)`;
+  const run = KS.data.runs[p.run[i]] || "";
+  tip.textContent = `${when(p.t[i])}  median ${us(p.m[i])}  95% interval [${us(p.lo[i])}, ${us(p.hi[i])}]  run ${run.slice(0, 8)}  (click: lineage)`;
   tip.hidden = false;
 }
 
@@ -153,10 +162,11 @@ async function comparePage() {
   pick.onchange = () => { location.search = "?k=" + encodeURIComponent(pick.value); };
   if (!pick.value) return;
   await load(`kernel-${pick.value}.js`);
-  document.getElementById("none").hidden = KS.data.series.some((s) => s.t.length);
   const d = KS.data;
+  await points(d.series);
+  document.getElementById("none").hidden = d.series.some((s) => KS.points[s.id].t.length);
   const first = new Map(); // run -> when its first point of this kernel was measured
-  for (const s of d.series) s.run.forEach((r, i) => { if (!first.has(r) || s.t[i] < first.get(r)) first.set(r, s.t[i]); });
+  for (const p of Object.values(KS.points)) p.run.forEach((r, i) => { if (!first.has(r) || p.t[i] < first.get(r)) first.set(r, p.t[i]); });
   const runs = [...first.keys()].sort((a, b) => first.get(b) - first.get(a));
   for (const id of ["a", "b"]) {
     const sel = document.getElementById(id);
@@ -172,14 +182,15 @@ function compareTable(a, b) {
   const body = document.getElementById("rows");
   body.replaceChildren();
   for (const s of KS.data.series) {
-    const i = s.run.indexOf(a), j = s.run.indexOf(b);
+    const p = KS.points[s.id];
+    const i = p.run.indexOf(a), j = p.run.indexOf(b);
     if (i < 0 || j < 0) continue;
-    const ratio = s.m[j] / s.m[i];
-    const apart = s.lo[j] != null && s.hi[i] != null && s.lo[j] > s.hi[i] ? "slower" : s.hi[j] != null && s.lo[i] != null && s.hi[j] < s.lo[i] ? "faster" : "overlap";
+    const ratio = p.m[j] / p.m[i];
+    const apart = p.lo[j] != null && p.hi[i] != null && p.lo[j] > p.hi[i] ? "slower" : p.hi[j] != null && p.lo[i] != null && p.hi[j] < p.lo[i] ? "faster" : "overlap";
     body.append(el("tr", { class: apart },
       el("td", {}, s.label),
-      el("td", { class: "num" }, `${us(s.m[i])} [${us(s.lo[i])}, ${us(s.hi[i])}]`),
-      el("td", { class: "num" }, `${us(s.m[j])} [${us(s.lo[j])}, ${us(s.hi[j])}]`),
+      el("td", { class: "num" }, `${us(p.m[i])} [${us(p.lo[i])}, ${us(p.hi[i])}]`),
+      el("td", { class: "num" }, `${us(p.m[j])} [${us(p.lo[j])}, ${us(p.hi[j])}]`),
       el("td", { class: "num" }, ratio.toFixed(4)),
       el("td", {}, apart),
       el("td", {}, el("a", { href: lineageHref(s, i) }, "A"), " ", el("a", { href: lineageHref(s, j) }, "B"))));
@@ -194,21 +205,21 @@ async function lineagePage() {
   const box = document.getElementById("lineage");
   try {
     await load(`kernel-${slug}.js`);
-    await load(`lineage/${slug}-${n}.js`);
+    await Promise.all([points([KS.data.series[n]]), load(`lineage/${slug}-${n}.js`)]);
   } catch (e) { box.textContent = String(e); return; }
-  const s = KS.data.series[n];
+  const s = KS.data.series[n], p = KS.points[n];
   const row = {}; // the point's value of each column (columns hold distinct values and each point's code)
   for (const [k, col] of Object.entries(KS.lineage.columns)) if (col.codes[i] >= 0) row[k] = col.values[col.codes[i]];
-  document.getElementById("title").textContent = `${KS.data.kernel} ${s.label}: ${when(s.t[i])}`;
+  document.getElementById("title").textContent = `${KS.data.kernel} ${s.label}: ${when(p.t[i])}`;
   document.getElementById("back").href = `kernel-${slug}.html#s${n}`;
   const rows = [
     ["row id", row.row_id], ["run date", row.run_date], ["status", row.status],
-    ["median", `${us(s.m[i])} [${us(s.lo[i])}, ${us(s.hi[i])}] (95% interval from the repeats)`],
+    ["median", `${us(p.m[i])} [${us(p.lo[i])}, ${us(p.hi[i])}] (95% interval from the repeats)`],
     ["simulated", row.is_simulation ? "yes: not a hardware measurement" : "no"],
   ];
   const table = el("table", { class: "lineage" });
   for (const [k, v] of rows) table.append(el("tr", {}, el("th", {}, k), el("td", {}, v == null ? "-" : String(v))));
-  const run = row.flow_run_id || KS.data.runs[s.run[i]];
+  const run = row.flow_run_id || KS.data.runs[p.run[i]];
   const prefect = KS.data.prefect_ui && run ? el("a", { href: `${KS.data.prefect_ui.replace(/\/$/, "")}/runs/flow-run/${run}`, class: "flow-run" }, run) : run || "-";
   table.append(el("tr", {}, el("th", {}, "Prefect flow run"), el("td", {}, prefect)));
   const artifacts = [["kernel source", row.kernel_source_uri], ["IR", row.ir_uri], ["NEFF", row.neff_uri], ["NTFF", row.ntff_uri], ["profile", row.profile_uri],

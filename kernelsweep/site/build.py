@@ -32,8 +32,9 @@ from kernelsweep.stores.locations import Location, parse_location
 
 SITE_FOLDER = "site"
 MANIFEST = "site.json"
-FORMAT = 1  # raise when the data files change shape: every kernel is rebuilt
+FORMAT = 2  # raise when the data files change shape: every kernel is rebuilt
 NIGHTLY_COMPARE = "compare-latest/index.html"
+CHUNK = 24  # series per points file: the charts a kernel page draws at a time (static/site.js PAGE)
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,14 @@ def build_site(
             write_bundle({f"lineage/{name}-{number}.js": lineage}, where, client)
         payload = model.kernel_payload(data, results, report, (details.low, details.high), times)
         payload.update(slug=name, prefect_ui=prefect_ui, simulated=report.is_simulation)
-        for series in payload["series"]:  # each series' points apart: a page loads the ones it draws
-            arrays = {column: series.pop(column) for column in model.POINTS}
-            write_bundle(
-                {f"series/{name}-{series['id']}.js": _wrapped("kernelsweepSeries", {"id": series["id"], **arrays})},
-                where,
-                client,
-            )
+        chunks: dict[str, bytes] = {}
+        for first in range(0, len(payload["series"]), CHUNK):  # a page of charts' points in one file
+            mine = [
+                {"id": x["id"], **{c: x.pop(c) for c in model.POINTS}} for x in payload["series"][first : first + CHUNK]
+            ]
+            chunks[f"series/{name}-{first // CHUNK}.js"] = _wrapped("kernelsweepSeries", mine)
+        payload["chunk"] = CHUNK
+        write_bundle(chunks, where, client)
         html = pages.kernel(data.kernel, f"kernel-{name}.js").encode()
         write_bundle(
             {f"kernel-{name}.js": _wrapped("kernelsweepData", payload), names[data.kernel]: html}, where, client

@@ -1,8 +1,9 @@
 // kernelsweep results site: kernel pages (every series' history), the compare view and the lineage view.
 // Data files are JSON handed to one call (kernelsweepData / kernelsweepSeries / kernelsweepLineage) and
 // loaded by <script>: a page opened from file:// may not fetch() its neighbours, but it may load scripts.
-// A kernel's file holds its series and steps; each series' points are a file of their own, loaded when
-// its chart is drawn, so a page opens in the same time whatever the length of the history.
+// A kernel's file holds its series and steps; the points of each chunk of neighbouring series (a page of
+// charts) are a file, loaded when one of its charts is drawn: a page opens in about the same time
+// whatever the length of the history or the number of series.
 "use strict";
 
 const KS = { data: null, lineage: null, shown: 0, drawing: 0, points: {} };
@@ -11,10 +12,11 @@ const FILTERS = ["shape", "dtype", "platform", "lnc", "toolchain"];
 
 function kernelsweepData(d) { KS.data = d; }
 function kernelsweepLineage(d) { KS.lineage = d; }
-function kernelsweepSeries(d) { KS.points[d.id] = d; }
+function kernelsweepSeries(chunk) { for (const d of chunk) KS.points[d.id] = d; }
 
-function points(list) { // each series' points, loaded once
-  return Promise.all(list.filter((s) => !KS.points[s.id]).map((s) => load(`series/${KS.data.slug}-${s.id}.js`)));
+function points(list) { // the points of the series in `list`, a chunk of neighbouring series a file, each loaded once
+  const chunks = new Set(list.filter((s) => !KS.points[s.id]).map((s) => Math.floor(s.id / KS.data.chunk)));
+  return Promise.all([...chunks].map((c) => load(`series/${KS.data.slug}-${c}.js`)));
 }
 
 function el(tag, attrs, ...children) {

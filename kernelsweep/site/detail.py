@@ -103,7 +103,7 @@ def _records(lineage: pa.Table | None, rows: np.ndarray) -> dict[str, dict[str, 
         return {}
     where = pa.array(np.maximum(rows, 0), pa.int64(), mask=rows < 0)  # a point whose row was not read: null
     taken = lineage.take(where)
-    out = {}
+    out: dict[str, dict[str, list]] = {}
     for name in taken.column_names:
         column = taken.column(name).combine_chunks()
         if name == "inputs":

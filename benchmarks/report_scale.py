@@ -117,8 +117,8 @@ def dataset(data: Path, nights: int, series: int = 1000) -> Path:
     return results
 
 
-def measure(argv: list[str]) -> tuple[float, float, int]:
-    """(seconds, peak resident MiB, exit code) of one CLI command in its own process."""
+def measure(argv: list[str]) -> tuple[float, float, int, float]:
+    """(seconds, peak resident MiB, exit code, CPU seconds) of one CLI command in its own process."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen([sys.executable, "-m", "kernelsweep.flows.cli", *argv], stdout=out,
@@ -131,7 +131,7 @@ def measure(argv: list[str]) -> tuple[float, float, int]:
             proc.stderr.close()
     if proc.returncode not in (0, 1, 3):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {err}")
-    return seconds, usage.ru_maxrss / 1024, proc.returncode
+    return seconds, usage.ru_maxrss / 1024, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -170,7 +170,7 @@ def main() -> None:
             ],  # fmt: skip
         }
         for name, argv in commands.items():
-            seconds, peak, code = measure(argv)
+            seconds, peak, code, _ = measure(argv)
             load = os.getloadavg()[0]  # the machine is shared: a figure means little without it
             print(f"{name:<40} {nights * series:>9,} {seconds:>8.1f} {peak:>9.0f} {code:>4} {load:>7.2f}", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")

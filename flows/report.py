@@ -5,7 +5,8 @@ Its artifacts have fixed keys, so the UI keeps each one's history across runs: `
 `report-failures`, `report-best` (the best configuration per shape; empty unless rows carry tunables),
 `report-tuned` (the tuned store's replaced bests: was, now, when and the verdict's reasons; empty while
 none was replaced), `report-cost` (after a fleet run: its Neuron- and CPU-host-hours and on-demand cost), and
-`report-html`, a link a browser opens (kernelsweep.report.publish.browser_link) to the HTML report
+`results-site` (the results site, kernelsweep.site, rebuilt here for the kernels whose rows changed, under
+`<results>/site/`), `report-html`, a link a browser opens (kernelsweep.report.publish.browser_link) to the HTML report
 stored next to the results under `reports/<flow run id>/`. Reports older than `keep_days` are deleted
 there. Its deployment (deployments/prefect.yaml) runs it whenever a sweep or fleet run completes, on the
 results that run wrote.
@@ -28,9 +29,11 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact, cr
 from prefect.client.orchestration import get_client
 from prefect.events import emit_event
 from prefect.runtime import flow_run
+from prefect.settings import PREFECT_UI_URL
 
+from kernelsweep.errors import KernelsweepError
 from kernelsweep.flows.fleet.summary import fleet_cost
-from kernelsweep.flows.settings import prices_from_env, reports_url_from_env
+from kernelsweep.flows.settings import prices_from_env, reports_url_from_env, site_url_from_env
 from kernelsweep.platforms import PlatformName
 from kernelsweep.report import Report, Selection, build_report, prune_reports
 from kernelsweep.report.acknowledge import load_acknowledged
@@ -38,6 +41,7 @@ from kernelsweep.report.html import bundle
 from kernelsweep.report.notify import notices
 from kernelsweep.report.publish import browser_link, report_location, write_bundle
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
+from kernelsweep.site import build_site, site_link
 
 KEYS = {
     "summary": "report-summary",
@@ -47,6 +51,7 @@ KEYS = {
     "best": "report-best",
     "tuned": "report-tuned",
     "cost": "report-cost",
+    "site": "results-site",
 }
 
 
@@ -63,6 +68,7 @@ def report(
     threshold: float = DEFAULT_THRESHOLD,
     acknowledged: str | None = None,
     keep_days: int | None = 30,
+    site: bool = True,
 ) -> str:
     """Summarise a results dataset, track regressions, and store the HTML report next to it.
 
@@ -79,6 +85,7 @@ def report(
         threshold: The smallest change that matters, as a fraction (0.02 = 2%).
         acknowledged: Path of a TOML file of accepted steps (series, night, reason) on the worker.
         keep_days: Delete report pages under the results' reports/ older than this many days (empty: keep all).
+        site: Also rebuild the results site under the results' site/ (only kernels whose rows changed).
 
     Returns:
         Where the HTML report was stored.
@@ -93,13 +100,29 @@ def report(
     link = browser_link(page, reports_url_from_env())
     _publish(built, link, page, f"{results_uri} ({selection.describe()})")
     _publish_cost(after_flow_run)
-    for notice in notices(built, link):
+    site_link = _publish_site(results_uri, built) if site else None
+    for notice in notices(built, link, site_link):
         emit_event(event=notice.event, resource=notice.resource, payload=notice.payload)
     counts = (len(built.latest), len(built.failed), len(built.incorrect), len(built.regressions))
     get_run_logger().info("%d points, %d failed, %d incorrect, %d regression step(s); report at %s", *counts, link)
     if keep_days is not None:
         _prune(results_uri, keep_days)
     return page
+
+
+def _publish_site(results_uri: str, built: Report) -> str | None:
+    """The results site rebuilt beside the results and its link as the `results-site` artifact; a site
+    that cannot be built is a warning: the report and its notices still go out."""
+    try:
+        ui = PREFECT_UI_URL.value()
+        made = build_site(results_uri, rule=built.rule, acknowledged=built.acknowledged, prefect_ui=ui)
+    except KernelsweepError as exc:
+        get_run_logger().warning("the results site was not rebuilt: %s", exc.message)
+        return None
+    link = site_link(made.location, site_url_from_env())
+    described = f"{made.location}: {len(made.rebuilt)} kernel(s) rebuilt, {len(made.kept)} unchanged"
+    create_link_artifact(key=KEYS["site"], link=link, link_text="kernelsweep results site", description=described)
+    return link
 
 
 def _prune(results_uri: str, keep_days: int) -> None:

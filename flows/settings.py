@@ -27,6 +27,7 @@ from kernelsweep.toolchain.tracing.interpreter import NEURON_PYTHON_ENV
 
 STATE_DIR_ENV = "KERNELSWEEP_STATE_DIR"
 REPORTS_URL_ENV = "KERNELSWEEP_REPORTS_URL"  # a web server's base URL for the results' reports/ folder
+SITE_URL_ENV = "KERNELSWEEP_SITE_URL"  # where a web server (or CloudFront) serves `<results>/site/`
 LEASE_TIMEOUT_ENV = "KERNELSWEEP_LEASE_TIMEOUT_SECONDS"
 MIN_STATE_FREE_BYTES = 4 << 20  # leases, the simulator's sessions, compile peaks: a few KiB a run
 WORKER_NAME_ENV = "PREFECT__WORKER_NAME"  # set by a Prefect worker for the flow runs it starts
@@ -51,6 +52,11 @@ def neuron_python_from_env() -> str | None:
 def reports_url_from_env() -> str | None:
     """KERNELSWEEP_REPORTS_URL: where a web server serves `<results>/reports/` (the report link's base)."""
     return os.environ.get(REPORTS_URL_ENV) or None
+
+
+def site_url_from_env() -> str | None:
+    """KERNELSWEEP_SITE_URL: where a web server serves `<results>/site/` (the site link's base)."""
+    return os.environ.get(SITE_URL_ENV) or None
 
 
 def prices_from_env() -> dict[str, float]:

@@ -180,6 +180,16 @@ def test_the_demo_starts_a_fleet_a_run_from_its_ui_completes_and_it_stops_cleanl
         url = link["data"].split("](", 1)[1].rstrip(")")
         with urllib.request.urlopen(url, timeout=30) as page:
             assert b"vector_add" in page.read()
+        site = poll(
+            lambda: next(
+                iter(_api(port, "/artifacts/filter", {"artifacts": {"key": {"any_": ["results-site"]}}})), None
+            ),
+            timeout=120,
+            what="the results site's link",
+        )
+        assert site["data"] == f"[kernelsweep results site](http://127.0.0.1:{port + 1}/site/index.html)"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port + 1}/site/kernel-vector_add.js", timeout=30) as data:
+            assert data.headers["Content-Type"] == "text/javascript" and data.read().startswith(b"kernelsweepData(")
 
         assert cluster.query(f"SELECT state_type FROM flow_run WHERE id = '{run['id']}'") == [["COMPLETED"]]
         said = (home / "logs" / "server.log").read_text()

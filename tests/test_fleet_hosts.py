@@ -89,3 +89,7 @@ def test_a_report_with_a_step_notices_its_regression_and_the_night():
     assert regression.payload["subject"].startswith("kernelsweep regression: vector_add n=2 float32 trn2 2")
     assert "https://reports.example/r/index.html" in regression.payload["body"]
     assert night.payload["subject"] == "kernelsweep report: 2 points, 0 failed, 1 open regressions"
+    assert "site" not in night.payload["body"]
+    site = "https://results.example/site/index.html"
+    assert night.payload["site"] is None and notices(report, "r", site)[-1].payload["site"] == site
+    assert f"Results site: {site}" in notices(report, "r", site)[-1].payload["body"]

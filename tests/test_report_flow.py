@@ -62,6 +62,9 @@ def test_keyed_artifacts_keep_history_and_the_page_is_stored_beside_the_results(
         assert summary.type == "table" and "vector_add" in summary.data and "n=5120" in summary.data
         link = _artifacts(client, KEYS["html"], {second})[second]
         assert Path(page).resolve().as_uri() in link.data
+        site = _artifacts(client, KEYS["site"], {first, second})  # the results site, rebuilt each night
+        assert (Path(spec.results) / "site" / "index.html").resolve().as_uri() in site[second].data
+        assert "1 kernel(s) rebuilt" in site[first].description and "1 kernel(s) rebuilt" in site[second].description
     assert "kernelsweep report" in Path(page).read_text()
 
 

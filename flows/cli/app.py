@@ -36,6 +36,7 @@ COMMANDS = {
     "server": "server",
     "tuned": "tuned",
     "triage": "triage",
+    "site": "site",
 }
 
 

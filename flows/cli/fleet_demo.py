@@ -5,7 +5,7 @@ Prefect home, sets the fleet up on it exactly as `kernelsweep fleet up` does (wi
 nightly spec written for the demo), and starts a control worker and simulated hosts of every family
 (two trn2, one trn1, one inf2), each a `kernelsweep fleet worker` with its own private state: its
 NeuronCore leases and simulated device (mode 700, as a real host's are). A small web server serves
-the results' `reports/` folder, so the report link in the UI opens in a browser. It prints the UI's
+the results' folder, so the report's and the results site's links in the UI open in a browser. It prints the UI's
 address and waits; Ctrl-C (or `kernelsweep fleet demo --stop` from another shell) stops every
 process it started and keeps the demo's folder (results, reports, logs) for a look afterwards.
 
@@ -36,7 +36,7 @@ from kernelsweep.flows.cli.database_url import shown
 from kernelsweep.flows.cli.output import console, out
 from kernelsweep.flows.cli.server import DATABASE_ENV, chosen_database, server_env
 from kernelsweep.flows.postgres import Cluster, cluster_for
-from kernelsweep.flows.settings import REPORTS_URL_ENV, state_folder
+from kernelsweep.flows.settings import REPORTS_URL_ENV, SITE_URL_ENV, state_folder
 from kernelsweep.locks import private_folder
 from kernelsweep.sim.config import sim_env
 
@@ -110,7 +110,7 @@ def _run(
         signal.signal(sig, lambda *_: stop.set())
     (home / "logs").mkdir(exist_ok=True)
     processes: list[subprocess.Popen[bytes]] = []
-    reports = _serve_reports(home / "results" / "reports", port + 1)
+    reports = _serve_reports(home / "results", port + 1)
     env = _client_env(home, port)
     try:
         if cluster is not None:
@@ -121,7 +121,7 @@ def _run(
         with console.status("starting the Prefect server and setting the fleet up (about a minute)"):
             launcher.wait_healthy(processes[0], env["PREFECT_API_URL"], log=home / "logs" / "server.log")
             _fleet_up(env, home, prefect_yaml)
-        control = {**env, REPORTS_URL_ENV: _reports_url(port)}
+        control = {**env, REPORTS_URL_ENV: _reports_url(port), SITE_URL_ENV: _reports_url(port, "site")}
         processes.append(_worker(home, "control", pool_name("control"), control))
         for name, family in HOSTS.items():
             host = {**env, **_host_env(home, name, family, time_scale)}
@@ -147,7 +147,8 @@ def _tell(home: Path, port: int, database: str) -> None:
     out.print(f"Prefect UI: {url}  (run fleet/fleet from Deployments, Run > Custom run)", highlight=False)
     console.print(
         f"hosts: {', '.join(f'{n} ({f})' for n, f in HOSTS.items())} and a control worker; reports at "
-        f"{_reports_url(port)}; logs in {home / 'logs'}; runs kept in {database}",
+        f"{_reports_url(port)}, the results site at {_reports_url(port, 'site')}index.html; logs in "
+        f"{home / 'logs'}; runs kept in {database}",
         highlight=False,
         soft_wrap=True,
     )
@@ -198,12 +199,13 @@ def _worker(home: Path, name: str, pool: str, env: dict[str, str]) -> subprocess
         )
 
 
-def _reports_url(port: int) -> str:
-    return f"http://{launcher.LOOPBACK}:{port + 1}/"
+def _reports_url(port: int, folder: str = "reports") -> str:
+    """The demo's web server's URL of a folder of the results (reports/, site/)."""
+    return f"http://{launcher.LOOPBACK}:{port + 1}/{folder}/"
 
 
 def _serve_reports(folder: Path, port: int) -> ThreadingHTTPServer:
-    """The results' reports folder over http, quietly, in a thread of this process."""
+    """The results folder (its reports/ and site/) over http, quietly, in a thread of this process."""
     folder.mkdir(parents=True, exist_ok=True)
 
     class Quiet(SimpleHTTPRequestHandler):

@@ -74,6 +74,28 @@ class Indexed:
             return pa.table({n: pa.array([], pa.string()) for n in NARROW})
         return pa.concat_tables(lots).unify_dictionaries()
 
+    def batches(self, columns: list[str], where: ds.Expression | None = None) -> Iterator[pa.RecordBatch]:
+        """Other columns of the selected rows (and `where`), a lot of files at a time through fresh
+        fragments, as `_scan` reads the index: for whoever needs a few wide columns of many rows
+        (the results site's intervals and artifact URIs) without holding every file's footer."""
+        where = where & self._where if where is not None and self._where is not None else where or self._where
+        for first in range(0, len(self._fragments), _FILES_PER_SCAN):
+            lot = range(first, min(first + _FILES_PER_SCAN, len(self._fragments)))
+            try:
+                yield from self._files(lot).to_batches(columns=columns, filter=where, batch_size=1 << 14)
+            except OSError as exc:
+                raise StoreError(f"reading results at {self.uri}: {exc}", retryable=True) from exc
+
+    @property
+    def table(self) -> pa.Table:
+        """The index: the narrow columns of every selected row, one per row id, sorted by series then time."""
+        return self._table
+
+    @property
+    def groups(self) -> list[tuple[SeriesKey, int, int]]:
+        """(series, first row, end) of each series in `table`, in series order."""
+        return self._groups
+
     def _files(self, which: Iterable[int]) -> ds.FileSystemDataset:
         """Some of the files as a dataset of their own: a scanned fragment keeps its file's footer
         (hundreds of KB), so each scan gets fresh fragments that go when it is done."""
@@ -113,21 +135,30 @@ class Indexed:
     def _row_id(self, i: int) -> str:
         return str(self._table.column("row_id")[i].as_py())
 
-    def series(self) -> dict[SeriesKey, SeriesRuns]:
+    @cached_property
+    def latency(self) -> np.ndarray:
+        """Each row's latency in us: its repeats' median, else (older rows) its total time; NaN if none."""
         median, total = self._column("latency_median_us"), self._column("total_time_us")
-        value = np.where(np.isnan(median), total, median)
+        return np.where(np.isnan(median), total, median)
+
+    def successful(self) -> dict[SeriesKey, np.ndarray]:
+        """Per series (in series order), the rows of `table` of its successful runs, oldest first."""
+        value = self.latency
         statuses = self._dictionary("status")
         ok_code = statuses.index("ok") if "ok" in statuses else -2
         ok = (self._column("status") == ok_code) & ~np.isnan(value) & (np.nan_to_num(value) > 0)
-        lineage = distinct(self._table, list(LINEAGE))[1]
-        levels = np.log(np.where(ok, value, 1.0))
+        return {key: start + np.flatnonzero(ok[start:end]) for key, start, end in self._groups}
+
+    def series(self) -> dict[SeriesKey, SeriesRuns]:
+        median = self._column("latency_median_us")
+        lineage = distinct(self._table, list(LINEAGE))[1].ravel()
+        levels = np.log(np.where(np.nan_to_num(self.latency) > 0, self.latency, 1.0))
         has_median = ~np.isnan(median) & (median != 0)
         ids = self._table.column("row_id")
-        out = {}
-        for key, start, end in self._groups:
-            mine = start + np.flatnonzero(ok[start:end])
-            out[key] = SeriesRuns(key, _Ids(ids, mine), levels[mine], lineage.ravel()[mine], has_median[mine], self)
-        return out
+        return {
+            key: SeriesRuns(key, _Ids(ids, mine), levels[mine], lineage[mine], has_median[mine], self)
+            for key, mine in self.successful().items()
+        }
 
     def rows(self, row_ids: Sequence[str]) -> list[ReportRow]:
         missing = [i for i in dict.fromkeys(row_ids) if i not in self._cache]

@@ -40,16 +40,16 @@ class Notice:
     payload: dict[str, object] = field(default_factory=dict)
 
 
-def notices(report: Report, link: str) -> list[Notice]:
-    """One per open regression, newest first, then the night's summary, then a bisect request per open
-    regression a bisection can act on (kernelsweep.bisect.request)."""
+def notices(report: Report, link: str, site: str | None = None) -> list[Notice]:
+    """One per open regression, newest first, then the night's summary (with the results site's link),
+    then a bisect request per open regression a bisection can act on (kernelsweep.bisect.request)."""
     rows = report.regression_rows(report.open_regressions)
     found = [_regression(row, link) for row in rows]
     asked = [
         _step_found(row, step.changes, report.results_uri)
         for row, step in zip(rows, report.open_regressions, strict=True)
     ]
-    return [*found, _summary(report, link, len(found)), *(n for n in asked if n is not None)]
+    return [*found, _summary(report, link, len(found), site), *(n for n in asked if n is not None)]
 
 
 def _step_found(row: Mapping[str, object], changes: dict, results: str) -> Notice | None:
@@ -83,7 +83,7 @@ def _regression(row: Mapping[str, object], link: str) -> Notice:
     return Notice(REGRESSION_EVENT, resource, {**row, "subject": subject, "body": body, "link": link})
 
 
-def _summary(report: Report, link: str, regressions: int) -> Notice:
+def _summary(report: Report, link: str, regressions: int, site: str | None) -> Notice:
     counts = {
         "points": len(report.latest),
         "failed": len(report.failed),
@@ -96,6 +96,8 @@ def _summary(report: Report, link: str, regressions: int) -> Notice:
     body = (
         f"{report.results_uri} ({report.selection.describe()}): {counts['points']} points, {counts['failed']} failed, "
         f"{counts['incorrect']} incorrect, {regressions} open regression(s). Report: {link}"
+        + (f" Results site: {site}" if site else "")
     )
     resource = {"prefect.resource.id": f"{RESOURCE_PREFIX}results.{slug(report.results_uri)[:200]}"}
-    return Notice(SUMMARY_EVENT, resource, {**counts, "subject": subject, "body": body, "link": link})
+    payload: dict[str, object] = {**counts, "subject": subject, "body": body, "link": link, "site": site}
+    return Notice(SUMMARY_EVENT, resource, payload)

@@ -40,9 +40,11 @@ def write_bundle(files: dict[str, bytes], destination: Location | str, client: s
     folder = where.path
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
-        partial = folder / f".{name}.partial"  # a crash never leaves a half-written page under its name
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.partial")  # a crash never leaves a half-written page
         partial.write_bytes(data)
-        partial.replace(folder / name)
+        partial.replace(target)
     return str(folder / INDEX)
 
 

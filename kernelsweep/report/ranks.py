@@ -90,14 +90,22 @@ def reach_warning(repeats: int, points: int, alpha: float = 0.05) -> str | None:
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """A distribution-free interval for a run's median from its order statistics (binomial)."""
     x = sorted(values)
-    n = len(x)
+    if not x:
+        return math.nan, math.nan
+    low, high = order_ranks(len(x), confidence)
+    return x[low], x[high]
+
+
+def order_ranks(n: int, confidence: float = 0.95) -> tuple[int, int]:
+    """The 0-based order statistics of `n` sorted values that bound their median with `confidence`:
+    the same for every run of `n` repeats, so many runs' intervals are two columns of a sorted matrix."""
     if n < 2:
-        return (x[0], x[0]) if x else (math.nan, math.nan)
+        return 0, max(0, n - 1)
     cdf, j = 0.0, 0
     while j < n and cdf + math.comb(n, j) / 2**n <= (1 - confidence) / 2:
         cdf += math.comb(n, j) / 2**n
         j += 1
-    return (x[j - 1], x[n - j]) if j else (x[0], x[-1])
+    return (j - 1, n - j) if j else (0, n - 1)
 
 
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:

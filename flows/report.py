@@ -115,7 +115,7 @@ def _publish_site(results_uri: str, built: Report) -> str | None:
     that cannot be built is a warning: the report and its notices still go out."""
     try:
         ui = PREFECT_UI_URL.value()
-        made = build_site(results_uri, rule=built.rule, acknowledged=built.acknowledged, prefect_ui=ui)
+        made = build_site(results_uri, rule=built.rule, acknowledged=list(built.triage.acknowledged), prefect_ui=ui)
     except KernelsweepError as exc:
         get_run_logger().warning("the results site was not rebuilt: %s", exc.message)
         return None

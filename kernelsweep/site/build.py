@@ -25,6 +25,7 @@ from kernelsweep.report.publish import browser_link, write_bundle
 from kernelsweep.report.regress import regressions, track
 from kernelsweep.report.stats import Rule
 from kernelsweep.report.summary import Report
+from kernelsweep.report.triage import load as load_statuses
 from kernelsweep.site import model, pages
 from kernelsweep.site.detail import Details
 from kernelsweep.stores import s3
@@ -67,7 +68,7 @@ def build_site(
     histories = track(results, rule)
     report = Report(
         results_uri, Selection(), datetime.now(UTC), results.latest(), histories, regressions(histories), [], [],
-        rule, acknowledged or [],
+        rule, load_statuses(results_uri, acknowledged or []),
     )  # fmt: skip
     shipped = pages.assets()
     salt = f"{FORMAT}|{prefect_ui}|{_digest(shipped)}|{rule}"

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kernelsweep.errors import StoreError, UsageError
+from kernelsweep.results.journal_files import open_files
 from kernelsweep.stores import s3
 from kernelsweep.stores.locations import Location, parse_location
 
@@ -59,7 +58,7 @@ def append(results: Location | str, change: Document) -> str:
     if isinstance(where, s3.S3Location):
         _s3_append(s3.make_client(), where, change)
     else:
-        _folder_append(where.path, change)
+        _folder_append(results, where.path, change)
     return str(where)
 
 
@@ -84,28 +83,16 @@ def _with(doc: Document, change: Document) -> bytes:
     ).encode()
 
 
-def _folder_append(path: Path, change: Document) -> None:
+def _folder_append(results: Location | str, path: Path, change: Document) -> None:
+    """Replaced whole by rename (the journal's own folder writes), under the lock."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path.with_name(f".{FILE_NAME}.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # dropped on close, or by the kernel when the holder dies
             data = path.read_bytes() if path.exists() else None
-            _replace(path, _with(_parsed(data, str(path)), change))
+            open_files(results, folder=TRIAGE_FOLDER).put(FILE_NAME, _with(_parsed(data, str(path)), change))
     except OSError as exc:
         raise StoreError(f"writing {path}: {exc.strerror}", error_class="TriageWriteFailed") from exc
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Written under a hidden name, fsync'd and renamed over the old file: whole or absent."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def _s3_read(client: s3.S3Client, where: s3.S3Location) -> tuple[bytes | None, str | None]:

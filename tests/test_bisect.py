@@ -36,6 +36,12 @@ def _journal(tmp_path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+# Each measures dozens of runs through the simulated tools' processes (5-11 s apiece): the slow stage,
+# which keeps the README's default stage under three minutes.
+MEASURES = pytest.mark.slow
+
+
+@MEASURES
 def test_ends_that_do_not_differ_are_said_so_and_the_middle_is_never_measured(tmp_path):
     # no culprit: every build as fast; quieter runs than the default, so "same" is decided in two runs a side
     quiet = {f"KERNELSWEEP_SIM_{n}_NOISE": "0.002" for n in ("RUN", "SHARED", "HOST")}
@@ -45,6 +51,7 @@ def test_ends_that_do_not_differ_are_said_so_and_the_middle_is_never_measured(tm
     assert {run["at"] for run in _journal(tmp_path)["runs"]} == {0, 3}
 
 
+@MEASURES
 def test_bisecting_kernel_commits_names_the_culprit_commit_and_leaves_no_worktree(tmp_path):
     hashes = write_history(tmp_path / "repo", commits=4, culprit=2)
     done = _bisect(
@@ -59,6 +66,7 @@ def test_bisecting_kernel_commits_names_the_culprit_commit_and_leaves_no_worktre
     assert worktrees.stdout.count("\n") == 1
 
 
+@MEASURES
 def test_with_both_axes_the_corners_say_which_holds_the_culprit_and_only_that_one_is_bisected(tmp_path):
     hashes = write_history(tmp_path / "repo", commits=4, culprit=3)  # the range bisected ends before it
     quiet = {f"KERNELSWEEP_SIM_{n}_NOISE": "0.002" for n in ("RUN", "SHARED", "HOST")}  # "same" in two runs a side
@@ -76,6 +84,7 @@ def test_with_both_axes_the_corners_say_which_holds_the_culprit_and_only_that_on
     assert {(3, 0), (0, 2)} <= at and len({b for b, _ in at}) > 2  # both corners, then the builds' middle
 
 
+@MEASURES
 def test_a_killed_bisect_resumes_without_measuring_any_run_twice_and_names_the_culprit_build(tmp_path, monkeypatch):
     from kernelsweep.bisect.axis import builds_axis
     from kernelsweep.bisect.run import Question, bisect

@@ -19,7 +19,6 @@ from prefect.runtime import flow_run
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.fleet.hosts import VERSION_NAMES, unmet
 from kernelsweep.flows.points import measure
-from kernelsweep.flows.search import run_searches
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
@@ -103,6 +102,10 @@ def run_points(
     measured, unsaved = measure(contexts, [p for p in points if p.point_id not in reused], run_id, journal)
     stopped = len(measured) + len(reused) < len(points)
     if targets and unsaved is None and not stopped:
+        # here, not at the top: Optuna and the statistics behind a search cost every flow-run process
+        # that imports this module about half a CPU second, and most runs search nothing
+        from kernelsweep.flows.search import run_searches
+
         searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal, shared)
         measured += searched
     rows = pair([*reused.values(), *measured])  # each kernel row's speedup over its baseline's row

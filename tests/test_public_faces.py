@@ -64,6 +64,19 @@ def test_importing_one_module_of_a_room_does_not_import_its_face():
     assert done.stdout.strip() == "[]"
 
 
+def test_a_shard_or_compile_flow_run_imports_no_dataset_reader_search_or_plotting():
+    """Every flow-run process of a sweep shard or a compile shard imports its flow's module first: the
+    fleet flow's dataset reads (pyarrow.dataset, pandas), Optuna and SciPy behind a search, and
+    matplotlib cost each about a CPU second more when they came with it (issue 40)."""
+    heavy = ("pyarrow.dataset", "pandas", "optuna", "scipy", "matplotlib", "kernelsweep.flows.fleet.flow")
+    code = (
+        "import sys, kernelsweep.flows.sweep, kernelsweep.flows.compile_shard;"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd())
+    assert done.stdout.strip() == "[]"
+
+
 def test_the_orchestration_layer_imports_what_a_door_offers_from_the_door():
     """flows/ and tasks/ import a room's public names through its `__init__`, so a room can move a name
     between its modules without touching them (the core's rooms import each other's modules: a door

@@ -33,7 +33,10 @@ from kernelsweep.results.journal import decode_row
 from kernelsweep.results.reader import read
 
 REPO = Path(__file__).resolve().parent.parent
-POINTS = 60
+# Points of each test's sweep: the batched one's 30 points are 150 task runs and 450 states, four and a half
+# of the recorder's batches of 100, so batching is exercised; the killed one's 36 are enough to still be
+# running after the client's first checkpoint (KILLED_TIME_SCALE).
+BATCHED_POINTS, KILLED_POINTS = 30, 36
 CHECKPOINT_SECONDS = 30  # Prefect's events client confirms what it sent this often (and every 700 events)
 STATES = ("PENDING", "RUNNING", "COMPLETED")  # what each task run goes through
 # What a server killed outright may have taken from the clients (they drop what it acknowledged)
@@ -74,10 +77,10 @@ def test_the_fleet_docs_give_a_fleet_server_the_same_settings():
     assert not missing, f"docs/fleet.md does not export {missing}"
 
 
-def _setup(root: Path, time_scale: str = "0.3") -> tuple[Path, dict[str, str]]:
-    """The spec (POINTS points) and the environment of a user on a simulated 2-core trn2 host."""
+def _setup(root: Path, points: int, time_scale: str = "0.3") -> tuple[Path, dict[str, str]]:
+    """The spec (`points` points) and the environment of a user on a simulated 2-core trn2 host."""
     spec = root / "spec.toml"
-    spec.write_text(SPEC.format(root=root, sizes=", ".join(str(1024 * k) for k in range(1, POINTS + 1))))
+    spec.write_text(SPEC.format(root=root, sizes=", ".join(str(1024 * k) for k in range(1, points + 1))))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "KERNELSWEEP_", "AWS_"))}
     env |= {
         "PREFECT_HOME": str(root / "prefect-home"),
@@ -121,7 +124,7 @@ def _all_recorded(pg, run_id: str, expected: set[str]) -> dict[str, list[str]] |
 
 @pytest.mark.slow
 def test_a_batched_server_on_postgresql_records_every_task_run_and_state_of_a_sweep(tmp_path):
-    spec, env = _setup(tmp_path)
+    spec, env = _setup(tmp_path, BATCHED_POINTS)
     with bench_servers().postgres() as pg:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.url
         port = free_port()
@@ -137,7 +140,8 @@ def test_a_batched_server_on_postgresql_records_every_task_run_and_state_of_a_sw
             assert run.returncode == 0, run.stderr
             rows = _rows(tmp_path)
             expected = _stage_task_runs(rows)
-            assert len(rows) == POINTS and {r["status"] for r in rows} == {"ok"} and len(expected) == 5 * POINTS
+            assert len(rows) == BATCHED_POINTS and {r["status"] for r in rows} == {"ok"}
+            assert len(expected) == 5 * BATCHED_POINTS
             run_id = rows[0]["flow_run_id"]
             recorded = poll(
                 lambda: _all_recorded(pg, run_id, expected),
@@ -162,10 +166,10 @@ def test_a_server_killed_mid_sweep_loses_no_row_and_at_most_a_batch_of_states(tm
     same address and database, the sweep left to finish on its own. The kill comes after the client's
     first time-based checkpoint: events sent before a checkpoint are the ones the client no longer
     keeps to send again, so only they can be lost with the server."""
-    # The modelled latencies slept at 0.8 (about 2 s of compile a point on 2 compile slots): about a minute
-    # of sleep, so the sweep still runs after CHECKPOINT_SECONDS however fast the machine does the rest (at
-    # 0.3 a quiet machine once finished it first)
-    spec, env = _setup(tmp_path, time_scale="0.8")
+    # The modelled latencies slept at 1.4 (about 3.5 s of compile a point on 2 compile slots): about a minute
+    # of sleep over KILLED_POINTS, so the sweep still runs after CHECKPOINT_SECONDS however fast the machine
+    # does the rest (60 points at 0.3 once finished first on a quiet machine; 60 at 0.8 held)
+    spec, env = _setup(tmp_path, KILLED_POINTS, time_scale="1.4")
     with bench_servers().postgres() as pg:
         port = free_port()
         base = {**env, "PREFECT_API_DATABASE_CONNECTION_URL": pg.url}
@@ -179,7 +183,7 @@ def test_a_server_killed_mid_sweep_loses_no_row_and_at_most_a_batch_of_states(tm
             after = time.monotonic() + CHECKPOINT_SECONDS + 5
             journaled = poll(lambda: time.monotonic() > after and _journaled(tmp_path, at_least=1), timeout=300,
                              what="a checkpoint and a journaled point", every=0.2)  # fmt: skip
-            assert sweep.poll() is None and len(journaled) < POINTS, "the sweep ended before the kill"
+            assert sweep.poll() is None and len(journaled) < KILLED_POINTS, "the sweep ended before the kill"
             terminate_tree(first, grace_seconds=0)
             second = launch(LOOPBACK, port, server_environment, tmp_path / "server-2.log", ui=False)
             try:
@@ -189,7 +193,8 @@ def test_a_server_killed_mid_sweep_loses_no_row_and_at_most_a_batch_of_states(tm
                 assert not [word for word in NOISE if word in out + err], err  # the user's terminal stays clean
                 rows = _rows(tmp_path)
                 expected = _stage_task_runs(rows)
-                assert len(rows) == POINTS and {r["status"] for r in rows} == {"ok"} and len(expected) == 5 * POINTS
+                assert len(rows) == KILLED_POINTS and {r["status"] for r in rows} == {"ok"}
+                assert len(expected) == 5 * KILLED_POINTS
                 # what the journal held when the server died is in the results, task-run ids and all
                 assert {t for row in journaled for t in row.task_run_ids.values()} <= expected
                 run_id = rows[0]["flow_run_id"]
@@ -210,7 +215,7 @@ def _show_what_the_server_kept(pg, run_id: str, expected: set[str], journaled_at
     states = sum(len(recorded.get(t, [])) for t in expected)
     lost = 3 * len(expected) - states
     stuck = sorted({recorded[t][-1] for t in expected if t in recorded and recorded[t][-1] != "COMPLETED"})
-    print(f"\nserver killed with {journaled_at_kill} of {POINTS} points journaled; afterwards it holds "
+    print(f"\nserver killed with {journaled_at_kill} of {KILLED_POINTS} points journaled; afterwards it holds "
           f"{len(expected & set(recorded))} of {len(expected)} stage task runs and {states} of "
           f"{3 * len(expected)} states; task runs shown stuck in: {stuck or 'none'}")  # fmt: skip
     assert set(recorded) - expected == {next(t for t in recorded if t not in expected)}  # the store task

@@ -21,7 +21,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kernelsweep.errors import UsageError
 from kernelsweep.platforms import PLATFORM_NAMES
-from kernelsweep.results import reader
 from kernelsweep.results.journal import run_key
 from kernelsweep.stores.locations import LocalFolder, Location, parse_location
 from kernelsweep.sweepspec.blocks import SearchTarget
@@ -140,6 +139,10 @@ def shard_data(results_uri: Location | str, flow_run_ids: Iterable[str], since: 
     their fleet run started, so older partitions are never listed). Rows are counted by their
     `flow_run_id`, so a partition compacted since (kernelsweep.results.compact) still counts; its
     objects are named after the run only until then."""
+    # here, not at the top: the dataset reader (pyarrow.dataset, pandas) is the fleet flow's, and every
+    # shard's flow-run process imports this module for its names only
+    from kernelsweep.results import reader
+
     ids = set(flow_run_ids)
     where = parse_location(results_uri, "results location")
     if isinstance(where, LocalFolder) and not where.path.is_dir():  # nothing was ever written there

@@ -135,7 +135,9 @@ def _interleaved(
     from kernelsweep.this_host.confirm import Interleaved, context_for, fetch
 
     results = question.spec_data["results"]
-    with tempfile.TemporaryDirectory(prefix="kernelsweep-bisect-rounds-") as tmp:
+    # the good end's position in effect: the simulator's capture imports the kernel's module (a commit's
+    # only in its checkout) to compute the outputs; the latencies are the NEFFs' own
+    with _positioned(question, key[0]), tempfile.TemporaryDirectory(prefix="kernelsweep-bisect-rounds-") as tmp:
         sides = [fetch(results, journal.row_of(at), Path(tmp) / f"side-{i}") for i, at in enumerate(key)]
         pairs = list(zip(sides, sides[1:], strict=False))
         ctx = context_for(pairs, question.spec_data["toolchain"], locations, "bisect --rounds")

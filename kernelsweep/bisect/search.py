@@ -172,7 +172,8 @@ class Bisection:
     def ends(self) -> Effect:
         """The bad end against the good one, with more runs (or rounds) of both until decided or the budget ends."""
         if self.max_rounds:
-            self.runs.first(0, 1), self.runs.first(self.count - 1, 1)  # their NEFFs, and a row each
+            for end in (0, self.count - 1):
+                self.runs.first(end, 1)  # its NEFF, and its row
             for rule, (ends,) in self._looks((0, self.count - 1)):
                 self.ends_rule = rule
                 if self._verdict(ends, rule) != "inconclusive":

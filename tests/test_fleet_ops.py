@@ -264,10 +264,19 @@ def _killed_bisect_resumed(server: PrefectServer, root: Path, spec: SweepSpec, h
     # tests/test_fleet.py waits for it); the retry is the shard-retry automation's, which retries a bisect too.
     crashed = {"type": "CRASHED", "name": "Crashed", "message": "by the test"}
     server.api(f"/flow_runs/{run['id']}/set_state", {"state": crashed, "force": True})
+    poll(  # Crashed is final: wait for the automation to schedule it again before waiting for its end
+        lambda: (
+            any(
+                (st["message"] or "").startswith("retried by kernelsweep")
+                for st in server.api(f"/flow_run_states/?flow_run_id={run['id']}", method="GET")  # type: ignore[union-attr]
+            )
+            or None
+        ),
+        timeout=RUN_TIMEOUT,
+        what="the retry automation scheduling the crashed bisect again",
+    )
     final = server.wait_final(run["id"], RUN_TIMEOUT)
     assert final["state"]["type"] == "COMPLETED" and final["run_count"] == 2, final["state"]
-    states = server.api(f"/flow_run_states/?flow_run_id={run['id']}", method="GET")
-    assert any((st["message"] or "").startswith("retried by kernelsweep") for st in states), states  # type: ignore[union-attr]
     assert run["id"] in survivor.submitted()
     [path] = journals.glob("*.json")  # one bisection: the retry asked the same question
     done = json.loads(path.read_text())

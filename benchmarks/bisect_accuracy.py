@@ -16,7 +16,11 @@ time scale 0, so none is slept) and CPU seconds.
   history's kernel): the two corners (bad build x good commit, good build x bad commit) say which axes
   hold a culprit, then each is bisected with the other at its good end.
 
-    python benchmarks/bisect_accuracy.py [--axis builds|commits|one|two] [--trials 20] [--factor 1.1]
+With `--rounds N` the ends and each midpoint are decided on up to N rounds captured in turn on one core
+(good end, midpoint, bad end) instead of on runs; each position still has one run (its NEFF, its row).
+`captures` counts every profiled capture: runs x `--repeats`, plus each round's captures.
+
+    python benchmarks/bisect_accuracy.py [--axis builds|commits|one|two] [--trials 20] [--factor 1.1] [--rounds 12]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 
 from kernelsweep.bisect.axis import builds_axis, commits_axis
 from kernelsweep.bisect.run import Question, bisect, bisect_both
+from kernelsweep.bisect.store import BisectJournal
 from kernelsweep.report.stats import Rule
 from kernelsweep.sim.kernel_history import KERNEL_REF, SHAPE, write_history
 from kernelsweep.sim.latency import read_latencies
@@ -70,7 +75,12 @@ def _spec_data(folder: Path, kernel: str, grid: dict[str, list[int]], repeats: i
     }
 
 
-def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path) -> dict:
+def captures(journal: BisectJournal, repeats: int) -> int:
+    """Every profiled capture the bisection's decisions rest on: its runs' repeats and its rounds'."""
+    return len(journal.doc["runs"]) * repeats + sum(len(done["at"]) for done in journal.doc.get("rounds", []))
+
+
+def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path, rounds: int = 0) -> dict:
     from kernelsweep.flows.settings import locations_from_env
 
     rng = random.Random(f"{axis_kind}:{seed}")
@@ -87,7 +97,7 @@ def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path) 
         axis, kernel, grid = commits_axis(folder / "repo", hashes[0], hashes[-1]), KERNEL_REF, _history_grid()
     data = _spec_data(folder, kernel, grid, repeats)
     before = cpu_seconds()
-    outcome, _, runs = bisect(Question(data, axis, Rule(), max_runs=6), locations_from_env())
+    outcome, journal, runs = bisect(Question(data, axis, Rule(), 6, rounds=rounds), locations_from_env())
     modelled = sum(lat.modelled_seconds for lat in read_latencies(state / "sim"))
     return {
         "n": n,
@@ -96,12 +106,13 @@ def trial(axis_kind: str, seed: int, factor: float, repeats: int, folder: Path) 
         "status": outcome.status,
         "decided": outcome.decided_steps,
         "runs": runs,
+        "captures": captures(journal, repeats),
         "modelled": modelled,
         "cpu": cpu_seconds() - before,
     }
 
 
-def two_axes_trial(seed: int, factor: float, repeats: int, folder: Path) -> dict:
+def two_axes_trial(seed: int, factor: float, repeats: int, folder: Path, rounds: int = 0) -> dict:
     """16 builds x 20 commits, a culprit on each: the corners say which axes hold one, each is bisected."""
     from kernelsweep.flows.settings import locations_from_env
 
@@ -113,19 +124,20 @@ def two_axes_trial(seed: int, factor: float, repeats: int, folder: Path) -> dict
     axes = builds_axis(BUILDS, None, None), commits_axis(folder / "repo", hashes[0], hashes[-1])
     data = _spec_data(folder, KERNEL_REF, _history_grid(), repeats)
     before = cpu_seconds()
-    both, _, runs = bisect_both(Question(data, axes[0], Rule(), 6, axes[1]), locations_from_env())
+    both, journal, runs = bisect_both(Question(data, axes[0], Rule(), 6, axes[1], rounds), locations_from_env())
     outcomes = (both.first, both.second)
     return {
         "culprits": culprits,
         "found": tuple(o.bad if o.status == "found" else None for o in outcomes),
         "decided": tuple(o.decided_steps for o in outcomes),
         "runs": runs,
+        "captures": captures(journal, repeats),
         "modelled": sum(lat.modelled_seconds for lat in read_latencies(folder / "state" / "sim")),
         "cpu": cpu_seconds() - before,
     }
 
 
-def two_axes(trials: int, factor: float, repeats: int) -> None:
+def two_axes(trials: int, factor: float, repeats: int, rounds: int) -> None:
     bounds = math.log2(len(BUILDS)) + 2, math.log2(COMMITS) + 2
     print(f"two axes: {trials} trials, {len(BUILDS)} builds (culprit x{factor:g}) x {COMMITS} commits (culprit stores "
           f"twice), {repeats} captures a run, bounds {bounds[0]:.2f} and {bounds[1]:.2f} decided steps")  # fmt: skip
@@ -133,11 +145,11 @@ def two_axes(trials: int, factor: float, repeats: int) -> None:
     results = []
     for seed in range(trials):
         with tempfile.TemporaryDirectory(prefix="bisect-accuracy-") as folder:
-            r = two_axes_trial(seed, factor, repeats, Path(folder))
+            r = two_axes_trial(seed, factor, repeats, Path(folder), rounds)
         results.append(r)
         cells = [f"{r['culprits'][i]:7d} {'-' if r['found'][i] is None else r['found'][i]:>5} {r['decided'][i]:7d}"
                  for i in (0, 1)]  # fmt: skip
-        print(f"{seed:5d}  {cells[0]:>28}  {cells[1]:>29} {r['runs']:5d} {r['runs'] * repeats:9d} "
+        print(f"{seed:5d}  {cells[0]:>28}  {cells[1]:>29} {r['runs']:5d} {r['captures']:9d} "
               f"{r['modelled']:11.1f} {r['cpu']:6.1f}", flush=True)  # fmt: skip
     right = sum(r["found"] == r["culprits"] for r in results)
     worst = [max(r["decided"][i] for r in results) for i in (0, 1)]
@@ -145,7 +157,8 @@ def two_axes(trials: int, factor: float, repeats: int) -> None:
     print(
         f"two axes: both right {right}/{len(results)}; decided steps max {worst[0]} builds, {worst[1]} commits "
         f"({'within' if within else 'OVER'} the bounds); runs {sum(r['runs'] for r in results)} (mean "
-        f"{sum(r['runs'] for r in results) / len(results):.1f}, {repeats} captures each); modelled "
+        f"{sum(r['runs'] for r in results) / len(results):.1f}, {repeats} captures each); captures "
+        f"{sum(r['captures'] for r in results)}; modelled "
         f"{sum(r['modelled'] for r in results):.0f} s; cpu {sum(r['cpu'] for r in results):.0f} s"
     )
 
@@ -157,29 +170,33 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--factor", type=float, default=1.1, help="the culprit build's slowdown (builds axis)")
     parser.add_argument("--repeats", type=int, default=2, help="profiled captures per run")
+    parser.add_argument("--rounds", type=int, default=0, help="decide on up to this many interleaved rounds (0: runs)")
     args = parser.parse_args()
+    decided_on = f"up to {args.rounds} interleaved rounds a judgement" if args.rounds else "runs, up to 6 a position"
+    print(f"steps decided on {decided_on}")
     if args.axis == "two":
-        two_axes(args.trials, args.factor, args.repeats)
+        two_axes(args.trials, args.factor, args.repeats, args.rounds)
         return
     for axis_kind in ("builds", "commits") if args.axis == "one" else (args.axis,):
         bound = math.log2(len(BUILDS) if axis_kind == "builds" else COMMITS) + 2
         what = f"culprit x{args.factor:g}" if axis_kind == "builds" else "culprit stores twice"
         print(f"{axis_kind}: {args.trials} trials, {what}, {args.repeats} captures a run, bound {bound:.2f} steps")
-        print("trial  N  culprit  found  status     decided  runs  modelled_s  cpu_s")
+        print("trial  N  culprit  found  status     decided  runs  captures  modelled_s  cpu_s")
         results = []
         for seed in range(args.trials):
             with tempfile.TemporaryDirectory(prefix="bisect-accuracy-") as folder:
-                r = trial(axis_kind, seed, args.factor, args.repeats, Path(folder))
+                r = trial(axis_kind, seed, args.factor, args.repeats, Path(folder), args.rounds)
             results.append(r)
             found = "-" if r["found"] is None else r["found"]
             print(f"{seed:5d} {r['n']:2d} {r['culprit']:8d} {found:>6} {r['status']:10s} {r['decided']:7d} "
-                  f"{r['runs']:5d} {r['modelled']:11.1f} {r['cpu']:6.1f}", flush=True)  # fmt: skip
+                  f"{r['runs']:5d} {r['captures']:9d} {r['modelled']:11.1f} {r['cpu']:6.1f}", flush=True)  # fmt: skip
         right = sum(r["found"] == r["culprit"] for r in results)
         worst = max(r["decided"] for r in results)
         print(
             f"{axis_kind}: right {right}/{len(results)}; decided steps max {worst} (bound {bound:.2f}: "
             f"{'within' if worst <= bound else 'OVER'}); runs {sum(r['runs'] for r in results)} "
-            f"(mean {sum(r['runs'] for r in results) / len(results):.1f}); modelled "
+            f"(mean {sum(r['runs'] for r in results) / len(results):.1f}); captures "
+            f"{sum(r['captures'] for r in results)}; modelled "
             f"{sum(r['modelled'] for r in results):.0f} s; cpu {sum(r['cpu'] for r in results):.0f} s"
         )
 

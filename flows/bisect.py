@@ -39,7 +39,9 @@ REPEATS = 3  # profiled captures a run, as `kernelsweep bisect` takes by default
 
 
 @flow(name="bisect", flow_run_name="bisect-{request[kernel]}-{request[platform]}")
-def bisect_step(request: dict[str, Any], spec: SweepSpec, max_runs: int = MAX_RUNS, repeats: int = REPEATS) -> str:
+def bisect_step(
+    request: dict[str, Any], spec: SweepSpec, max_runs: int = MAX_RUNS, repeats: int = REPEATS, rounds: int = 0
+) -> str:
     """Find the SDK build that made a nightly step's point slower.
 
     Args:
@@ -47,6 +49,8 @@ def bisect_step(request: dict[str, Any], spec: SweepSpec, max_runs: int = MAX_RU
         spec: The nightly spec: its artifact store holds the bisection's NEFFs.
         max_runs: Budget: runs of one position before it counts as undecided.
         repeats: Profiled captures per run.
+        rounds: Decide the ends and each midpoint on up to this many rounds captured in turn on one core
+            (at least 3), instead of on runs (0).
 
     Returns:
         The outcome in one line.
@@ -63,7 +67,7 @@ def bisect_step(request: dict[str, Any], spec: SweepSpec, max_runs: int = MAX_RU
         "artifacts": spec.artifacts,
         "results": step.results,
     }
-    question = Question(data, axis, Rule(), max_runs)
+    question = Question(data, axis, Rule(), max_runs, rounds=rounds)
     told_before = "outcome" in BisectJournal(step.results, question.as_json()).doc
     outcome, journal, measured = bisect(question, locations_from_env())
     shown = lines(outcome, axis)

@@ -38,7 +38,7 @@ from kernelsweep.platforms import PlatformName
 from kernelsweep.report import Report, Selection, build_report, prune_reports
 from kernelsweep.report.acknowledge import load_acknowledged
 from kernelsweep.report.html import bundle
-from kernelsweep.report.notify import notices
+from kernelsweep.report.notify import BISECTS_PER_NIGHT, notices
 from kernelsweep.report.publish import browser_link, report_location, write_bundle
 from kernelsweep.report.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Rule
 from kernelsweep.site import build_site, site_link
@@ -69,6 +69,7 @@ def report(
     acknowledged: str | None = None,
     keep_days: int | None = 30,
     site: bool = True,
+    bisects_per_night: int = BISECTS_PER_NIGHT,
 ) -> str:
     """Summarise a results dataset, track regressions, and store the HTML report next to it.
 
@@ -86,6 +87,8 @@ def report(
         acknowledged: Path of a TOML file of accepted steps (series, night, reason) on the worker.
         keep_days: Delete report pages under the results' reports/ older than this many days (empty: keep all).
         site: Also rebuild the results site under the results' site/ (only kernels whose rows changed).
+        bisects_per_night: Start at most this many bisect flows (newest open steps first); the night's
+            summary names the steps left, "not bisected: cap reached".
 
     Returns:
         Where the HTML report was stored.
@@ -101,8 +104,11 @@ def report(
     _publish(built, link, page, f"{results_uri} ({selection.describe()})")
     _publish_cost(after_flow_run)
     site_link = _publish_site(results_uri, built) if site else None
-    for notice in notices(built, link, site_link):
+    for notice in notices(built, link, site_link, bisects_per_night):
         emit_event(event=notice.event, resource=notice.resource, payload=notice.payload)
+        if notice.payload.get("not_bisected"):
+            capped = "; ".join(map(str, notice.payload["not_bisected"]))  # type: ignore[call-overload]
+            get_run_logger().warning("not bisected: cap reached (%d a night): %s", bisects_per_night, capped)
     counts = (len(built.latest), len(built.failed), len(built.incorrect), len(built.regressions))
     get_run_logger().info("%d points, %d failed, %d incorrect, %d regression step(s); report at %s", *counts, link)
     if keep_days is not None:

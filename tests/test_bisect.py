@@ -6,7 +6,9 @@ the sweep's stages and stored as a row; the bisect's journal lets a killed one r
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -127,6 +129,44 @@ def test_a_killed_bisect_resumes_without_measuring_any_run_twice_and_names_the_c
     assert "culprit: build 2.22.0 (after build 2.21.0): +" in shown and "the bad end against build 2.22.0" in shown
 
 
+@MEASURES
+def test_steps_on_interleaved_rounds_capture_the_positions_neffs_on_one_core_and_resume_after_a_kill(
+    tmp_path, monkeypatch
+):
+    from kernelsweep.bisect.axis import builds_axis
+    from kernelsweep.bisect.run import Question, bisect
+    from kernelsweep.bisect.text import lines
+    from kernelsweep.flows.settings import locations_from_env
+    from kernelsweep.report.stats import Rule
+
+    for name, value in _env(tmp_path, KERNELSWEEP_SIM_CULPRIT_BUILD=CULPRIT).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    data = {"name": "bisect", "platforms": ["trn2"], "kernels": [{"kernel": "vector_add", "grid": {"n": [65536]}}],
+            "capture": {"repeats": 1}, "toolchain": "sim", "artifacts": "artifacts", "results": "results"}  # fmt: skip
+    question = Question(data, builds_axis(["2.20.0", "2.21.0", "2.22.0"], None, None), Rule(), 6, rounds=3)
+    seen: list = []
+
+    def killed_in_the_step(at, sample):
+        seen.append(at)
+        if at == (0, 1, 2):  # the midpoint's first round, after the ends' three
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bisect(question, locations_from_env(), on_run=killed_in_the_step)
+    assert [len(r["at"]) for r in _journal(tmp_path)["rounds"]] == [2, 2, 2, 3]
+
+    outcome, _, measured = bisect(question, locations_from_env())
+    journal = _journal(tmp_path)
+    assert outcome.status == "found" and question.axis.labels[outcome.bad] == "2.22.0"
+    assert measured == 0 and len(journal["runs"]) == 3  # a run a position (its NEFF and row), none again
+    assert [r["at"] for r in journal["rounds"]] == [[0, 2]] * 3 + [[0, 1, 2]] * 3  # the killed round kept
+    good, middle, bad = zip(*(r["latencies_us"] for r in journal["rounds"][3:]), strict=True)
+    assert all(b / g > 1.2 and abs(m / g - 1) < 0.05 for g, m, b in zip(good, middle, bad, strict=True))
+    shown = "\n".join(lines(outcome, question.axis))
+    assert "step build 2.21.0: good after 3 rounds" in shown and "over 3 interleaved rounds on one core" in shown
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -137,6 +177,7 @@ def test_a_killed_bisect_resumes_without_measuring_any_run_twice_and_names_the_c
         (("--repo", "repo", "--good", "no-such-commit", "--bad", "main"), "no such commit"),
         (("--repo", "repo", "--good", "main", "--bad", "main~2"), "is not an ancestor of --bad"),
         ((), "give one axis"),
+        (("--builds", BUILDS, "--rounds", "2"), "--rounds 2: fewer than 3 cannot bound a change"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_with_nothing_measured(tmp_path, args, says):
@@ -151,3 +192,103 @@ def test_an_unknown_kernel_is_one_line_and_exit_2(tmp_path):
     done = _bisect(tmp_path, "no_such_module:kernel", "--shape", "n=1024", "--toolchain", "sim", "--builds", BUILDS)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "results" / "_bisect").exists()
+
+
+class _Device:
+    """A stand-in device for the search alone (kernelsweep.bisect.search): position p runs 100 us, x1.1 from
+    `culprit` on; each capture has 1% jitter; each run, and each batch of rounds, is a session with its own
+    shift (`session`, a fraction); along a session every capture is `drift` slower than the one before."""
+
+    def __init__(self, culprit: int, session: float = 0.0, drift: float = 0.0, seed: int = 0, order=None):
+        from kernelsweep.bisect.search import capture_order
+
+        self.culprit, self.session, self.drift = culprit, session, drift
+        self.order = order or capture_order
+        self.rng = random.Random(seed)
+        self.rounds_captured: list[tuple] = []
+
+    def _level(self, at: int) -> float:
+        return 100.0 * (1.1 if at >= self.culprit else 1.0)
+
+    def _jitter(self) -> float:
+        return 1 + 0.01 * self.rng.gauss(0, 1)
+
+    def measure(self, at: int):
+        from kernelsweep.report.stats import Sample
+
+        shift = 1 + self.session * self.rng.gauss(0, 1)
+        return Sample.of([self._level(at) * shift * self._jitter() for _ in range(2)])
+
+    def capture(self, key: tuple, start: int, count: int):
+        shift, captured = 1 + self.session * self.rng.gauss(0, 1), 0
+        for number in range(start, start + count):
+            got = {}
+            for i in self.order(number, len(key)):
+                got[i] = self._level(key[i]) * shift * math.exp(self.drift * captured) * self._jitter()
+                captured += 1
+            self.rounds_captured.append(key)
+            yield tuple(got[i] for i in range(len(key)))
+
+
+def _search(device: _Device, count: int, rounds: int, runs=None):
+    from kernelsweep.bisect.search import Bisection, Runs
+    from kernelsweep.report.stats import Rule
+
+    runs = runs or Runs(device.measure, capture=device.capture)
+    return Bisection(count, runs, Rule(), "k", max_runs=6, max_rounds=rounds).run(), runs
+
+
+def test_interleaved_rounds_cancel_a_run_level_shift_that_separate_runs_cannot_tell_from_the_culprit():
+    # 6% run-to-run (six times the simulator's default): a run's shift is as large as the +10% culprit
+    found = {"rounds": 0, "runs": 0}
+    for seed in range(6):
+        for mode, rounds in (("rounds", 12), ("runs", 0)):
+            outcome, _ = _search(_Device(culprit=5, session=0.06, seed=seed), count=8, rounds=rounds)
+            found[mode] += outcome.status == "found" and outcome.bad == 5
+    assert found["rounds"] == 6 and found["runs"] <= 1, found
+
+
+def test_a_drift_along_the_session_cancels_over_rounds_captured_forward_then_reversed():
+    # each capture 6% slower than the one before: in a fixed order the drift alone makes every pair "slower"
+    right = {"alternating": 0, "forward": 0}
+    for seed in range(5):
+        for name, order in (("alternating", None), ("forward", lambda number, size: list(range(size)))):
+            outcome, _ = _search(_Device(culprit=3, drift=0.06, seed=seed, order=order), count=8, rounds=12)
+            right[name] += outcome.status == "found" and outcome.bad == 3
+    assert right["alternating"] == 5 and right["forward"] <= 1, right
+
+
+def test_interleaved_ends_that_do_not_differ_stop_without_capturing_a_midpoint():
+    device = _Device(culprit=99, seed=1)
+    outcome, runs = _search(device, count=8, rounds=12)
+    assert outcome.status == "same" and not outcome.steps
+    assert set(device.rounds_captured) == {(0, 7)} and set(runs.by_position) == {0, 7}
+
+
+def test_an_interrupted_interleaved_bisection_resumes_from_its_rounds_without_capturing_one_twice():
+    from kernelsweep.bisect.search import Runs
+
+    whole, _ = _search(_Device(culprit=4, seed=3), count=8, rounds=12)
+    device = _Device(culprit=4, seed=3)
+    kept = Runs(device.measure, capture=device.capture)
+    stopped_after = 7
+
+    def dies(key, start, count):
+        for done in device.capture(key, start, count):
+            if len(device.rounds_captured) > stopped_after:
+                raise KeyboardInterrupt
+            yield done
+
+    kept._capture = dies
+    with pytest.raises(KeyboardInterrupt):
+        _search(device, count=8, rounds=12, runs=kept)
+    journaled = sum(len(done) for done in kept.by_rounds.values())
+    assert journaled == stopped_after
+    resumed_device = _Device(culprit=4, seed=3)
+    resumed_device.rng.seed(99)  # another session: rounds already held must not be captured again
+    again = Runs(
+        resumed_device.measure, kept.by_position, capture=resumed_device.capture, journaled_rounds=kept.by_rounds
+    )
+    outcome, runs = _search(resumed_device, count=8, rounds=12, runs=again)
+    assert outcome.status == whole.status == "found" and outcome.bad == whole.bad == 4
+    assert runs.captured == sum(len(done) for done in runs.by_rounds.values()) - journaled > 0

@@ -18,9 +18,9 @@ from report_rows import nights, report_of
 
 from kernelsweep.bisect.request import FAMILY_LABEL, STEP_EVENT, StepRequest
 from kernelsweep.errors import UsageError
-from kernelsweep.flows.fleet.automations import notifications
+from kernelsweep.flows.fleet.automations import notifications, shard_retries
 from kernelsweep.flows.fleet.bisect_trigger import bisect_on_step
-from kernelsweep.report.notify import BISECT_EVENT, REGRESSION_EVENT, notices
+from kernelsweep.report.notify import BISECT_EVENT, REGRESSION_EVENT, SUMMARY_EVENT, notices
 from kernelsweep.sim import SIM_VERSION_SUFFIX
 
 
@@ -49,6 +49,21 @@ def test_a_step_whose_compiler_changed_asks_for_a_bisection_of_its_point_with_it
     evidence = request.evidence()
     assert f"{request.change_percent:+}%" in evidence and f"{request.ci_low_percent:+}%" in evidence
     assert "compiler 2.21.0 -> 2.22.0" in evidence
+
+
+def test_steps_beyond_the_nights_cap_are_not_bisected_and_the_summary_says_so_by_name():
+    shapes = ["n=1", "n=2", "n=3"]
+    rows = nights(np.random.default_rng(0), shapes, 16, step=dict.fromkeys(shapes, 1.3), step_night=10)
+    report = report_of([replace(r, compiler_version=f"{r.compiler_version}.0{SIM_VERSION_SUFFIX}") for r in rows])
+    for cap in (2, 0):
+        found = notices(report, "link", bisects=cap)
+        asked = [n.resource["prefect.resource.name"] for n in found if n.event == STEP_EVENT]
+        [summary] = [n for n in found if n.event == SUMMARY_EVENT]
+        every = [f"vector_add {r['shape']} {r['dtype']} trn2" for r in report.regression_rows(report.open_regressions)]
+        assert len(every) == 3 and asked == every[:cap] and summary.payload["not_bisected"] == every[cap:]
+        assert f"Not bisected: cap reached ({cap} a night): {'; '.join(every[cap:])}." in summary.payload["body"]
+    told = [n for n in notices(report, "link", bisects=3) if n.event == SUMMARY_EVENT]
+    assert "Not bisected" not in told[0].payload["body"] and told[0].payload["not_bisected"] == []
 
 
 def test_no_bisection_is_asked_for_builds_it_cannot_install_or_steps_with_no_compiler_change():
@@ -94,3 +109,18 @@ def test_the_step_event_runs_its_familys_bisect_deployment_with_the_request_and_
     told = EventTrigger.model_validate(notifications(uuid4()).trigger.model_dump())
     assert told.covers(_received(BISECT_EVENT, {"prefect.resource.id": "kernelsweep.bisect.abc"}, {}))
     assert not told.covers(event)  # the request itself is no message
+
+
+def test_a_crashed_bisect_flow_is_retried_by_the_shard_retry_automation_within_its_retries():
+    trigger = EventTrigger.model_validate(shard_retries(2).trigger.model_dump())
+
+    def crashed(flow: str, run_count: int) -> ReceivedEvent:
+        run = {"prefect.resource.id": f"prefect.flow-run.{uuid4()}", "prefect.run-count": str(run_count)}
+        flow_resource = {"prefect.resource.id": f"prefect.flow.{uuid4()}", "prefect.resource.role": "flow",
+                         "prefect.resource.name": flow}  # fmt: skip
+        return ReceivedEvent(occurred=datetime.now(UTC), event="prefect.flow-run.Crashed", resource=run,
+                             related=[flow_resource], id=uuid4())  # fmt: skip
+
+    assert trigger.covers(crashed("bisect", 1)) and trigger.covers(crashed("sweep-shard", 1))
+    assert not trigger.covers(crashed("bisect", 3))  # its retries spent
+    assert not trigger.covers(crashed("report", 1))  # only flows that resume from a journal

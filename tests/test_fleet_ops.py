@@ -261,9 +261,20 @@ def _killed_bisect_resumed(server: PrefectServer, root: Path, spec: SweepSpec, h
     assert "outcome" not in killed, "the host must die mid-bisect"
     [survivor] = _hosts(server, root / "survivor", {"trn2-survivor": "trn2"}, **SLOWER_NIGHT)
     # Crashed, as the crash automation marks it once its heartbeats stop (its 30-60 s not waited for here;
-    # tests/test_fleet.py waits for it), then retried: the crash ends the dead attempt's silence clock.
-    for state in ({"type": "CRASHED", "name": "Crashed"}, {"type": "SCHEDULED", "name": "AwaitingRetry"}):
-        server.api(f"/flow_runs/{run['id']}/set_state", {"state": state | {"message": "by the test"}, "force": True})
+    # tests/test_fleet.py waits for it); the retry is the shard-retry automation's, which retries a bisect too.
+    crashed = {"type": "CRASHED", "name": "Crashed", "message": "by the test"}
+    server.api(f"/flow_runs/{run['id']}/set_state", {"state": crashed, "force": True})
+    poll(  # Crashed is final: wait for the automation to schedule it again before waiting for its end
+        lambda: (
+            any(
+                (st["message"] or "").startswith("retried by kernelsweep")
+                for st in server.api(f"/flow_run_states/?flow_run_id={run['id']}", method="GET")  # type: ignore[union-attr]
+            )
+            or None
+        ),
+        timeout=RUN_TIMEOUT,
+        what="the retry automation scheduling the crashed bisect again",
+    )
     final = server.wait_final(run["id"], RUN_TIMEOUT)
     assert final["state"]["type"] == "COMPLETED" and final["run_count"] == 2, final["state"]
     assert run["id"] in survivor.submitted()

@@ -15,6 +15,7 @@ from kernelsweep.flows.cli.bench import shape_grid
 from kernelsweep.flows.cli.output import EXIT_PROBLEMS
 from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.report import Rule
+from kernelsweep.report.interleaved import FIRST_LOOK
 
 
 @click.command()
@@ -30,6 +31,9 @@ from kernelsweep.report import Rule
 @click.option("--repeats", type=click.IntRange(1, 100), default=3, show_default=True, help="Profiled captures per run.")
 @click.option("--max-runs", type=click.IntRange(2, 50), default=6, show_default=True,
               help="Budget: runs of one position before it counts as undecided.")  # fmt: skip
+@click.option("--rounds", type=click.IntRange(0, 1000), default=0, show_default=True,
+              help="Decide the ends and each midpoint on up to this many rounds captured in turn with the good "
+              "end on one core (at least 3), instead of on runs (0).")  # fmt: skip
 @click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=Rule().threshold,
               show_default=True, help="The change that matters, as a fraction.")  # fmt: skip
 @click.option("--toolchain", type=click.Choice(["auto", "neuron", "cpu", "sim"]), default="auto", show_default=True)
@@ -47,6 +51,7 @@ def bisect(
     bad: str | None,
     repeats: int,
     max_runs: int,
+    rounds: int,
     threshold: float,
     toolchain: str,
     artifacts: str,
@@ -61,6 +66,8 @@ def bisect(
 
     if builds is None and repo is None:
         raise UsageError("give one axis or both: --builds V1,V2,... (SDK builds), --repo PATH (kernel commits)")
+    if 0 < rounds < FIRST_LOOK:
+        raise UsageError(f"--rounds {rounds}: fewer than {FIRST_LOOK} cannot bound a change; give 0 or {FIRST_LOOK}+")
     if builds is not None and toolchain != "sim":
         raise UsageError("--builds runs on the simulator only for now (compiler versions); add --toolchain sim")
     both = builds is not None and repo is not None  # then --good and --bad are commits; the builds all of --builds
@@ -79,7 +86,7 @@ def bisect(
     spec = parse_spec(data, source="bisect")
     probe_location(spec.artifacts_location, "artifact store", "--artifacts")
     probe_location(spec.results_location, "results", "--results")
-    question = Question(data, axis, Rule(threshold=threshold), max_runs, commits if both else None)
+    question = Question(data, axis, Rule(threshold=threshold), max_runs, commits if both else None, rounds)
     locations = locations_from_env()
     with (commits or axis).at(0):  # the point checked where its kernel exists: a commit's module only in its checkout
         expand_spec(spec, source="bisect")  # an unknown kernel or a shape it refuses: one line, nothing measured
@@ -91,7 +98,10 @@ def bisect(
         outcome, journal, measured = run_bisect(question, locations)
         outcomes, shown = [outcome], lines(outcome, axis)
     positions = len(axis.labels) + (len(other.labels) - 1 if other else 0)
-    click.echo(f"bisect {journal.id}: {positions} positions; {measured} runs measured now; journal {journal.uri}")
+    rounds_held = f"; {len(journal.doc.get('rounds', []))} interleaved rounds in it" if rounds else ""
+    click.echo(
+        f"bisect {journal.id}: {positions} positions; {measured} runs measured now; journal {journal.uri}{rounds_held}"
+    )
     for line in shown:
         click.echo(line)
     sys.exit(0 if any(o.status == "found" for o in outcomes) else EXIT_PROBLEMS)

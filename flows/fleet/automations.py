@@ -9,7 +9,8 @@ nobody watching and without the fleet run (they live on the server, not in a flo
   Failed is scheduled again, bounded: the
   trigger matches only state changes whose run count (`prefect.run-count`, how many times the run
   started) is at most `retries`. The retry goes back to its family's pool, so any host of the family
-  may take it, and it resumes from the shard's journal (kernelsweep.flows.fleet.shard).
+  may take it, and it resumes from the shard's journal (kernelsweep.flows.fleet.shard). A bisect flow
+  (kernelsweep.flows.bisect) whose host died is retried the same way: it resumes from its journal.
 - **Notifications**: each `kernelsweep.regression` and `kernelsweep.report.summary` event the report
   emits, and each `kernelsweep.bisect.done` a bisect flow emits (kernelsweep.flows.bisect), is sent
   through a notification block the operator names (webhook, Slack, email: any Prefect notification
@@ -59,6 +60,8 @@ ENDED = ("Completed", "Failed", "Cancelled", "Crashed")
 SHARD_FLOW = "sweep-shard"
 FLEET_FLOW = "fleet"
 SHARD_FLOWS = [SHARD_FLOW, "compile-shard"]  # a compile farm's shard is retried like a capture shard
+BISECT_FLOW = "bisect"  # kernelsweep.flows.bisect's flow, started by a nightly step
+RETRIED_FLOWS = [*SHARD_FLOWS, BISECT_FLOW]  # a bisect flow is retried too: each resumes from its journal
 
 
 def install(client: SyncPrefectClient, automation: AutomationCore) -> None:
@@ -101,12 +104,12 @@ def shard_retries(retries: int) -> AutomationCore:
     """A crashed or failed shard scheduled again, at most `retries` times (0: never)."""
     return AutomationCore(
         name=RETRY,
-        description=f"Schedule a crashed or failed sweep-shard flow run again, at most {retries} times; any host "
-        "of its family takes it and resumes from the shard's journal.",
+        description=f"Schedule a crashed or failed shard (or bisect) flow run again, at most {retries} times; any "
+        "host of its family takes it and resumes from its journal.",
         enabled=retries > 0,
         trigger=EventTrigger(
             match={"prefect.resource.id": "prefect.flow-run.*", "prefect.run-count": run_counts(retries)},
-            match_related={"prefect.resource.role": "flow", "prefect.resource.name": SHARD_FLOWS},
+            match_related={"prefect.resource.role": "flow", "prefect.resource.name": RETRIED_FLOWS},
             expect={"prefect.flow-run.Crashed", "prefect.flow-run.Failed"},
             posture=Posture.Reactive,
             threshold=1,

@@ -18,10 +18,8 @@ from prefect.events.actions import RunDeployment
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 
 from kernelsweep.bisect.request import FAMILY_LABEL, STEP_EVENT
-from kernelsweep.flows.fleet.automations import install
+from kernelsweep.flows.fleet.automations import BISECT_FLOW, install
 from kernelsweep.report.notify import RESOURCE_PREFIX
-
-BISECT_FLOW = "bisect"
 
 
 def bisect_on_step(family: str, deployment_id: UUID) -> AutomationCore:

@@ -1,19 +1,23 @@
 """A bisection of one point, end to end: each run of a position is the point measured through the
 sweep's own stages (kernelsweep.bench.measure: the same trace and compile caches, so a build's or a
 commit's NEFF is compiled once, by content), stored as a row of the sweep `bisect-<id>`, journaled,
-and judged by kernelsweep.bisect.search."""
+and judged by kernelsweep.bisect.search. With interleaved rounds, a round is the positions' NEFFs
+(fetched from their first runs' rows, as `compare --confirm` fetches a suspect's) captured in turn
+on one leased core of one toolchain set-up, each round journaled as it is captured."""
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from kernelsweep.bisect.axis import Axis
-from kernelsweep.bisect.search import Bisection, Line, Outcome, Runs
+from kernelsweep.bisect.search import Bisection, Line, Outcome, Rounds, Runs, capture_order
 from kernelsweep.bisect.store import SWEEP_PREFIX, BisectJournal
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.report.stats import Rule, Sample
@@ -35,15 +39,18 @@ class Question:
     rule: Rule
     max_runs: int
     other: Axis | None = None  # a second axis (kernel commits beside SDK builds): bisect_both
+    rounds: int = 0  # decide on up to this many interleaved rounds a judgement (0: on runs)
 
     def as_json(self) -> dict[str, Any]:
         other = {"other": _axis_json(self.other)} if self.other else {}
+        rounds = {"rounds": self.rounds} if self.rounds else {}  # absent on runs: older journals keep their ids
         return {
             "point": self.spec_data["kernels"][0] | {"platform": self.spec_data["platforms"][0]},
             "capture": self.spec_data["capture"],
             "toolchain": self.spec_data["toolchain"],
             "axis": _axis_json(self.axis),
             **other,
+            **rounds,
             "threshold": self.rule.threshold,
             "alpha": self.rule.alpha,
             "max_runs": self.max_runs,
@@ -110,12 +117,40 @@ def _journaled_runs(
             on_run(at, sample)
         return sample
 
-    return journal, Runs(measure, journal.runs())
+    def capture(key: Rounds, start: int, count: int) -> Iterator[tuple[float, ...]]:
+        for latencies in _interleaved(question, journal, locations, key, start, count):
+            journal.add_round(key, latencies)
+            if on_run:
+                on_run(key, Sample.of(latencies))
+            yield latencies
+
+    return journal, Runs(measure, journal.runs(), capture=capture, journaled_rounds=journal.rounds())
+
+
+def _interleaved(
+    question: Question, journal: BisectJournal, locations: Locations, key: Rounds, start: int, count: int
+) -> Iterator[tuple[float, ...]]:
+    """Rounds `start` .. `start` + `count` - 1 of these positions' NEFFs on one leased core, in the
+    search's capture order; each round's latencies in the positions' order."""
+    from kernelsweep.this_host.confirm import Interleaved, context_for, fetch
+
+    results = question.spec_data["results"]
+    # the good end's position in effect: the simulator's capture imports the kernel's module (a commit's
+    # only in its checkout) to compute the outputs; the latencies are the NEFFs' own
+    with _positioned(question, key[0]), tempfile.TemporaryDirectory(prefix="kernelsweep-bisect-rounds-") as tmp:
+        sides = [fetch(results, journal.row_of(at), Path(tmp) / f"side-{i}") for i, at in enumerate(key)]
+        pairs = list(zip(sides, sides[1:], strict=False))
+        ctx = context_for(pairs, question.spec_data["toolchain"], locations, "bisect --rounds")
+        one = Interleaved(ctx, sides[0], sides[-1], Path(tmp) / "captures")
+        with one:  # the core leased for the rounds
+            for number in range(start, start + count):
+                latencies = {i: one.capture(sides[i]) for i in capture_order(number, len(sides))}
+                yield tuple(latencies[i] for i in range(len(sides)))
 
 
 def _along(question: Question, axis: Axis, runs: Runs | Line) -> Bisection:
     kernel = question.spec_data["kernels"][0]["kernel"]
-    return Bisection(len(axis.labels), runs, question.rule, kernel, question.max_runs)
+    return Bisection(len(axis.labels), runs, question.rule, kernel, question.max_runs, question.rounds)
 
 
 def _summary(outcome: Outcome) -> dict[str, Any]:

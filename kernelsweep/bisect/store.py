@@ -2,7 +2,8 @@
 the results' S3 prefix, rewritten whole after every run (each object whole or absent, as the run
 journal's files are).
 
-It holds the question (point, axis, ends, rule) and every run measured so far, in order: what a
+It holds the question (point, axis, ends, rule) and every run measured so far, in order (and, when
+steps are decided on interleaved rounds, every round: its positions and their captures): what a
 bisection run again with the same question replays instead of measuring (kernelsweep.bisect.search).
 The id is a hash of the question, so running the same command again resumes it. The runs' rows, when
 stored, are a sweep named `bisect-<id>` in the results: the id reaches rows through the sweep name.
@@ -51,9 +52,24 @@ class BisectJournal:
         order they were measured."""
         by_position: dict[Any, list[Sample]] = {}
         for run in self.doc["runs"]:
-            at = tuple(run["at"]) if isinstance(run["at"], list) else run["at"]
-            by_position.setdefault(at, []).append(Sample.of(run["latencies_us"]))
+            by_position.setdefault(_position(run["at"]), []).append(Sample.of(run["latencies_us"]))
         return by_position
+
+    def rounds(self) -> dict[tuple[Any, ...], list[tuple[float, ...]]]:
+        """The interleaved rounds journaled so far, by the positions they captured, in order."""
+        by_key: dict[tuple[Any, ...], list[tuple[float, ...]]] = {}
+        for done in self.doc.get("rounds", []):
+            key = tuple(_position(at) for at in done["at"])
+            by_key.setdefault(key, []).append(tuple(done["latencies_us"]))
+        return by_key
+
+    def row_of(self, at: Any) -> str:
+        """The row of the position's first run: the NEFF and inputs its rounds capture."""
+        return next(run["row_id"] for run in self.doc["runs"] if _position(run["at"]) == at)
+
+    def add_round(self, key: tuple[Any, ...], latencies: tuple[float, ...]) -> None:
+        self.doc.setdefault("rounds", []).append({"at": list(key), "latencies_us": list(latencies)})
+        self._save()
 
     def add(self, at: Any, label: str, sample: Sample, row_id: str) -> None:
         self.doc["runs"].append({"at": at, "label": label, "latencies_us": list(sample.values), "row_id": row_id})
@@ -78,3 +94,8 @@ class BisectJournal:
                 retryable=False,
             )
         return doc
+
+
+def _position(at: Any) -> Any:
+    """A journaled position: an index, or (JSON's list for) a pair of them."""
+    return tuple(at) if isinstance(at, list) else at

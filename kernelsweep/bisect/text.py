@@ -13,7 +13,7 @@ def lines(outcome: Outcome, axis: Axis) -> list[str]:
     out = [f"ends: {bad} against {good}: {_shown(outcome.ends)}"]
     for step in outcome.steps:
         out.append(
-            f"step {axis.describe(step.at)}: {step.call} after {step.runs} runs "
+            f"step {axis.describe(step.at)}: {step.call} after {step.runs} {_unit(step.against_good)} "
             f"(against the good end {_shown(step.against_good)}; the bad end against it {_shown(step.against_bad)})"
         )
     if outcome.status != "found":
@@ -31,7 +31,14 @@ def lines(outcome: Outcome, axis: Axis) -> list[str]:
 
 
 def _shown(e: Effect) -> str:
+    if _unit(e) == "rounds":
+        return f"{interval(e)} over {e.repeats[0]} interleaved rounds on one core"
     return f"{interval(e)} over {e.runs[0]} v {e.runs[1]} runs"
+
+
+def _unit(e: Effect) -> str:
+    """What an effect rests on: runs of each side, or rounds captured in turn (report.interleaved)."""
+    return "rounds" if "interleaved rounds" in e.method else "runs"
 
 
 def both_lines(first: Outcome, second: Outcome, axes: tuple[Axis, Axis]) -> list[str]:

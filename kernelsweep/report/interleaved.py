@@ -88,11 +88,17 @@ class _Point:
     b: list[float] = field(default_factory=list)
 
     def effect(self, alpha: float) -> Effect:
-        logs = [math.log(b) - math.log(a) for a, b in zip(self.a, self.b, strict=True)]
-        n = len(logs)
-        se = max(TINY, statistics.stdev(logs) / math.sqrt(n))
-        method = f"t on {n} interleaved rounds' log ratios, captured on one core ({n - 1} df)"
-        return t_effect(statistics.fmean(logs), se, n - 1, alpha, self.threshold, method, (1, 1), (n, n))
+        return paired_effect(self.a, self.b, self.threshold, alpha)
+
+
+def paired_effect(a: Sequence[float], b: Sequence[float], threshold: float, alpha: float) -> Effect:
+    """B against A on rounds captured in turn on one core: Student's t on the rounds' log ratios
+    (at least two rounds), as many repeats a side as rounds."""
+    logs = [math.log(y) - math.log(x) for x, y in zip(a, b, strict=True)]
+    n = len(logs)
+    se = max(TINY, statistics.stdev(logs) / math.sqrt(n))
+    method = f"t on {n} interleaved rounds' log ratios, captured on one core ({n - 1} df)"
+    return t_effect(statistics.fmean(logs), se, n - 1, alpha, threshold, method, (1, 1), (n, n))
 
 
 def _verdict(e: Effect, alpha: float) -> str | None:

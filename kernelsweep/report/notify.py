@@ -13,6 +13,10 @@ a reminder each night, not once.
 An open regression whose compiler changed also asks for a bisection (`STEP_EVENT`, its request in the
 payload: kernelsweep.bisect.request), which the fleet's automation turns into a bisect flow on the
 point's family; no person reads that event, and the flow's own (`BISECT_EVENT`) is sent like a notice.
+At most `bisects` such requests a report (the report flow's `bisects_per_night`, default
+`BISECTS_PER_NIGHT`): each is a flow holding a host of the family for many runs, and a night whose SDK
+bump slows many points would otherwise fill the pool with bisections. The steps beyond the cap are
+not dropped silently: the night's summary names them, "not bisected: cap reached".
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ REGRESSION_EVENT = "kernelsweep.regression"
 BISECT_EVENT = "kernelsweep.bisect.done"  # a bisect flow's culprit (kernelsweep.flows.bisect), told the same way
 SUMMARY_EVENT = "kernelsweep.report.summary"
 RESOURCE_PREFIX = "kernelsweep."  # every notice's resource id starts so (the automation matches it)
+BISECTS_PER_NIGHT = 2  # bisect flows a report starts at most (its newest open steps first)
 
 
 @dataclass(frozen=True)
@@ -40,16 +45,16 @@ class Notice:
     payload: dict[str, object] = field(default_factory=dict)
 
 
-def notices(report: Report, link: str, site: str | None = None) -> list[Notice]:
-    """One per open regression, newest first, then the night's summary (with the results site's link),
-    then a bisect request per open regression a bisection can act on (kernelsweep.bisect.request)."""
+def notices(report: Report, link: str, site: str | None = None, bisects: int = BISECTS_PER_NIGHT) -> list[Notice]:
+    """One per open regression, newest first, then the night's summary (with the results site's link
+    and the steps left unbisected by the cap), then a bisect request per open regression a bisection
+    can act on (kernelsweep.bisect.request), the first `bisects` of them."""
     rows = report.regression_rows(report.open_regressions)
     found = [_regression(row, link) for row in rows]
-    asked = [
-        _step_found(row, step.changes, report.results_uri)
-        for row, step in zip(rows, report.open_regressions, strict=True)
-    ]
-    return [*found, _summary(report, link, len(found), site), *(n for n in asked if n is not None)]
+    steps = zip(rows, report.open_regressions, strict=True)
+    asked = [n for row, step in steps if (n := _step_found(row, step.changes, report.results_uri)) is not None]
+    capped = [str(n.resource["prefect.resource.name"]) for n in asked[bisects:]]
+    return [*found, _summary(report, link, len(found), site, capped, bisects), *asked[:bisects]]
 
 
 def _step_found(row: Mapping[str, object], changes: dict, results: str) -> Notice | None:
@@ -83,7 +88,7 @@ def _regression(row: Mapping[str, object], link: str) -> Notice:
     return Notice(REGRESSION_EVENT, resource, {**row, "subject": subject, "body": body, "link": link})
 
 
-def _summary(report: Report, link: str, regressions: int, site: str | None) -> Notice:
+def _summary(report: Report, link: str, regressions: int, site: str | None, capped: list[str], bisects: int) -> Notice:
     counts = {
         "points": len(report.latest),
         "failed": len(report.failed),
@@ -97,7 +102,9 @@ def _summary(report: Report, link: str, regressions: int, site: str | None) -> N
         f"{report.results_uri} ({report.selection.describe()}): {counts['points']} points, {counts['failed']} failed, "
         f"{counts['incorrect']} incorrect, {regressions} open regression(s). Report: {link}"
         + (f" Results site: {site}" if site else "")
+        + (f" Not bisected: cap reached ({bisects} a night): {'; '.join(capped)}." if capped else "")
     )
     resource = {"prefect.resource.id": f"{RESOURCE_PREFIX}results.{slug(report.results_uri)[:200]}"}
     payload: dict[str, object] = {**counts, "subject": subject, "body": body, "link": link, "site": site}
+    payload["not_bisected"] = capped
     return Notice(SUMMARY_EVENT, resource, payload)

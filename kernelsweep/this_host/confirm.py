@@ -109,8 +109,8 @@ def run(comparison: Comparison, results_uri: str, locations: Locations, toolchai
                     fetch(results_uri, p.b[0].row_id, Path(tmp) / f"{i}-b")) for i, p in enumerate(chosen)]  # fmt: skip
         if not chosen:
             return Confirmed(comparison, [], confirm_id)
-        ctx = _context(fetched, toolchain, locations)
-        rounds = [_Interleaved(ctx, a, b, Path(tmp) / f"{i}-captures") for i, (a, b) in enumerate(fetched)]
+        ctx = context_for(fetched, toolchain, locations, "--confirm")
+        rounds = [Interleaved(ctx, a, b, Path(tmp) / f"{i}-captures") for i, (a, b) in enumerate(fetched)]
         thresholds = [comparison.rule.threshold_for(p.kernel) for p in chosen]
         decisions = confirm(rounds, thresholds, comparison.rule.alpha, budget)
     rows = [
@@ -159,8 +159,11 @@ def _fetched(point: str, what: str, link: dict[str, Any], dest: Path) -> Path:
         ) from None
 
 
-def _context(fetched: Sequence[tuple[Fetched, Fetched]], toolchain: str, locations: Locations) -> StageContext:
-    """The stage context a sweep of these points would prepare: toolchain, leases at their LNCs."""
+def context_for(
+    fetched: Sequence[tuple[Fetched, Fetched]], toolchain: str, locations: Locations, asked: str
+) -> StageContext:
+    """The stage context a sweep of these points would prepare: toolchain, leases at their LNCs
+    (`asked`: the option or command that wants the captures, named in a refusal)."""
     first = fetched[0][0].record
     data = {
         "name": "confirm",
@@ -174,19 +177,20 @@ def _context(fetched: Sequence[tuple[Fetched, Fetched]], toolchain: str, locatio
     records = [side.record for pair in fetched for side in pair]
     if ctx.toolchain.is_simulation and not all(r["is_simulation"] for r in records):
         raise UsageError(
-            f"--confirm: the suspects were measured on a device and this host captures on the {ctx.toolchain.kind} "
-            "toolchain, whose times are a model; confirm on a Neuron host of their platform (--toolchain neuron)"
+            f"{asked}: the rows were measured on a device and this host captures on the {ctx.toolchain.kind} "
+            "toolchain, whose times are a model; capture on a Neuron host of their platform (--toolchain neuron)"
         )
     foreign = sorted({r["platform"] for r in records if not ctx.host.runs(r["platform"])})
     if foreign:
-        raise UsageError(f"--confirm: this host captures {ctx.host.family} points only, not {', '.join(foreign)}; "
-                         "confirm on a host of that platform")  # fmt: skip
+        raise UsageError(f"{asked}: this host captures {ctx.host.family} points only, not {', '.join(foreign)}; "
+                         "capture on a host of that platform")  # fmt: skip
     return ctx
 
 
-class _Interleaved:
+class Interleaved:
     """One suspect's rounds: a capture of A's NEFF, then one of B's, on one core leased for the point
-    (entered when its turn comes, released when it is decided)."""
+    (entered when its turn comes, released when it is decided). A bisection's step captures its
+    positions' NEFFs in turn through `capture` under the same lease."""
 
     def __init__(self, ctx: StageContext, a: Fetched, b: Fetched, workdir: Path) -> None:
         self.ctx, self.a, self.b, self.workdir = ctx, a, b, workdir
@@ -207,9 +211,9 @@ class _Interleaved:
         self._held.close()
 
     def round(self) -> tuple[float, float]:
-        return self._capture(self.a), self._capture(self.b)
+        return self.capture(self.a), self.capture(self.b)
 
-    def _capture(self, side: Fetched) -> float:
+    def capture(self, side: Fetched) -> float:
         run_dir = self.workdir / f"capture-{self.captures}"
         run_dir.mkdir(parents=True)
         self.captures += 1
@@ -239,7 +243,7 @@ def _rows(
     a: Fetched,
     b: Fetched,
     decided: Decision,
-    captured: _Interleaved,
+    captured: Interleaved,
     confirm_id: str,
 ) -> list[Row]:
     """A row per side of one confirmed point, holding its captures (none when the budget allowed none)."""
@@ -269,7 +273,7 @@ def _row(
     latencies: list[float],
     message: str,
     confirm_id: str,
-    captured: _Interleaved,
+    captured: Interleaved,
 ) -> Row:
     params = {k.removeprefix(PARAM_PREFIX): v for k, v in record.items() if k.startswith(PARAM_PREFIX)}
     copied: dict[str, Any] = {name: record.get(name) for name in _COPIED}

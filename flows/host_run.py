@@ -10,7 +10,7 @@ the sweep flow both build on it without importing each other.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 
 from prefect import get_run_logger
@@ -92,10 +92,11 @@ def run_points(
     reused: Mapping[str, Row] | None = None,
     targets: Sequence[SearchTarget] = (),
     shared: tuple[str, str] | None = None,
+    farm: Callable[[list[Point]], None] | None = None,
 ) -> SweepOutcome:
     """Measure the points not in `reused` (journaling each row first), each under its toolchain's context,
-    run the `targets`' searches (on the `shared` studies: flows/search.py), then store one object per
-    platform."""
+    run the `targets`' searches (on the `shared` studies, each batch of trials compiled by `farm` first:
+    flows/search.py), then store one object per platform."""
     reused = reused or {}
     if reused:
         get_run_logger().info(f"reusing {len(reused)} of {len(points)} points finished before by run {run_id}")
@@ -106,7 +107,7 @@ def run_points(
         # that imports this module about half a CPU second, and most runs search nothing
         from kernelsweep.flows.search import run_searches
 
-        searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal, shared)
+        searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal, shared, farm)
         measured += searched
     rows = pair([*reused.values(), *measured])  # each kernel row's speedup over its baseline's row
     if rows:  # in the UI even when the run goes no further: the points it finished, and their artifacts

@@ -33,9 +33,12 @@ def run_searches(
     run_id: str,
     journal: Journal | None,
     shared: tuple[str, str] | None = None,
+    farm: Callable[[list[Point]], None] | None = None,
 ) -> tuple[list[Row], StoreError | None, bool]:
     """(every search row of this run, a journal failure if one stopped it, whether it was stopped).
-    `shared` (study id, owner): the studies of that id, shared with other processes, instead of this run's own."""
+    `shared` (study id, owner): the studies of that id, shared with other processes, instead of this run's own.
+    `farm`: has each batch compiled elsewhere before it is measured (a fleet search shard's compile farm);
+    whatever it leaves out of the artifact store, this host compiles."""
     study_id, owner = shared or (run_id, None)
     storage, where = study_storage(spec.results_location, run_key(spec), study_id)
     searches = {t.point.point_id: ShapeSearch.open(t, storage, point_check(spec, t), owner) for t in targets}
@@ -50,6 +53,8 @@ def run_searches(
         batch = [p for s in searches.values() for p in s.propose(s.target.settings.batch or first.compile_slots)]
         if not batch:
             break
+        if farm is not None:
+            farm(batch)
         measured, unsaved = measure(contexts, batch, run_id, journal, on_row=_teller(searches))
         rows += measured
         if unsaved is not None:

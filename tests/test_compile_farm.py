@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 from specs import sim_spec
@@ -17,6 +18,7 @@ from kernelsweep.fleet.farm import compile_toolchain, family_sdks, prepare_compi
 from kernelsweep.fleet.hosts import HostReport
 from kernelsweep.results.rows import PointRecord, Row, build_row
 from kernelsweep.stages import compile_stage, trace_stage
+from kernelsweep.sweepspec import Point
 from kernelsweep.this_host.context import Locations
 
 
@@ -189,3 +191,58 @@ def test_the_compile_shard_flow_compiles_each_point_once_and_leaves_a_failure_to
     points = expand(spec)
     assert compile_shard(spec, points, shard=0, target="trn2").endswith(": 1 compiled, 1 failed")
     assert compile_shard(spec, points, shard=0, target="trn2").endswith(": 1 in the store already, 1 failed")
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_search_batch_is_one_compile_run_of_the_farm_and_a_farm_without_a_worker_leaves_it_to_this_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch goes to the farm's deployment as one compile run (the same batch again in the same shard
+    run is that run, never a second compile), and the shard waits for it: with no compile worker online for
+    `execution.worker_wait_seconds` it is cancelled, saying so, and the shard goes on to compile itself.
+    The fleet run's cost counts that run, a child of its search shard, as the farm's."""
+    from prefect import flow, get_client, tags
+    from prefect.runtime import flow_run
+
+    import kernelsweep.flows.fleet.wait as wait
+    from kernelsweep.fleet import Shard
+    from kernelsweep.fleet.farm import COMPILE_DEPLOYMENT, COMPILE_POOL
+    from kernelsweep.flows.compile_shard import compile_shard
+    from kernelsweep.flows.fleet.farm import compile_batch
+    from kernelsweep.flows.fleet.setup import ensure_pools
+    from kernelsweep.flows.fleet.summary import fleet_cost
+    from kernelsweep.sweepspec.expansion import expand
+
+    monkeypatch.setattr(wait, "POLL_SECONDS", 0.05)
+    spec = sim_spec(tmp_path, [{"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048, 4096]}}])
+    spec = spec.model_copy(update={"execution": spec.execution.model_copy(update={"worker_wait_seconds": 0.1})})
+    batch = expand(spec)
+    with get_client(sync_client=True) as client:
+        ensure_pools(client, [COMPILE_POOL])
+        deployment = client.create_deployment(
+            flow_id=client.create_flow(compile_shard),
+            name=COMPILE_DEPLOYMENT.split("/")[1],
+            work_pool_name=COMPILE_POOL,
+            entrypoint="flows/compile_shard.py:compile_shard",
+        )
+    expect = {"compiler": "2.21.0", "nki": "0.6.0"}
+
+    @flow
+    def search_shard() -> list[tuple[str, str]]:
+        return [compile_batch(spec, Shard(5, "trn2", batch), expect, "fleet-1") for _ in range(2)]
+
+    @flow
+    def fleet() -> tuple[list[tuple[str, str]], str]:
+        with tags("fleet", "trn2", "search"):
+            return search_shard(), str(flow_run.id)
+
+    ended, fleet_run = fleet()
+    assert ended[0] == ended[1] and ended[0][0] == "CANCELLED"
+    assert "no trn2 worker online in work pool kernelsweep-compile" in ended[0][1]
+    with get_client(sync_client=True) as client:
+        [run] = [r for r in client.read_flow_runs() if r.deployment_id == deployment]
+        cost = fleet_cost(client, UUID(fleet_run))
+    assert cost is not None and set(cost.seconds) == {"trn2", COMPILE}
+    assert {"compile", "search", "trn2"} <= set(run.tags) and run.parameters["shard"] == 5
+    assert run.parameters["expect"] == expect and run.parameters["fleet_run_id"] == "fleet-1"
+    assert [Point.model_validate(p) for p in run.parameters["points"]] == batch

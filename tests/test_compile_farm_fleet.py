@@ -7,7 +7,9 @@ The first compile host dies (its whole process tree killed) after compiling part
 server's shard retries hand that shard to the second compile host, which compiles only what the store
 lacks. Every NEFF is then a compile host's (the rows' `neff_compile_host`, and the simulator's record
 of what each host compiled), the Neuron hosts compile nothing, every point lands exactly once, and
-capture shards start while the farm is still compiling.
+capture shards start while the farm is still compiling. The spec also searches one trn2 shape (budget
+4, two batches): each batch of trials is compiled by a compile run of the farm before the trn2 host
+captures it, so its trials' NEFFs and its winner's contest are the farm's too.
 """
 
 from __future__ import annotations
@@ -66,8 +68,10 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
             env = sim_host_env(root / f"{family}-a", family)
             workers.append(_start(server, root, f"{family}-a", f"kernelsweep-{family}", env))
         kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048, 4096], "free_size": [1, 16]}}
+        matmul = {"kernel": "matmul", "dtypes": ["bfloat16"], "grid": {"M": [512], "K": [256], "N": [1024]}}
+        searched = {**matmul, "lnc": [2], "search": {"budget": 4, "batch": 2, "warm_start": 0}}  # trn2 only: 2 batches
         execution = {"max_points_per_flow_run": 4, "compile_slots": 1}  # a shard per family; one compile at a time
-        spec = sim_spec(root, [kernel], name="farm", platforms=FAMILIES, execution=execution)
+        spec = sim_spec(root, [kernel, searched], name="farm", platforms=FAMILIES, execution=execution)
         points = expand(spec)
         parameter = f"spec={json.dumps(spec.model_dump(mode='json'))}"
         server.reports(enabled=True)  # the report's cost table is checked below
@@ -96,26 +100,33 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
             worker.stop()
 
     compiles, captures = _runs(server, fleet_run, "compile-shard"), _runs(server, fleet_run, "sweep-shard")
-    assert len(compiles) == len(captures) == 3 and {r["state"]["type"] for r in compiles + captures} == {"COMPLETED"}
+    searching = [r for r in captures if "search" in r["tags"]]
+    batches = [c for r in searching for c in _runs(server, r["id"], "compile-shard")]  # each search shard's own
+    assert len(compiles) == 3 and len(captures) == 4 and len(searching) == 1 and len(batches) == 2
+    assert {r["state"]["type"] for r in compiles + captures + batches} == {"COMPLETED"}
     [retried] = [r for r in compiles if r["id"] == running]
     assert retried["run_count"] == 2 and running in survivor.submitted()  # recovered like any shard
 
-    rows = reader.read(spec.results).to_pylist()
-    keys = sorted((r["kernel"], r["shape"], r["platform"]) for r in rows)
-    assert keys == sorted((p.kernel, p.shape, p.platform) for p in points) and len({r["row_id"] for r in rows}) == 12
+    rows = reader.read(spec.results).to_pylist()  # the grid's, the search trials' and their winners' contests
+    grid = [r for r in rows if r["kernel"] == "vector_add"]
+    keys = sorted((r["kernel"], r["shape"], r["platform"]) for r in grid)
+    assert keys == sorted((p.kernel, p.shape, p.platform) for p in points) and len({r["row_id"] for r in grid}) == 12
     assert {r["status"] for r in rows} == {"ok"}
     assert all(r["trace_cache_hit"] and r["compile_cache_hit"] and r["compile_seconds"] is None for r in rows)
-    assert {r["neff_compile_host"] for r in rows} == {"compile-a", "compile-b"}  # lineage: every NEFF the farm's
+    assert {r["neff_compile_host"] for r in grid} == {"compile-a", "compile-b"}  # lineage: every NEFF the farm's
+    trials = [r for r in rows if r["search_trial"] is not None and r["sweep"] == "farm"]
+    assert len(trials) == 4 and {(r["platform"], r["host"]) for r in trials} == {("trn2", "trn2-a")}
+    assert {r["neff_compile_host"] for r in trials} <= {"compile-a", "compile-b"}  # the search's too, trial by trial
 
     for family in FAMILIES:  # what the simulator was told to compile, host by host
         assert not [x for x in read_latencies(root / f"{family}-a" / "sim") if x.tool == COMPILE], family
     farm = [x for host in ("compile-a", "compile-b") for x in read_latencies(root / host / "sim") if x.tool == COMPILE]
-    assert len({x.point for x in farm}) == 12
+    assert len({x.point for x in farm}) == 12 + 1  # the grid's points and the searched shape (its trials by shape)
 
     assert status.returncode == 0, status.stderr
     assert "compile: 3 of 3 shards completed on compile-b" in status.stdout, status.stdout  # its last attempt's host
     assert re.search(r"kernelsweep-compile\s.*compile-b", status.stdout), status.stdout
-    assert "trn2: 1 of 1 shards completed on trn2-a" in status.stdout, status.stdout
+    assert "trn2: 2 of 2 shards completed on trn2-a" in status.stdout, status.stdout  # the grid's, the search's
 
     first_capture = min(r["start_time"] for r in captures)
     last_compile = max(r["end_time"] for r in compiles)
@@ -123,7 +134,7 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
     for key, run_id in (("fleet-farm", fleet_run), ("report-cost", report["id"])):  # the summary, and the report
         criteria = {"key": {"any_": [key]}, "flow_run_id": {"any_": [run_id]}}
         [found] = server.api("/artifacts/filter", {"artifacts": criteria})
-        assert key != "fleet-farm" or "3 of 3 shards completed" in found["data"], found
+        assert key != "fleet-farm" or "4 of 4 shards completed" in found["data"], found  # with the search shard
         hours = dict(
             re.findall(r"\| (Neuron-host-hours|CPU-host-hours \(compile farm\)) \| ([0-9.]+) \|", found["data"])
         )

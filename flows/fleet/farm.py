@@ -11,15 +11,20 @@ releases its capture shard: that shard compiles what the store lacks itself, and
 
 The farm is used while a worker is online in its pool (and its deployment exists) when the fleet
 run starts; without one the fleet runs as it always did.
+
+A search shard's trials exist only once its studies propose them, so it cannot be streamed like this:
+it sends each batch of proposed trials to the same deployment and waits for that compile run
+(`compile_batch`), retries and a missing worker treated as above, then captures the batch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from uuid import UUID
 
-from prefect import get_run_logger
+from prefect import get_client, get_run_logger
 from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
@@ -28,6 +33,7 @@ from prefect.runtime import flow_run
 
 from kernelsweep.fleet import Shard
 from kernelsweep.fleet.farm import COMPILE_DEPLOYMENT, COMPILE_POOL, family_sdks
+from kernelsweep.flows.fleet.automations import retries_installed
 from kernelsweep.flows.fleet.setup import reported_hosts
 from kernelsweep.flows.fleet.wait import POLL_SECONDS, ShardWait, workers_online
 from kernelsweep.sweepspec import SweepSpec
@@ -49,7 +55,7 @@ def stream(
     """Compile every shard on the farm, submitting each capture shard (`capture`) as soon as its compile
     run is final; returns the capture runs by shard index, once every one is submitted."""
     sdks = family_sdks(reported_hosts(client))
-    compiles = {s.index: _submit_compile(spec, s, queue, sdks.get(s.family)) for s in shards}
+    compiles = {s.index: _submit_compile(spec, s, queue, sdks.get(s.family), str(flow_run.id)) for s in shards}
     get_run_logger().info("fleet %s: %d shards compiling on the farm (%s)", spec.name, len(shards), COMPILE_POOL)
     wait = ShardWait(client, spec, shards, compiles)
     captures: dict[int, UUID] = {}
@@ -65,7 +71,23 @@ def stream(
     return captures
 
 
-def _submit_compile(spec: SweepSpec, shard: Shard, queue: str, expect: dict[str, str | None] | None) -> UUID:
+def compile_batch(spec: SweepSpec, shard: Shard, expect: dict[str, str | None], fleet_run_id: str) -> tuple[str, str]:
+    """Compile a search shard's batch of trials (`shard.points`, `shard.index` the search shard's) on the
+    farm and wait until its compile run is final, the server's retries included: (state type, message).
+    Its compile run goes to the queue this shard came from; `expect` is this host's compiler and NKI."""
+    batch = hashlib.sha256(" ".join(sorted(p.point_id for p in shard.points)).encode()).hexdigest()[:16]
+    with get_client(sync_client=True) as client:
+        queue = client.read_flow_run(UUID(str(flow_run.id))).work_queue_name or "urgent"
+        run = _submit_compile(spec, shard, queue, expect, fleet_run_id, batch)
+        wait = ShardWait(client, spec, [shard], {shard.index: run})
+        return wait.until_done({shard.family: COMPILE_POOL}, retries_installed(client))[shard.index]
+
+
+def _submit_compile(
+    spec: SweepSpec, shard: Shard, queue: str, expect: dict[str, str | None] | None, fleet_run_id: str,
+    batch: str | None = None,
+) -> UUID:  # fmt: skip
+    """The compile run of a shard's points, or of one `batch` of a search shard's trials."""
     run = run_deployment(
         COMPILE_DEPLOYMENT,
         parameters={
@@ -73,12 +95,12 @@ def _submit_compile(spec: SweepSpec, shard: Shard, queue: str, expect: dict[str,
             "points": [p.model_dump(mode="json") for p in shard.points],
             "shard": shard.index,
             "target": shard.family,
-            "fleet_run_id": str(flow_run.id),
+            "fleet_run_id": fleet_run_id,
             "expect": expect,
         },
         timeout=0,
-        tags=["fleet", "compile", shard.family],
-        idempotency_key=f"{flow_run.id}-compile-{shard.index}",
+        tags=["fleet", "compile", shard.family, *(["search"] if batch else [])],
+        idempotency_key=f"{flow_run.id}-compile-{batch or shard.index}",
         work_queue_name=queue,
     )
     assert isinstance(run, FlowRun)  # called from a sync flow: Prefect runs it to completion, not a coroutine

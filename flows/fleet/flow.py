@@ -49,7 +49,7 @@ from kernelsweep.flows.fleet.farm import farm_online, stream
 from kernelsweep.flows.fleet.nightly_spec import live_spec
 from kernelsweep.flows.fleet.recheck import nightly_recheck, on_family_hosts
 from kernelsweep.flows.fleet.setup import reported_hosts
-from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, cost_of, publish, shard_runs
+from kernelsweep.flows.fleet.summary import Attempt, ShardOutcome, publish, run_cost, shard_runs
 from kernelsweep.flows.fleet.wait import ShardWait
 from kernelsweep.results.compact import compact
 from kernelsweep.sweepspec import SweepSpec, expand_spec
@@ -83,6 +83,7 @@ def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
         log.info("fleet %s: %d shards submitted to the %s queues (%s)", spec.name, len(shards), queue, _count(shards))
         final = ShardWait(client, spec, shards, runs).until_done(pools, retries)
         children = shard_runs(client, this.id)
+        cost = run_cost(client, children)
     hosts, attempts, compiles = _host_reports(children, set(runs.values()))
     night = this.created.date() if this.created else date.today()
     data = _read_back(spec, [str(r) for r in runs.values()], night)
@@ -94,7 +95,7 @@ def fleet(spec: SweepSpec, spec_variable: str = "") -> State:
     flags = describe(disagreements(hosts.values()))
     for line in flags:
         log.warning(line)
-    publish(spec, outcomes, flags, cost_of(children))
+    publish(spec, outcomes, flags, cost)
     if expansion.targets:  # the searches' winners, confirmed on the families' hosts, into the tuned store
         from kernelsweep.flows.contest import confirm_searches  # the report's modules: a search's run only
 
@@ -110,7 +111,8 @@ def _start(
 ) -> dict[int, UUID]:
     """The capture shards' flow runs by index: through the compile farm while a compile worker is
     online (kernelsweep.flows.fleet.farm), else straight to the families' pools. Search shards go
-    straight to their pools: their trials are not known before their studies propose them."""
+    straight to their pools: their trials are not known before their studies propose them, so each
+    sends its batches to the farm itself (kernelsweep.flows.fleet.shard.farm_first)."""
     submit = partial(_submit, spec, shards=len(shards), queue=queue)
     runs = {s.index: submit(s) for s in shards if s.search}
     grid = [s for s in shards if not s.search]  # numbered first: the farm's stream finds each by its index

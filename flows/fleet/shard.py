@@ -22,6 +22,7 @@ what it tells the fleet.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NoReturn
 from uuid import UUID
@@ -42,9 +43,12 @@ from prefect.runtime import flow_run
 from prefect.states import Crashed, Scheduled
 
 from kernelsweep.errors import UsageError
+from kernelsweep.fleet import Shard
+from kernelsweep.fleet.farm import SDK_NAMES
 from kernelsweep.fleet.hosts import VERSION_NAMES, HostReport, attempt_label, unmet
 from kernelsweep.fleet.plan import pool_name, shard_journal_key
 from kernelsweep.flows.fleet.automations import REFUSED_EVENT, refusal_resource
+from kernelsweep.flows.fleet.farm import compile_batch, farm_online
 from kernelsweep.flows.host_run import probe_locations, run_points, scheduled_date
 from kernelsweep.flows.progress import subscribe
 from kernelsweep.flows.settings import host_name_from_env, locations_from_env
@@ -60,7 +64,7 @@ def run_fleet_shard(
 ) -> SweepOutcome:
     """Shard `shard` of fleet run `fleet_run_id` on this host, resuming what earlier attempts finished.
     A search shard's `points` are its searched shapes: it runs their searches on the fleet run's shared
-    studies (flows/search.py), its trials marked as this shard's."""
+    studies (flows/search.py), its trials marked as this shard's and compiled on the farm while it is up."""
     _crash_earlier_attempts_tasks()
     probe_locations(spec)
     targets = searched(spec, points) if search else []
@@ -88,12 +92,34 @@ def run_fleet_shard(
                     reused=plan.reused,
                     targets=targets,
                     shared=(f"fleet-{fleet_run_id}", f"shard-{shard}") if search else None,
+                    farm=farm_first(spec, shard, fleet_run_id, next(iter(contexts.values()))) if search else None,
                 )
         finally:
             journal.release()  # the shard's lease, however it ends: the server's retry takes the journal over
     journal.close()
     rejoin_fleet(fleet_run_id)
     return outcome
+
+
+def farm_first(spec: SweepSpec, shard: int, fleet_run_id: str, ctx: StageContext) -> Callable[[list[Point]], None]:
+    """A search shard's batches, each compiled on the compile farm before this host captures it, while the
+    farm is online (kernelsweep.flows.fleet.farm.compile_batch): held to this host's compiler and NKI, so its
+    NEFFs are the ones this host looks up. A farm that is down, or whose compile run did not complete,
+    leaves the batch to this host, which compiles what the store lacks (the rows' `neff_compile_host`)."""
+    expect = {name: getattr(ctx.versions, name) for name in SDK_NAMES}
+
+    def compile_first(batch: list[Point]) -> None:
+        with get_client(sync_client=True) as client:
+            online = farm_online(client)
+        if not online:
+            get_run_logger().info("no compile farm online: this host compiles the %d trials it captures", len(batch))
+            return
+        state, message = compile_batch(spec, Shard(shard, batch[0].platform, batch), expect, fleet_run_id)
+        if state != StateType.COMPLETED.value:
+            get_run_logger().warning("the farm's compile run of %d trials ended %s (%s): this host compiles "
+                                     "what it left", len(batch), state.lower(), message)  # fmt: skip
+
+    return compile_first
 
 
 def searched(spec: SweepSpec, shapes: list[Point]) -> list[SearchTarget]:

@@ -97,7 +97,16 @@ def shard_runs(client: SyncPrefectClient, fleet_run_id: UUID) -> list[tuple[Flow
 
 
 def fleet_cost(client: SyncPrefectClient, fleet_run_id: UUID) -> RunCost | None:
-    return cost_of(shard_runs(client, fleet_run_id))
+    return run_cost(client, shard_runs(client, fleet_run_id))
+
+
+def run_cost(client: SyncPrefectClient, shards: list[tuple[FlowRun, list[State]]]) -> RunCost | None:
+    """What the fleet run's `shards` cost, with the compile runs of its search shards' batches (children
+    of their search shard, not of the fleet run: kernelsweep.flows.fleet.farm.compile_batch) as the farm's hours."""
+    searching = [run.id for run, _ in shards if "search" in run.tags and COMPILE not in run.tags]
+    below = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=searching))
+    batches = [run for run in client.read_flow_runs(flow_run_filter=below) if COMPILE in run.tags] if searching else []
+    return cost_of([*shards, *((run, client.read_flow_run_states(run.id)) for run in batches)])
 
 
 def cost_of(runs: Iterable[tuple[FlowRun, list[State]]]) -> RunCost | None:

@@ -34,7 +34,8 @@ class ShardWait:
     """Polls the shards of one fleet run; `final` maps a shard index to (state type, message)."""
 
     def __init__(self, client: SyncPrefectClient, spec: SweepSpec, shards: list[Shard], runs: dict[int, UUID]):
-        self.client, self.spec, self.shards, self.runs = client, spec, shards, runs
+        self.client, self.spec, self.runs = client, spec, runs
+        self.shards = {shard.index: shard for shard in shards}  # a search shard's batch is one shard, not numbered 0
         self.by_id = {run_id: index for index, run_id in runs.items()}
         self.final: dict[int, tuple[str, str]] = {}
         self.offline_since: dict[str, float] = {}

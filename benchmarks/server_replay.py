@@ -44,9 +44,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 import websockets
+from fleetscale import idle_rates, settle_server
 from guard import load
 from replay_calls import Exchange, PointIds, Step, dump, load_steps, template
-from servers import Server, multi_server, postgres, prefect_server, redis, settle
+from servers import Server, multi_server, postgres, prefect_server, redis
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -71,8 +72,6 @@ dtypes = ["bfloat16"]
 grid = { s = [128], h = [1024], i = [512] }
 """
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding", "content-encoding"}
-IDLE_SECONDS = 6.0
-IDLE_SHARE_PER_PROCESS = 0.03  # as fleetscale.py: each process of a setup polls a little while idle
 
 
 # --- recording -------------------------------------------------------------------------------------
@@ -314,14 +313,14 @@ class Figure:
 
 
 def measure(server: Server, steps: list[Step], setup: str, hosts: int, per_host: int) -> Figure:
-    idle = _idle_rates(server)
+    idle = idle_rates(server)
     tally = Tally()
     before, started, own = server.cpu_parts(), time.perf_counter(), _own_cpu()
     asyncio.run(_replay(server.api_url, steps, hosts, per_host, tally))
     wall = time.perf_counter() - started
     generator = _own_cpu() - own
     seen_load = load()
-    _settle(server)  # the services work off the events the API queued
+    settle_server(server)  # the services work off the events the API queued
     spent = time.perf_counter() - started
     after = server.cpu_parts()
     points = max(tally.points, 1)
@@ -335,18 +334,6 @@ def measure(server: Server, steps: list[Step], setup: str, hosts: int, per_host:
 def _own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def _idle_rates(server: Server) -> dict[str, float]:
-    _settle(server)
-    before = server.cpu_parts()
-    time.sleep(IDLE_SECONDS)
-    after = server.cpu_parts()
-    return {name: (after[name] - before[name]) / IDLE_SECONDS for name in after}
-
-
-def _settle(server: Server) -> None:
-    settle(server.cpu_seconds, idle_share=IDLE_SHARE_PER_PROCESS * len(server.cpu_parts()))
 
 
 def run(base: Path, setups: list[str], host_counts: list[int], points: int, settings: dict[str, str]) -> list[Figure]:

@@ -97,7 +97,7 @@ def _feed(server: Server, root: Path, hosts: int, per_host: int, setup: str = "w
     """`hosts` shard flow runs at once, each on a host of its own, against `server`."""
     total = hosts * per_host
     spec = mlp_spec(total, root, HOST.compile_slots, per_flow_run=total)
-    idle = _idle_rates(server)
+    idle = idle_rates(server)
     before, started = server.cpu_parts(), time.perf_counter()
     children = []
     for i in range(hosts):
@@ -106,7 +106,7 @@ def _feed(server: Server, root: Path, hosts: int, per_host: int, setup: str = "w
         children.append(start_child("shard", spec, root / f"host-{i}", env, shard))
     results = [child.result() for child in children]
     wall = time.perf_counter() - started
-    _settle(server)
+    settle_server(server)
     spent = time.perf_counter() - started
     after = server.cpu_parts()
     failed = sum(r["failed"] for r in results)
@@ -115,14 +115,14 @@ def _feed(server: Server, root: Path, hosts: int, per_host: int, setup: str = "w
     return FleetFigure(setup, hosts, total, wall, cpu_ms)
 
 
-def _idle_rates(server: Server) -> dict[str, float]:
+def idle_rates(server: Server) -> dict[str, float]:
     """CPU-seconds per second of each process while nothing is sent to it (its loop services' polling)."""
-    _settle(server)
+    settle_server(server)
     before = server.cpu_parts()
     time.sleep(IDLE_SECONDS)
     after = server.cpu_parts()
     return {name: (after[name] - before[name]) / IDLE_SECONDS for name in after}
 
 
-def _settle(server: Server) -> None:
+def settle_server(server: Server) -> None:
     settle(server.cpu_seconds, idle_share=IDLE_SHARE_PER_PROCESS * len(server.cpu_parts()))

@@ -254,7 +254,9 @@ def prefect_server(
 
 
 @contextmanager
-def multi_server(home: Path, database: Postgres, broker: Redis, api_processes: int = 2) -> Iterator[Server]:
+def multi_server(
+    home: Path, database: Postgres, broker: Redis, api_processes: int = 2, settings: dict[str, str] | None = None
+) -> Iterator[Server]:
     """Prefect's documented multi-server setup, with `kernelsweep server`'s settings: the database
     migrated once beforehand, `api_processes` API processes on one address (`prefect server start
     --workers N`, which runs no services), and `prefect server services start` in a process of its own."""
@@ -262,7 +264,7 @@ def multi_server(home: Path, database: Postgres, broker: Redis, api_processes: i
     # Two API processes registering Prefect's block types on a fresh database at once collide on a
     # unique key and stop the server (seen with Prefect 3.9.1); no sweep uses a block.
     quiet_start = {"PREFECT_API_DATABASE_MIGRATE_ON_START": "false", "PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false"}
-    base = _server_base(home, database, {**broker.messaging_env(), **quiet_start})
+    base = _server_base(home, database, {**broker.messaging_env(), **quiet_start, **(settings or {})})
     env = server_env(LOOPBACK, port, base)
     migrate = [sys.executable, "-P", "-m", "prefect", "server", "database", "upgrade", "-y"]
     subprocess.run(migrate, env=env, cwd=NEUTRAL_FOLDER, capture_output=True, check=True, timeout=600)

@@ -102,6 +102,27 @@ def test_shards_sharing_a_study_never_ask_one_configuration_twice_and_a_retry_as
     assert len({tuple(sorted(t.params.items())) for t in measured}) == len(measured) == 8
 
 
+def test_a_shard_dying_between_a_trials_parameters_and_its_owner_leaves_no_trial_unasked(tmp_path):
+    """The host dies right after the study gave a new trial its parameters (here: the next step, the check
+    of the proposed point, raises). The retry must ask that configuration again, or the trial holds a
+    place in the budget for ever (a fleet search once ended a trial short)."""
+    target = _target()
+
+    def died(point):
+        raise SystemExit("the host died")
+
+    def shard(owner: str, invalid=lambda p: None) -> ShapeSearch:
+        storage, _ = study_storage(str(tmp_path / "results"), "key", "fleet-1")
+        return ShapeSearch.open(target, storage, invalid, owner)
+
+    with pytest.raises(SystemExit):
+        shard("shard-0", invalid=died).propose(1)
+    retried = shard("shard-0")
+    retried.resume(lambda points: {})
+    assert not retried._running()  # nothing left running with nobody to measure it
+    assert len(retried.propose(8)) == 8  # the whole budget is still there
+
+
 def test_of_two_shards_asking_one_configuration_at_once_only_the_first_in_the_log_measures_it(tmp_path):
     target = _target()
     storage, _ = study_storage(str(tmp_path / "results"), "key", "fleet-1")

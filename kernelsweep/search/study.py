@@ -189,7 +189,7 @@ class ShapeSearch:
         for _ in range(max(0, room) * MAX_ASKS_PER_POINT):
             if len(found) >= room:
                 break
-            trial = self.study.ask(self._distributions)
+            trial = self._ask()
             point = self.point(trial)
             reason = self.invalid(point)
             key = point.tunables_text
@@ -201,10 +201,24 @@ class ShapeSearch:
                 value = seen.get(key)
                 self.study.tell(trial.number, value, state=None if value is not None else TrialState.PRUNED)
             else:
-                if self.owner is not None:
-                    trial.set_user_attr(OWNER, self.owner)
                 found.append(point)
         return [p.model_copy(update=self._measuring()) for p in found]
+
+    def _ask(self) -> optuna.Trial:
+        """A new trial, its owner recorded before its parameters. A trial whose parameters are all there
+        counts toward the budget (`_running`), so one with no owner, its process dead between the two,
+        would hold its place with nobody to ask it again: a fleet search once ended a trial short that
+        way. Now a death before the parameters leaves a trial outside the space, which counts for nothing.
+        Sampled as `study.ask(distributions)` samples, one parameter after the other."""
+        trial = self.study.ask()
+        if self.owner is not None:
+            trial.set_user_attr(OWNER, self.owner)
+        for name, distribution in self._distributions.items():
+            if isinstance(distribution, optuna.distributions.IntDistribution):
+                trial.suggest_int(name, distribution.low, distribution.high)
+            else:
+                trial.suggest_categorical(name, distribution.choices)  # type: ignore[attr-defined]
+        return trial
 
     def _taken(self, trial: optuna.Trial) -> bool:
         """Whether another process sharing the study asked this configuration since this proposal began:

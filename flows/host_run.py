@@ -19,7 +19,6 @@ from prefect.runtime import flow_run
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.fleet.hosts import VERSION_NAMES, unmet
 from kernelsweep.flows.points import measure
-from kernelsweep.flows.search import run_searches
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.flows.stopping import stoppable
 from kernelsweep.flows.ui import lineage_artifact, results_asset_keys, summary_artifact, upstream_asset_keys
@@ -103,6 +102,8 @@ def run_points(
     measured, unsaved = measure(contexts, [p for p in points if p.point_id not in reused], run_id, journal)
     stopped = len(measured) + len(reused) < len(points)
     if targets and unsaved is None and not stopped:
+        from kernelsweep.flows.search import run_searches  # optuna and scipy: a search's run only
+
         searched, unsaved, stopped = run_searches(spec, contexts, targets, run_id, journal, shared)
         measured += searched
     rows = pair([*reused.values(), *measured])  # each kernel row's speedup over its baseline's row

@@ -64,6 +64,18 @@ def test_importing_one_module_of_a_room_does_not_import_its_face():
     assert done.stdout.strip() == "[]"
 
 
+def test_a_sweep_imports_neither_the_fleets_nor_the_searchs_libraries():
+    """`kernelsweep run` pays for its imports inside the run: the fleet's shard (pandas, pyarrow's
+    datasets) and the tunables search (optuna, redis, scipy) are imported by the runs that use them."""
+    code = (
+        "import sys, kernelsweep.flows.cli.run, kernelsweep.flows.embedded, kernelsweep.flows.sweep;"
+        "print(sorted(m for m in ('optuna', 'scipy', 'pandas', 'pyarrow.dataset', 'redis', 'kernelsweep.flows.fleet',"
+        " 'kernelsweep.flows.search') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd())
+    assert done.stdout.strip() == "[]"
+
+
 def test_the_orchestration_layer_imports_what_a_door_offers_from_the_door():
     """flows/ and tasks/ import a room's public names through its `__init__`, so a room can move a name
     between its modules without touching them (the core's rooms import each other's modules: a door

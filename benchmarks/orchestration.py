@@ -11,7 +11,8 @@ the inputs and the float64 reference, measured apart, the same in both trees): t
 load falls on both. The base tree is `git archive`d into a temporary folder and imported in place of
 this one by pointing the editable install's package map at it (so the venv must hold an editable
 install: `pip install -e .`). Printed beside each figure: the load average, and the part of the run's
-CPU that is importing the flow's modules (paid once per run, not per point).
+CPU that is importing modules (the flow's own, and pandas and fastapi, which pyarrow's conversion of the
+rows and Prefect's serialisation of the flow's parameters import): paid once per run, not per point.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def cpu():
     return u.ru_utime + u.ru_stime
 started = cpu()
 import kernelsweep.flows.embedded, kernelsweep.flows.progress, kernelsweep.flows.sweep
+import fastapi, pandas  # Prefect's parameter serialisation and pyarrow's row conversion import them in the run
 print(cpu() - started)
 """
 
@@ -72,7 +74,7 @@ def in_tree(tree: Path, script: Path, *args: str) -> list[str]:
 
 
 def import_seconds(tree: Path, env: dict[str, str], folder: Path) -> float:
-    """CPU seconds of importing the modules a sweep child imports inside its measured window."""
+    """CPU seconds of importing the modules a sweep child imports, once, inside its measured window."""
     script = folder / "import_cost.py"
     script.write_text(_IMPORTS)
     done = subprocess.run(in_tree(tree, script), env=env, capture_output=True, text=True, check=True)

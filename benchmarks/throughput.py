@@ -14,7 +14,7 @@ Sections:
               per point on SQLite and on PostgreSQL (with PostgreSQL's own CPU)
   first       time to the first point of `kernelsweep run`: the run's own Prefect server on a fresh
               and on a used Prefect home, and a running `kernelsweep server`
-  throughput  wall time against the lower bound (target <= 1.15) at each --points, 4 simulated
+  throughput  wall time against the lower bound (target <= 1.05, issue 39; was 1.15) at each --points, 4 simulated
               cores and 2 compile slots, and the speedup over seed 000's sequential method
               (target >= 2.5x) at --baseline-points
   big         a 64-core, 48-slot host at --big-scale (target wall / bound <= 1.2), run as
@@ -64,7 +64,7 @@ from kernelsweep.sweepspec.models import SweepSpec
 
 SECTIONS = ("tools", "cost", "first", "throughput", "big", "fleet")
 COST_TARGET_MS = 100.0
-RATIO_TARGET, SPEEDUP_TARGET, BIG_RATIO_TARGET = 1.15, 2.5, 1.2
+RATIO_TARGET, SPEEDUP_TARGET, BIG_RATIO_TARGET = 1.05, 2.5, 1.2  # issue 39: one host within 5% of its bound
 BENCH_HOST = Host(cores=4, compile_slots=2, time_scale=0.5)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from prefect.utilities.annotations import quote
+
 from kernelsweep.chain import run_stages
 from kernelsweep.results import PointRecord, StoredCapture
 from kernelsweep.sweepspec import Point
@@ -32,8 +34,14 @@ def run_point(
 
 
 def as_task(record: PointRecord, stage: str, args: tuple[Any, ...]) -> Any:
-    """Run the stage as its task; its result, or the exception the task ended with."""
-    state = _TASKS[stage](*args, return_state=True)
+    """Run the stage as its task; its result, or the exception the task ended with.
+
+    Prefect walks every argument of a task call, twice, looking for upstream results (the task-run
+    graph's edges) and futures. The context and the point are never a task's result, and the context
+    holds the whole host (toolchain, store, leases): both go in `quote`d, so only the stage results,
+    the graph's real edges, are walked."""
+    ctx, point, *results = args
+    state = _TASKS[stage](quote(ctx), quote(point), *results, return_state=True)
     if state.state_details.task_run_id:
         record.task_run_ids[stage] = str(state.state_details.task_run_id)
     return state.result()

@@ -24,7 +24,6 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from kernelsweep.errors import UsageError
-from kernelsweep.flows.fleet.shard import run_fleet_shard
 from kernelsweep.flows.host_run import SweepInterrupted, probe_locations, run_on_this_host, scheduled_date
 from kernelsweep.results import SweepOutcome
 from kernelsweep.results.journal import Journal, ResumePlan, begin, plan_resume, run_key
@@ -118,6 +117,9 @@ def sweep_shard(
             fleet run's shared studies propose them, until the budgets are used.
     """
     if fleet_run_id is not None:
+        # the fleet's modules (pandas, pyarrow's datasets): imported by its shards only
+        from kernelsweep.flows.fleet.shard import run_fleet_shard
+
         return run_fleet_shard(spec, points, shard, fleet_run_id, search)
     if journal_run_id is None:
         return run_on_this_host(spec, points)

@@ -64,13 +64,16 @@ def test_importing_one_module_of_a_room_does_not_import_its_face():
     assert done.stdout.strip() == "[]"
 
 
-def test_a_shard_or_compile_flow_run_imports_no_dataset_reader_search_or_plotting():
-    """Every flow-run process of a sweep shard or a compile shard imports its flow's module first: the
-    fleet flow's dataset reads (pyarrow.dataset, pandas), Optuna and SciPy behind a search, and
-    matplotlib cost each about a CPU second more when they came with it (issue 40)."""
-    heavy = ("pyarrow.dataset", "pandas", "optuna", "scipy", "matplotlib", "kernelsweep.flows.fleet.flow")
+def test_a_run_or_a_shards_flow_run_imports_no_dataset_reader_search_or_plotting():
+    """`kernelsweep run` and every flow-run process of a sweep, fleet or compile shard import their flow's
+    modules first: the fleet flow's dataset reads (pyarrow.dataset, pandas), the tunables search (Optuna,
+    redis, SciPy) and matplotlib cost each about a CPU second more when they came with them (issues 39,
+    40); the runs that use them import them."""
+    heavy = ("pyarrow.dataset", "pandas", "optuna", "redis", "scipy", "matplotlib", "kernelsweep.flows.fleet.flow",
+             "kernelsweep.flows.search")  # fmt: skip
     code = (
-        "import sys, kernelsweep.flows.sweep, kernelsweep.flows.compile_shard;"
+        "import sys, kernelsweep.flows.cli.run, kernelsweep.flows.embedded, kernelsweep.flows.sweep,"
+        " kernelsweep.flows.fleet.shard, kernelsweep.flows.compile_shard;"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd())

@@ -313,17 +313,23 @@ def descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
-                ppid = int(_stat_fields(int(entry.name))[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
+            ppid = parent_of(int(entry.name))
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(entry.name))
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
     return found
+
+
+def parent_of(pid: int) -> int | None:
+    """The process id of `pid`'s parent; None when `pid` is gone."""
+    try:
+        return int(_stat_fields(pid)[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def is_prefect_server(pid: int) -> bool:

@@ -21,7 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from kernelsweep.flows.server import api_call, api_healthy, api_url, descendants, free_port, serving, terminate_tree
+from kernelsweep.flows.server import (
+    api_call,
+    api_healthy,
+    api_url,
+    descendants,
+    free_port,
+    parent_of,
+    serving,
+    terminate_tree,
+)
 from kernelsweep.sim.config import sim_env
 
 PYTHON_BIN = Path(sys.executable).parent
@@ -155,17 +164,23 @@ class Worker:
         }
 
     def flow_run_processes(self) -> list[str]:
-        """The Prefect module each Python process below the worker runs (`-m prefect...`): its flow runs'
-        processes (the tools they start run other modules)."""
+        """The module each Python process below the worker runs (`-m prefect...`, `-m kernelsweep.flows...`):
+        its flow runs' processes and its prefork server (the tools they start run other modules). A
+        process the prefork server forked runs the server's module, and is named `forked`."""
         found = []
-        for pid in descendants(self.process.pid):
+        below = descendants(self.process.pid)
+        servers = set()
+        for pid in below:
             try:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
             except OSError:
                 continue  # ended meanwhile
             modules = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "-m"]
-            found += [module for module in modules if module.startswith("prefect")]
-        return found
+            for module in modules:
+                if module.startswith(("prefect", "kernelsweep.flows")):
+                    found.append((pid, module))
+                    servers |= {pid} if module.endswith(".prefork") else set()
+        return sorted("forked" if parent_of(pid) in servers else module for pid, module in found)
 
     def die(self) -> None:
         """The host is gone at once (power loss, a terminated instance): the worker and every process

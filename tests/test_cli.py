@@ -29,6 +29,9 @@ def cli_env(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "AWS_"))}
     env["PREFECT_HOME"] = str(home)
     env["PYTHONPATH"] = str(Path(__file__).parent)
+    # Its own temporary folder: a run clears the scratch folders runs that died left there, and says so
+    # on stderr, which these tests read line by line (the stage's kill tests and other sessions leave some).
+    env["TMPDIR"] = str(tmp_path_factory.mktemp("tmp"))
     return env
 
 

@@ -320,8 +320,10 @@ def test_a_host_killed_mid_shard_is_recovered_without_remeasuring(fleet_server, 
         fleet_run = _run_fleet(server, spec)
         running = _running_shard(server, fleet_run)
         poll(lambda: len(_journaled(spec)) >= 1 or None, timeout=RUN_TIMEOUT, what="a finished point", every=0.2)
-        # One process for the flow run, Prefect's engine (the pool's command), not a supervisor before it:
-        assert host.flow_run_processes() == ["prefect.engine"], host.flow_run_processes()
+        # The flow run: the pool's command and Prefect's engine forked from the host's prefork server (no
+        # interpreter of its own, no workspace supervisor before it):
+        processes = host.flow_run_processes()
+        assert processes == ["forked", "kernelsweep.flows.fleet.engine", "kernelsweep.flows.fleet.prefork"], processes
         host.die()
         killed_at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
         finished, captured = _journaled(spec), _journaled_captures(spec)

@@ -121,7 +121,8 @@ def _set_variable(server: PrefectServer, value: dict) -> None:
 
 def test_the_nightly_schedule_fires_and_runs_the_spec_the_variable_holds_then(fleet_server, control, tmp_path):
     """The schedule `fleet up` made, moved to the next minute; the variable edited afterwards (as in
-    the UI's Variables page), with no `fleet up` in between: the run the scheduler makes runs the edit."""
+    the UI's Variables page), with no `fleet up` in between: the run the scheduler makes runs the edit.
+    While the minute comes, the host's sweep cancelled as a user cancels one (`_cancelled_mid_sweep`)."""
     server = fleet_server
     for command in ("pause", "resume"):  # Prefect's server empties the parameters of a schedule changed without them
         done = server.run("kernelsweep", "fleet", command)
@@ -144,6 +145,7 @@ def test_the_nightly_schedule_fires_and_runs_the_spec_the_variable_holds_then(fl
             what=f"the scheduler planning the fleet run at {expected}",
         )
         assert planned["auto_scheduled"] and planned["parameters"]["spec_variable"] == NIGHTLY_VARIABLE
+        _cancelled_mid_sweep(server, tmp_path / "cancelled", host)
         final = server.wait_final(planned["id"], RUN_TIMEOUT + 120)
     finally:
         _set_cron(server, fleet, schedule, "0 2 * * *")
@@ -155,6 +157,21 @@ def test_the_nightly_schedule_fires_and_runs_the_spec_the_variable_holds_then(fl
     assert shard["parameters"]["spec"]["name"] == "edited-nightly" and shard["work_queue_name"] == "nightly"
     [row] = _dataset_rows(edited)
     assert "4096" in str(row["shape"]) and row["flow_run_id"] == shard["id"]
+
+
+def _cancelled_mid_sweep(server: PrefectServer, root: Path, host: Worker) -> None:
+    """`prefect flow-run cancel` on a sweep the host is running (sweep/trn2, not a fleet run, which would
+    hold the fleet's slot): the worker signals the flow run's command, the command its engine forked by
+    the host's prefork server, and the run ends Cancelled with no process of it left on the host."""
+    kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048, 4096, 8192], "free_size": [1, 16]}}
+    spec = sim_spec(root, [kernel], name="cancelled", platforms=("trn2",))
+    sweep = _run_fleet(server, spec, "sweep/trn2")
+    poll(lambda: "forked" in host.flow_run_processes() or None, timeout=RUN_TIMEOUT, what="the sweep's engine")
+    done = server.run("prefect", "flow-run", "cancel", sweep)
+    assert done.returncode == 0, done.stderr
+    assert server.wait_final(sweep, 120)["state"]["type"] == "CANCELLED"
+    poll(lambda: host.flow_run_processes() == ["kernelsweep.flows.fleet.prefork"] or None, timeout=60,
+         what=f"the cancelled run's processes gone (left: {host.flow_run_processes()})")  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -126,8 +126,9 @@ def test_the_fleet_flow_loads_the_notice_names_without_the_report_and_its_scipy(
 
 
 def test_the_worker_puts_its_own_interpreter_on_path_as_python(tmp_path, monkeypatch):
-    """The fleet's pools start flow runs as `python -m prefect.engine`: `python` must be the worker's own
-    interpreter, also where the install has only a `python3` (a wrapper in a folder of its own then)."""
+    """The fleet's pools start flow runs as `python -m kernelsweep.flows.fleet.engine`: `python` must be
+    the worker's own interpreter, also where the install has only a `python3` (a wrapper in a folder of
+    its own then)."""
     from kernelsweep.flows.cli.fleet_worker import python_folder
 
     own = Path(python_folder()) / "python"
@@ -152,3 +153,21 @@ def test_a_compile_host_takes_one_shard_at_a_time_unless_told_and_other_hosts_ar
     assert worker_argv("kernelsweep-compile", "c1", None)[-2:] == ["--limit", "1"]
     assert worker_argv("kernelsweep-compile", "c1", 4)[-2:] == ["--limit", "4"]
     assert "--limit" not in worker_argv("kernelsweep-trn2", "t1", None)
+
+
+def test_each_pools_prefork_server_preloads_a_flow_that_exists():
+    """What the prefork server imports at a host's first flow run: a name that no longer exists would
+    stop the server there (its flow runs then start Prefect's engine themselves, at full cost)."""
+    import importlib.util
+
+    from kernelsweep.fleet.farm import COMPILE_POOL
+    from kernelsweep.flows.fleet.prefork import flow_module
+    from kernelsweep.flows.fleet.setup import CONTROL_POOL
+
+    flows = {pool: flow_module(pool) for pool in (CONTROL_POOL, COMPILE_POOL, "kernelsweep-trn2")}
+    assert flows == {
+        CONTROL_POOL: "kernelsweep.flows.fleet.flow",
+        COMPILE_POOL: "kernelsweep.flows.compile_shard",
+        "kernelsweep-trn2": "kernelsweep.flows.sweep",
+    }
+    assert all(importlib.util.find_spec(module) for module in flows.values())

@@ -11,9 +11,9 @@ when it is idle, and stops it (and with it, under the shipped unit, its flow run
 
 Its flow runs beat every 30 s (PREFECT_FLOWS_HEARTBEAT_FREQUENCY, unless set), so a host that dies
 is noticed within `fleet up --crash-after` (default 120 s). The fleet's pools start each flow run as
-`python -m prefect.engine` (kernelsweep.flows.fleet_setup):
-this interpreter is put first on the worker's PATH as `python`, so that is the one they run, whatever
-else the host's PATH holds.
+`python -m kernelsweep.flows.fleet.engine` (kernelsweep.flows.fleet.setup), which asks this host's
+prefork server, started here, for a forked engine: this interpreter is put first on the worker's PATH
+as `python`, so that is the one they run, whatever else the host's PATH holds.
 """
 
 from __future__ import annotations
@@ -21,11 +21,15 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import click
+
+from kernelsweep.flows.fleet.engine import SOCKET_ENV
+from kernelsweep.flows.fleet.prefork import flow_module
 
 PREFECT_WORKER = ("-P", "-m", "prefect", "worker", "start")  # -P: the working folder off the import path
 # How often this host's flow runs tell the server they live, unless the environment says: Prefect's
@@ -67,7 +71,19 @@ def worker(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...
     sys.stdout.flush()
     sys.stderr.flush()
     beats = {HEARTBEAT_ENV: os.environ.get(HEARTBEAT_ENV) or HEARTBEAT_SECONDS}
-    os.execve(argv[0], argv, {**os.environ, "PATH": path, **beats})
+    env = {**os.environ, "PATH": path, **beats}
+    env[SOCKET_ENV] = start_prefork_server(env, pool)
+    os.execve(argv[0], argv, env)
+
+
+def start_prefork_server(env: dict[str, str], pool: str) -> str:
+    """This host's prefork server (kernelsweep.flows.fleet.prefork), a child of this process and so of
+    the worker it becomes: the socket its flow runs' command asks for a process at."""
+    folder = tempfile.mkdtemp(prefix="kernelsweep-prefork-")  # this user's alone (mode 0700)
+    socket = os.path.join(folder, "socket")
+    server = [sys.executable, "-P", "-m", "kernelsweep.flows.fleet.prefork", socket, flow_module(pool)]
+    subprocess.Popen(server, env=env, stdin=subprocess.DEVNULL)
+    return socket
 
 
 def python_folder() -> str:

@@ -5,11 +5,12 @@ one nightly schedule, and the checks that refuse a spec nothing in the fleet can
   configured it). A new pool's flow runs do not stream their output through the worker: a flow run
   whose worker is killed then finishes and stores its rows instead of dying at its next log line
   (Prefect's console writes to the dead worker's pipe and exits), which measured points and threw
-  them away. And each of its flow runs is one process, Prefect's engine (`python -m prefect.engine`,
-  the pool's `command`): without a command, Prefect 3.9's worker starts its workspace supervisor,
-  a second interpreter per flow run that runs the deployment's pull steps (the fleet has none) and
-  then the engine, about a CPU-second more per shard. `kernelsweep fleet worker` puts its own
-  interpreter first on the PATH as `python`, so the engine runs where kernelsweep is installed.
+  them away. And each of its flow runs is Prefect's engine forked from the host's prefork server
+  (`python -m kernelsweep.flows.fleet.engine`, the pool's `command`; flows/fleet/prefork.py): without
+  a command, Prefect 3.9's worker starts its workspace supervisor, a second interpreter per flow run
+  that runs the deployment's pull steps (the fleet has none) and then the engine, about a CPU-second
+  more per shard, and the engine's own imports cost about two more. `kernelsweep fleet worker` puts
+  its own interpreter first on the PATH as `python`, so the command runs where kernelsweep is installed.
   Each family pool gets an `urgent` queue (priority 1: runs started by hand, from the UI) ahead of
   `nightly` (priority 2: the scheduled fleet run's shards); a worker serves its whole pool, `urgent`
   first.
@@ -39,7 +40,8 @@ NIGHTLY_SLUG = "kernelsweep-nightly"
 NIGHTLY_PARAMETERS = {"spec_variable": NIGHTLY_VARIABLE}
 CONTROL_POOL = f"{POOL_PREFIX}control"
 RECENT_SHARDS = 200  # shard runs read for what the fleet's hosts last reported
-ENGINE_COMMAND = "python -m prefect.engine"  # `python`: the worker's own (kernelsweep.flows.cli.fleet_worker)
+# Prefect's engine, forked from the host's prefork server; `python`: the worker's own (cli.fleet_worker)
+ENGINE_COMMAND = "python -m kernelsweep.flows.fleet.engine"
 
 
 def process_pool_template() -> dict:

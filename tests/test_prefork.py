@@ -1,0 +1,97 @@
+"""A host's prefork server and the fleet pools' flow-run command (kernelsweep.flows.fleet.prefork and
+.engine), as real processes: the command is what the worker sees of a flow run, so it must end as the
+engine it asked for ends, pass on the worker's signals, and take the engine with it when it is killed
+outright; the server must outlive a worker killed alone until its flow runs end.
+
+The engine here has no flow run to load: one given a bad id exits 1 at once, and one whose API never
+answers (a socket that listens and accepts nothing) waits, which is the running flow run the signals
+are sent to. The fleet scenarios (tests/test_fleet.py) run real shards through the same path."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prefect_server import poll
+
+from kernelsweep.flows.fleet.engine import SOCKET_ENV
+from kernelsweep.flows.server import descendants
+
+pytestmark = pytest.mark.slow  # it kills processes
+
+
+@pytest.fixture
+def server(tmp_path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    path = tmp_path / "socket"
+    process = subprocess.Popen([sys.executable, "-P", "-m", "kernelsweep.flows.fleet.prefork", str(path)])
+    poll(lambda: path.exists() or None, timeout=30, what="the prefork server listening", every=0.05)
+    yield process, path
+    process.kill()
+    process.wait()
+
+
+@pytest.fixture
+def silent_api() -> Iterator[str]:
+    """An API URL whose server takes connections and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/api"
+
+
+def _command(path: Path, flow_run_id: str, api: str = "http://127.0.0.1:9/api", **popen) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {SOCKET_ENV: str(path), "PREFECT__FLOW_RUN_ID": flow_run_id, "PREFECT_API_URL": api}
+    return subprocess.Popen([sys.executable, "-m", "kernelsweep.flows.fleet.engine"], env=env, **popen)
+
+
+def _forked(server: subprocess.Popen) -> list[int]:
+    return descendants(server.pid)
+
+
+def test_the_command_ends_as_its_forked_engine_ends_and_passes_its_streams(server):
+    process, path = server
+    done = _command(path, "not-a-flow-run-id", stderr=subprocess.PIPE, text=True)
+    _, err = done.communicate(timeout=120)
+    assert done.returncode == 1 and "Invalid flow run id" in err, err  # the engine's own exit and words
+    assert "RuntimeWarning" not in err  # run as `-m prefect.engine` runs it, not beside a loaded copy
+    assert process.poll() is None and not _forked(process)  # the server lives on; its child was reaped
+
+
+def test_a_signal_to_the_command_reaches_the_engine_and_a_killed_command_takes_it_along(server, silent_api):
+    process, path = server
+    waiting = _command(path, str(uuid.uuid4()), silent_api)
+    [engine] = poll(lambda: _forked(process) or None, timeout=120, what="the forked engine")
+    assert waiting.poll() is None
+    waiting.send_signal(signal.SIGTERM)  # what a worker sends a flow run it cancels or stops
+    assert waiting.wait(timeout=60) == -signal.SIGTERM  # ended by the signal, as the engine was
+    poll(lambda: not _forked(process) or None, timeout=30, what="the engine gone")
+
+    killed = _command(path, str(uuid.uuid4()), silent_api)
+    [engine] = poll(lambda: _forked(process) or None, timeout=60, what="a second forked engine")
+    killed.kill()  # SIGKILL: nothing passes it on, the server sees the command's connection close
+    killed.wait()
+    poll(lambda: not _forked(process) or None, timeout=30, what=f"engine {engine} killed with its command")
+
+
+def test_a_stopped_server_waits_for_its_flow_runs_and_new_ones_run_without_it(server, silent_api):
+    """SIGTERM (or its worker's end): no new requests; the running engine keeps its command's answer."""
+    process, path = server
+    running = _command(path, str(uuid.uuid4()), silent_api)
+    [engine] = poll(lambda: _forked(process) or None, timeout=120, what="the forked engine")
+    process.terminate()
+    poll(lambda: not path.exists() or None, timeout=30, what="the server no longer listening")
+    assert process.poll() is None  # still there for the running engine
+    alone = _command(path, "not-a-flow-run-id", stderr=subprocess.PIPE, text=True)
+    _, err = alone.communicate(timeout=120)
+    assert alone.returncode == 1 and "Invalid flow run id" in err  # Prefect's engine, run by the command itself
+    os.kill(engine, signal.SIGKILL)
+    assert running.wait(timeout=60) == -signal.SIGKILL  # told how its engine ended
+    assert process.wait(timeout=30) == 0

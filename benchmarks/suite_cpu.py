@@ -39,11 +39,17 @@ def program(argv: list[str]) -> tuple[str, list[str]]:
     return name, rest
 
 
+# A fleet host's prefork server and the engines it forks (their argv is the server's), and the command
+# that asks for each. The server is its worker's child but no one waits for it, so what it and its
+# engines used reaches the command's own CPU only as far as samples saw it.
+PREFORK = ("kernelsweep.flows.fleet.prefork", "kernelsweep.flows.fleet.engine")
+
+
 def kind_of(argv: list[str]) -> str:
     what, args = program(argv)
     first = " ".join(args[:2])
-    if what in ("prefect.engine", "prefect.runner._workspace_supervisor"):
-        return "flow-run processes (Prefect's workspace supervisor and engine)"
+    if what in ("prefect.engine", "prefect.runner._workspace_supervisor", *PREFORK):
+        return "flow-run processes (Prefect's engine, forked or not, and its supervisor or command)"
     if (what == "prefect" and first.startswith("worker start")) or first == "fleet worker":
         return "Prefect workers"
     if what == "prefect" and first.startswith("server start"):

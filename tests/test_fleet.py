@@ -377,7 +377,10 @@ def test_a_search_spreads_its_trials_over_the_family_and_resumes_after_a_host_di
     kernel = {"kernel": "matmul", "dtypes": ["bfloat16"], "grid": {"M": [512], "K": [256], "N": [1024]},
               "search": {"budget": 6, "batch": 1, "warm_start": 0}}  # fmt: skip
     spec = sim_spec(tmp_path, [kernel], name="searched", platforms=("trn2",), execution={"max_points_per_flow_run": 3})
-    workers = _hosts(server, tmp_path, {"trn2-doomed": "trn2", "trn2-steady": "trn2"}, **SLOW_HOST)  # one shard each
+    # One shard each; the doomed host slow, to be caught between two trials, the other at the usual speed
+    # (it measures the rest of the budget and the winner's contest of three runs).
+    workers = _hosts(server, tmp_path, {"trn2-doomed": "trn2"}, **SLOW_HOST)
+    workers += _hosts(server, tmp_path, {"trn2-steady": "trn2"})
     try:
         fleet_run = _run_fleet(server, spec)
         poll(

@@ -62,7 +62,7 @@ def bucket(moto_endpoint, monkeypatch) -> str:
 
 # Groups started first, in this order: xdist (--no-loadscope-reorder) gives the first groups one to each
 # process, so the two fleet groups, minutes of fleet runs each on their process's server, run side by side
-# (and, in the slow stage's three processes, beside the nights dataset's group).
+# (and, in the slow stage's four processes, beside the nights dataset's group).
 FIRST_GROUPS = ("fleet", "fleet-ops", "nights")
 
 
@@ -75,13 +75,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: the rest keep their order
 
 
-DEFAULT_PROCESSES, SLOW_PROCESSES = 2, 3
+DEFAULT_PROCESSES, SLOW_PROCESSES = 2, 4
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: two processes for the default stage (CPU-bound: a third only adds contention), three
+    """`-n auto`: two processes for the default stage (CPU-bound: a third only adds contention), four
     for the slow one, whose tests wait on servers, automations and slept latencies for minutes at a time
-    while a third process's tests use the idle core time."""
+    while the other processes' tests use the idle core time (they share one server: `stage_server`)."""
     return SLOW_PROCESSES if slow_stage(config) else DEFAULT_PROCESSES
 
 
@@ -142,28 +142,54 @@ def prefect_home(tmp_path, migrated_prefect_db) -> Path:
     return seed_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The slow stage's xdist controller starts the stage's shared server (`stage_server`) in the
+    background while its processes start; they wait for it where a test first needs it."""
+    if slow_stage(config) and not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
+        from prefect_server import SharedServer
+
+        config.stash[_SHARED] = SharedServer.start()
+        os.environ[SHARED_SERVER_ENV] = str(config.stash[_SHARED].address)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SHARED in config.stash:
+        config.stash[_SHARED].stop()
+
+
+SHARED_SERVER_ENV = "KERNELSWEEP_TEST_SHARED_SERVER"  # where the controller writes its server's address
+_SHARED = pytest.StashKey["SharedServer"]()
+
+
 @pytest.fixture(scope="session")
 def stage_server(tmp_path_factory):
-    """This process's real `prefect server start` on PostgreSQL (on SQLite a fleet's workers and flow runs
-    met "database is locked" 503s): the in-process flows (`prefect_harness`), the CLI's runs
-    (`server_client_env`) and the fleet tests (`fleet_server`) share it, one server start and one
-    migration for the stage's process instead of one for each of them."""
-    from prefect_server import bench_servers, prefect_server
+    """The slow stage's real `prefect server start` on PostgreSQL (on SQLite a fleet's workers and flow
+    runs met "database is locked" 503s): the in-process flows (`prefect_harness`) and the CLI's runs
+    (`server_client_env`) of every test process share the one the xdist controller started, one server
+    start and one migration for the stage instead of one for each test; a run without xdist starts its own."""
+    from prefect_server import SharedServer, own_server
 
-    with bench_servers().postgres() as database:
-        with prefect_server(tmp_path_factory.mktemp("server"), database_url=database.url) as server:
+    address = os.environ.get(SHARED_SERVER_ENV)
+    if address:
+        with SharedServer.attach(Path(address)) as server:
             yield server
+        return
+    with own_server(tmp_path_factory.mktemp("server")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
-def fleet_server(stage_server):
-    """The stage's server with the fleet's pools and deployments (`kernelsweep fleet up`, once, and only in
-    a process that runs a fleet test), the report trigger off (`PrefectServer.reports`)."""
-    from prefect_server import fleet_up
+def fleet_server(tmp_path_factory):
+    """A server of this process's own, on PostgreSQL, with the fleet's pools and deployments (`kernelsweep
+    fleet up`, once, and only in a process that runs a fleet test), the report trigger off
+    (`PrefectServer.reports`). Pools are global to a server, so each fleet group has its own: a host one
+    group's test starts would take the other group's shards."""
+    from prefect_server import fleet_up, own_server
 
-    fleet_up(stage_server, REPO)
-    stage_server.reports(enabled=False)
-    return stage_server
+    with own_server(tmp_path_factory.mktemp("fleet-server")) as server:
+        fleet_up(server, REPO)
+        server.reports(enabled=False)
+        yield server
 
 
 @pytest.fixture

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -227,6 +230,63 @@ def prefect_server(
         finally:
             for child in server.processes:
                 terminate_tree(child)  # flow runs live in sessions of their own: the whole tree
+
+
+@contextmanager
+def own_server(home: Path) -> Iterator[PrefectServer]:
+    """A real server on a throwaway PostgreSQL cluster, both stopped afterwards."""
+    with bench_servers().postgres() as database:
+        with prefect_server(home, database_url=database.url) as server:
+            yield server
+
+
+@dataclass
+class SharedServer:
+    """One server for every process of a test run: started by the xdist controller in a thread (the test
+    processes start meanwhile), its address written to a file once it answers, which each process's
+    `attach` waits for."""
+
+    address: Path  # holds "PORT HOME" once the server answers
+    stack: ExitStack = field(default_factory=ExitStack)
+    thread: threading.Thread | None = None
+
+    @classmethod
+    def start(cls) -> SharedServer:
+        folder = Path(tempfile.mkdtemp(prefix="kernelsweep-stage-server-"))
+        shared = cls(folder / "address")
+        shared.stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        shared.thread = threading.Thread(target=shared._serve, args=(folder / "home",), daemon=True)
+        shared.thread.start()
+        return shared
+
+    def _serve(self, home: Path) -> None:
+        try:
+            server = self.stack.enter_context(own_server(home))
+        except BaseException as exc:  # the processes waiting for it read why
+            self.address.write_text(f"failed {exc!r}")
+            raise
+        ready = self.address.with_suffix(".new")
+        ready.write_text(f"{server.port} {server.home}")
+        ready.rename(self.address)
+
+    def stop(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+        self.stack.close()
+
+    @staticmethod
+    @contextmanager
+    def attach(address: Path) -> Iterator[PrefectServer]:
+        """The shared server, once it answers; the workers this process started on it are stopped afterwards."""
+        text = poll(lambda: address.is_file() and address.read_text(), timeout=300, what="the stage's shared server")
+        assert not text.startswith("failed"), text
+        port, home = text.split(" ", 1)
+        server = PrefectServer(Path(home), int(port), quiet_env(Path(home), int(port)))
+        try:
+            yield server
+        finally:
+            for child in server.processes:
+                terminate_tree(child)
 
 
 def sim_host_env(root: Path, platform: str, cores: int = 2, **extra: str) -> dict[str, str]:

@@ -97,6 +97,13 @@ class PrefectServer:
         """`/flow_runs/filter` with flow run criteria, e.g. `id={"any_": [...]}`."""
         return self.api("/flow_runs/filter", {"flow_runs": criteria, "limit": 200})  # type: ignore[return-value]
 
+    def run_deployment(self, name: str, parameters: dict) -> str:
+        """A flow run of deployment `flow/deployment` with `parameters`, made by the API call `prefect
+        deployment run` makes (scheduled now, in the deployment's work queue); its id."""
+        deployment = self.api(f"/deployments/name/{name}", method="GET")
+        run = self.api(f"/deployments/{deployment['id']}/create_flow_run", {"parameters": parameters})  # type: ignore[index]
+        return run["id"]  # type: ignore[index]
+
     def state_of(self, flow_run_id: str) -> str:
         return self.api(f"/flow_runs/{flow_run_id}")["state"]["type"]  # type: ignore[index]
 
@@ -111,8 +118,14 @@ class PrefectServer:
     def triggered_report(self, flow_run_id: str, timeout: float) -> dict:
         """The report flow run the completion of `flow_run_id` started (the report deployment's trigger)."""
         after = f"prefect.flow-run.{flow_run_id}"
+        reports = {"flows": {"name": {"any_": ["report"]}}, "limit": 200}  # the reports, not every run each second
+
+        def started() -> dict | None:
+            found: list[dict] = self.api("/flow_runs/filter", reports)  # type: ignore[assignment]
+            return next((r for r in found if r["parameters"].get("after_flow_run") == after), None)
+
         return poll(
-            lambda: next((r for r in self.flow_runs() if r["parameters"].get("after_flow_run") == after), None),
+            started,
             timeout=timeout,
             what=f"the report {flow_run_id}'s completion triggers",
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from prefect_server import CRASH_AFTER_SECONDS, PrefectServer, Worker, poll, sim_host_env
 from specs import sim_spec
-from webhook import webhook_block
+from webhook import install_notifications, webhook_block
 
 from kernelsweep.results import reader
 from kernelsweep.sweepspec.expansion import expand
@@ -63,7 +63,12 @@ def _online(server: PrefectServer, workers: list[Worker]) -> None:
         poll(lambda w=worker: w.name in server.workers_online(w.pool), timeout=120, what=f"worker {worker.name}")
 
 
-def _run_fleet(server: PrefectServer, spec: SweepSpec, deployment: str = "fleet/fleet") -> str:
+def _run_fleet(server: PrefectServer, spec: SweepSpec, deployment: str = "fleet/fleet", *, cli: bool = False) -> str:
+    """A flow run of `deployment` with `spec`: by `prefect deployment run` where a test says (`cli`), as a
+    user starts one, else by the same API call from this process (the command is an interpreter and
+    about two CPU-seconds of imports each time)."""
+    if not cli:
+        return server.run_deployment(deployment, {"spec": spec.model_dump(mode="json")})
     done = server.run(
         "prefect", "deployment", "run", deployment, "-p", f"spec={json.dumps(spec.model_dump(mode='json'))}"
     )
@@ -129,15 +134,11 @@ def failures_told(fleet_server, webhook) -> list[dict]:
     """The failure and refusal automations `fleet up --notify custom-webhook/NOTIFY_BLOCK` installs, put
     there directly, from this process (a `fleet up` costs minutes; the nightly test's, later or earlier,
     finds them unchanged), for a test that runs alone with -k."""
-    from prefect import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from kernelsweep.flows.fleet import automations
 
-    with temporary_settings({PREFECT_API_URL: fleet_server.api_url}), get_client(sync_client=True) as client:
-        block = client.read_block_document_by_name(NOTIFY_BLOCK, "custom-webhook").id
-        automations.install(client, automations.failure_notifications(block))
-        automations.install(client, automations.refusal_notifications(block))
+    install_notifications(
+        fleet_server, NOTIFY_BLOCK, automations.failure_notifications, automations.refusal_notifications
+    )
     return webhook
 
 
@@ -192,7 +193,7 @@ def spread(fleet_server, control, silent_shard, tmp_path_factory) -> SpreadRun:
             root, "spread", ("trn1", "trn2"), [2048, 4096, 8192], per_run=2
         )  # 6 points per family: 3 shards each
         server.reports(enabled=True)  # the module's last tests read the report this run's completion starts
-        fleet_run = _run_fleet(server, spec)
+        fleet_run = _run_fleet(server, spec, cli=True)
         state = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
         server.triggered_report(fleet_run, RUN_TIMEOUT)
         status = server.run("kernelsweep", "fleet", "status", env={"COLUMNS": "250"})  # one table row a line

@@ -19,10 +19,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from prefect_server import CRASH_AFTER_SECONDS, PYTHON_BIN, PrefectServer, Worker, poll
+from prefect_server import PYTHON_BIN, PrefectServer, Worker, poll
 from specs import sim_spec
 from test_fleet import RUN_TIMEOUT, _dataset_rows, _hosts, _online, _run_fleet, _shards
-from webhook import webhook_block
+from webhook import install_notifications, webhook_block
 
 from kernelsweep.bisect.request import BUILDS_VARIABLE
 from kernelsweep.fleet.plan import NIGHTLY_VARIABLE
@@ -176,12 +176,12 @@ def _cancelled_mid_sweep(server: PrefectServer, root: Path, host: Worker) -> Non
 
 @pytest.fixture(scope="module")
 def webhook(fleet_server) -> Iterator[list[dict]]:
-    """A local webhook behind a custom-webhook block, and `fleet up --notify` naming it."""
+    """A local webhook behind a custom-webhook block, and the automations `fleet up --notify` installs
+    naming it: the report's and the bisect's notices, and a failed fleet run's."""
+    from kernelsweep.flows.fleet import automations
+
     with webhook_block(fleet_server, HOOK_BLOCK) as received:
-        argv = ("--file", str(REPO / "deployments/prefect.yaml"), "--spec", str(fleet_server.home / "nightly.toml"))
-        up = fleet_server.run("kernelsweep", "fleet", "up", *argv, "--crash-after", str(CRASH_AFTER_SECONDS),
-                              "--notify", f"custom-webhook/{HOOK_BLOCK}")  # fmt: skip
-        assert up.returncode == 0, up.stderr
+        install_notifications(fleet_server, HOOK_BLOCK, automations.notifications, automations.failure_notifications)
         yield received
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -43,3 +43,18 @@ def webhook_block(server: PrefectServer, block: str) -> Iterator[list[dict]]:
         yield received
     finally:
         httpd.shutdown()
+
+
+def install_notifications(server: PrefectServer, block: str, *automations: Callable) -> None:
+    """What `fleet up --notify custom-webhook/BLOCK` installs, put on `server` from this process: each of
+    `automations` (kernelsweep.flows.fleet.automations' builders) given the block's id. A `fleet up`
+    costs an interpreter, a deploy and about 15 s; tests/test_fleet.py's nightly test runs the command."""
+    from prefect import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from kernelsweep.flows.fleet.automations import install
+
+    with temporary_settings({PREFECT_API_URL: server.api_url}), get_client(sync_client=True) as client:
+        block_id = client.read_block_document_by_name(block, "custom-webhook").id
+        for automation in automations:
+            install(client, automation(block_id))

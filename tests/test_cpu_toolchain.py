@@ -73,6 +73,17 @@ def test_a_cpu_trace_keeps_the_model_to_capture_and_nki_simulates_outputs(cpu_co
     assert again.cache_hit and again.model == traced.model  # kept with the trace
 
 
+def test_the_model_a_cpu_run_captures_is_built_as_the_sdks_compiler_the_row_reports(cpu_context, tmp_path, monkeypatch):
+    # the simulator's culprit build is this SDK's compiler: its model must run the culprit's slower code,
+    # and name that compiler, never the simulator's default one (whose code is not the culprit's)
+    monkeypatch.setenv("KERNELSWEEP_SIM_CULPRIT_BUILD", "2.27@vector_add:1.5")
+    traced = trace_stage(cpu_context, point("vector_add"))
+    model = read_neff(cpu_context.store.fetch(traced.model.neff, tmp_path / "model.neff"))
+    built = model.neff["kernelsweep_sim"]
+    assert model.info["tool_version"] == built["compiler_version"] == cpu_context.versions.compiler
+    assert built["code_factor"] == 1.5
+
+
 def test_nki_simulate_has_no_inf2_target_so_the_row_says_unchecked(cpu_context):
     traced = trace_stage(cpu_context, point("vector_add", platform="inf2"))
     assert traced.model.outputs == {} and traced.model.note == "nki.simulate does not target inf2"

@@ -105,7 +105,7 @@ def report(
     _publish(built, link, page, f"{results_uri} ({selection.describe()})")
     _publish_cost(after_flow_run)
     site_link = _publish_site(results_uri, built) if site else None
-    for notice in notices(built, link, site_link, bisects_per_night, finished_steps(results_uri)):
+    for notice in notices(built, link, site_link, bisects_per_night, _bisected(results_uri)):
         emit_event(event=notice.event, resource=notice.resource, payload=notice.payload)
         if notice.payload.get("not_bisected"):
             capped = "; ".join(map(str, notice.payload["not_bisected"]))  # type: ignore[call-overload]
@@ -115,6 +115,16 @@ def report(
     if keep_days is not None:
         _prune(results_uri, keep_days)
     return page
+
+
+def _bisected(results_uri: str) -> set[str]:
+    """The steps whose bisection has an outcome; none when their journals cannot be read (a warning: the
+    report and its notices still go out, and the steps are asked for again)."""
+    try:
+        return finished_steps(results_uri)
+    except KernelsweepError as exc:
+        get_run_logger().warning("the bisections' journals were not read: %s", exc.message)
+        return set()
 
 
 def _publish_site(results_uri: str, built: Report) -> str | None:

@@ -5,6 +5,9 @@ interpreter, is tests/test_worker_interpreter.py's."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from stage_context import point
@@ -105,3 +108,28 @@ def test_a_cpu_run_without_an_sdk_fails_before_any_work(tmp_path, monkeypatch):
     locations = Locations(sim_state_dir=tmp_path / "sim", lock_dir=tmp_path / "locks")
     with pytest.raises(UsageError, match="--toolchain cpu traces and compiles with the real Neuron SDK"):
         prepare(spec, locations)
+
+
+def test_an_sdk_environments_compiler_is_the_one_beside_its_python_never_one_elsewhere_on_path(tmp_path, monkeypatch):
+    from kernelsweep.this_host.context import resolve_toolchain
+    from kernelsweep.toolchain.tracing.interpreter import NeuronPython
+
+    def tool(folder, name="neuronx-cc"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("#!/bin/sh\n")
+        (folder / name).chmod(0o755)
+        return str(folder / name)
+
+    elsewhere = tool(tmp_path / "system-bin")  # another SDK's compiler, on PATH
+    monkeypatch.setenv("PATH", f"{tmp_path / 'system-bin'}{os.pathsep}{os.environ['PATH']}")
+    venv = tmp_path / "sdk" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    python = NeuronPython(str(venv / "python"), "spec")
+    toolchain, _ = resolve_toolchain("cpu", tmp_path / "sim", (), python)
+    assert "neuronx-cc" not in toolchain.commands  # its rows' compiler: the venv's package (the trace worker's)
+    beside = tool(venv)
+    toolchain, _ = resolve_toolchain("cpu", tmp_path / "sim", (), python)
+    assert toolchain.commands["neuronx-cc"] == (beside,)
+    ours, _ = resolve_toolchain("cpu", tmp_path / "sim", (), NeuronPython(sys.executable, "kernelsweep's own"))
+    assert ours.commands["neuronx-cc"] == (elsewhere,)  # this interpreter's SDK: the host's tools, as before

@@ -68,7 +68,9 @@ def bisect_step(
         "results": step.results,
     }
     question = Question(data, axis, Rule(), max_runs, rounds=rounds)
-    told_before = "outcome" in BisectJournal(step.results, question.as_json()).doc
+    asked = BisectJournal(step.results, question.as_json())
+    told_before = "outcome" in asked.doc
+    asked.asked_for(step.key)  # once it has an outcome, the nightly report asks for this step no more
     outcome, journal, measured = bisect(question, locations_from_env())
     shown = lines(outcome, axis)
     total = len(journal.doc["runs"])

@@ -31,6 +31,7 @@ from prefect.events import emit_event
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_UI_URL
 
+from kernelsweep.bisect.store import finished_steps
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.flows.fleet.summary import fleet_cost
 from kernelsweep.flows.settings import prices_from_env, reports_url_from_env, site_url_from_env
@@ -87,8 +88,8 @@ def report(
         acknowledged: Path of a TOML file of accepted steps (series, night, reason) on the worker.
         keep_days: Delete report pages under the results' reports/ older than this many days (empty: keep all).
         site: Also rebuild the results site under the results' site/ (only kernels whose rows changed).
-        bisects_per_night: Start at most this many bisect flows (newest open steps first); the night's
-            summary names the steps left, "not bisected: cap reached".
+        bisects_per_night: Start at most this many bisect flows (the open steps not bisected yet,
+            oldest first); the night's summary names the steps left, "not bisected: cap reached".
 
     Returns:
         Where the HTML report was stored.
@@ -104,7 +105,7 @@ def report(
     _publish(built, link, page, f"{results_uri} ({selection.describe()})")
     _publish_cost(after_flow_run)
     site_link = _publish_site(results_uri, built) if site else None
-    for notice in notices(built, link, site_link, bisects_per_night):
+    for notice in notices(built, link, site_link, bisects_per_night, _bisected(results_uri)):
         emit_event(event=notice.event, resource=notice.resource, payload=notice.payload)
         if notice.payload.get("not_bisected"):
             capped = "; ".join(map(str, notice.payload["not_bisected"]))  # type: ignore[call-overload]
@@ -114,6 +115,16 @@ def report(
     if keep_days is not None:
         _prune(results_uri, keep_days)
     return page
+
+
+def _bisected(results_uri: str) -> set[str]:
+    """The steps whose bisection has an outcome; none when their journals cannot be read (a warning: the
+    report and its notices still go out, and the steps are asked for again)."""
+    try:
+        return finished_steps(results_uri)
+    except KernelsweepError as exc:
+        get_run_logger().warning("the bisections' journals were not read: %s", exc.message)
+        return set()
 
 
 def _publish_site(results_uri: str, built: Report) -> str | None:

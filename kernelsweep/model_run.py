@@ -24,13 +24,14 @@ SIMULATED = "simulated:"  # cache refs of nki.simulate's outputs, by output name
 def model_refs(
     ctx: StageContext, point: Point, definition: KernelDefinition, out: TraceOutput, workdir: Path
 ) -> dict[str, ArtifactRef]:
-    """`--toolchain cpu`: the simulator's NEFF of the point, and nki.simulate's outputs, for the store."""
+    """`--toolchain cpu`: the simulator's NEFF of the point (built as this SDK's compiler, whose version
+    the row reports), and nki.simulate's outputs, for the store."""
     from kernelsweep.sim.tracer import model_neff  # deferred: only cpu runs model a NEFF
 
     folder = workdir / "model"
     folder.mkdir()
     try:
-        neff = model_neff(point, definition, folder)
+        neff = model_neff(point, definition, folder, ctx.versions.compiler)
     except KernelsweepError as exc:
         raise TraceError(
             f"the real trace and compile succeeded, but the simulator cannot model {definition.name} "

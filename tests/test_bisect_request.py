@@ -66,6 +66,35 @@ def test_steps_beyond_the_nights_cap_are_not_bisected_and_the_summary_says_so_by
     assert "Not bisected" not in told[0].payload["body"] and told[0].payload["not_bisected"] == []
 
 
+def test_a_step_over_the_cap_gets_its_turn_on_a_later_night_however_many_newer_steps_keep_coming(tmp_path):
+    from kernelsweep.bisect.store import BisectJournal, finished_steps
+
+    # three kernels' steps, found on nights 8, 10 and 12 (each newer than the one before); one bisection a night
+    rows = [
+        r
+        for kernel, night in (("older", 8), ("newer", 10), ("newest", 12))
+        for r in nights(np.random.default_rng(night), ["n=1"], 16, step={"n=1": 1.3}, step_night=night, kernel=kernel)
+    ]
+    report = report_of([replace(r, compiler_version=f"{r.compiler_version}.0{SIM_VERSION_SUFFIX}") for r in rows])
+    results = str(tmp_path / "results")
+    turns = []
+    for _ in range(3):  # each night the step asked for is bisected to an outcome, as its flow does
+        found = notices(report, "link", bisects=1, bisected=finished_steps(results))
+        [asked] = [StepRequest.from_json(n.payload["request"]) for n in found if n.event == STEP_EVENT]
+        [summary] = [n for n in found if n.event == SUMMARY_EVENT]
+        turns.append((asked.kernel, len(summary.payload["not_bisected"])))
+        journal = BisectJournal(results, {"point": asked.kernel})
+        journal.asked_for(asked.key)
+        journal.finish({"status": "found"})
+    assert turns == [("older", 2), ("newer", 1), ("newest", 0)]  # oldest first; a bisected step is not asked again
+    assert not [
+        n for n in notices(report, "link", bisects=1, bisected=finished_steps(results)) if n.event == STEP_EVENT
+    ]
+    BisectJournal(results, {"point": "unfinished"}).asked_for("a step whose bisection crashed")
+    (tmp_path / "results" / "_bisect" / "broken.json").write_text("{")
+    assert len(finished_steps(results)) == 3  # one with no outcome yet is asked for again (it resumes)
+
+
 def test_no_bisection_is_asked_for_builds_it_cannot_install_or_steps_with_no_compiler_change():
     real_sdk = notices(report_of(_stepped(simulated=False)), "link")
     assert not [n for n in real_sdk if n.event == STEP_EVENT]  # real SDK environments are not wired yet

@@ -5,6 +5,9 @@ interpreter, is tests/test_worker_interpreter.py's."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from stage_context import point
@@ -73,6 +76,17 @@ def test_a_cpu_trace_keeps_the_model_to_capture_and_nki_simulates_outputs(cpu_co
     assert again.cache_hit and again.model == traced.model  # kept with the trace
 
 
+def test_the_model_a_cpu_run_captures_is_built_as_the_sdks_compiler_the_row_reports(cpu_context, tmp_path, monkeypatch):
+    # the simulator's culprit build is this SDK's compiler: its model must run the culprit's slower code,
+    # and name that compiler, never the simulator's default one (whose code is not the culprit's)
+    monkeypatch.setenv("KERNELSWEEP_SIM_CULPRIT_BUILD", "2.27@vector_add:1.5")
+    traced = trace_stage(cpu_context, point("vector_add"))
+    model = read_neff(cpu_context.store.fetch(traced.model.neff, tmp_path / "model.neff"))
+    built = model.neff["kernelsweep_sim"]
+    assert model.info["tool_version"] == built["compiler_version"] == cpu_context.versions.compiler
+    assert built["code_factor"] == 1.5
+
+
 def test_nki_simulate_has_no_inf2_target_so_the_row_says_unchecked(cpu_context):
     traced = trace_stage(cpu_context, point("vector_add", platform="inf2"))
     assert traced.model.outputs == {} and traced.model.note == "nki.simulate does not target inf2"
@@ -94,3 +108,28 @@ def test_a_cpu_run_without_an_sdk_fails_before_any_work(tmp_path, monkeypatch):
     locations = Locations(sim_state_dir=tmp_path / "sim", lock_dir=tmp_path / "locks")
     with pytest.raises(UsageError, match="--toolchain cpu traces and compiles with the real Neuron SDK"):
         prepare(spec, locations)
+
+
+def test_an_sdk_environments_compiler_is_the_one_beside_its_python_never_one_elsewhere_on_path(tmp_path, monkeypatch):
+    from kernelsweep.this_host.context import resolve_toolchain
+    from kernelsweep.toolchain.tracing.interpreter import NeuronPython
+
+    def tool(folder, name="neuronx-cc"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("#!/bin/sh\n")
+        (folder / name).chmod(0o755)
+        return str(folder / name)
+
+    elsewhere = tool(tmp_path / "system-bin")  # another SDK's compiler, on PATH
+    monkeypatch.setenv("PATH", f"{tmp_path / 'system-bin'}{os.pathsep}{os.environ['PATH']}")
+    venv = tmp_path / "sdk" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    python = NeuronPython(str(venv / "python"), "spec")
+    toolchain, _ = resolve_toolchain("cpu", tmp_path / "sim", (), python)
+    assert "neuronx-cc" not in toolchain.commands  # its rows' compiler: the venv's package (the trace worker's)
+    beside = tool(venv)
+    toolchain, _ = resolve_toolchain("cpu", tmp_path / "sim", (), python)
+    assert toolchain.commands["neuronx-cc"] == (beside,)
+    ours, _ = resolve_toolchain("cpu", tmp_path / "sim", (), NeuronPython(sys.executable, "kernelsweep's own"))
+    assert ours.commands["neuronx-cc"] == (elsewhere,)  # this interpreter's SDK: the host's tools, as before

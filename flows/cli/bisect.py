@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from kernelsweep.platforms import PLATFORM_NAMES
 from kernelsweep.report import Rule
 from kernelsweep.report.interleaved import FIRST_LOOK
 
+if TYPE_CHECKING:
+    from kernelsweep.bisect.axis import Axis
+
 
 @click.command()
 @click.argument("kernel", metavar="KERNEL")
@@ -24,6 +28,9 @@ from kernelsweep.report.interleaved import FIRST_LOOK
 @click.option("--dtype", default="bfloat16", show_default=True)
 @click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="trn2", show_default=True)
 @click.option("--builds", help="SDK builds in release order, comma-separated (on the simulator: compiler versions).")
+@click.option("--sdk-folder", type=click.Path(path_type=Path),
+              help="A folder of SDK venvs: bisect them as builds, in the order of the neuronx-cc each holds "
+              "(--good/--bad: a version or its leading parts, e.g. 2.24).")  # fmt: skip
 @click.option("--repo", type=click.Path(path_type=Path), help="The kernel's git repository: bisect its commits.")
 @click.option("--good", help="The good end: a build of --builds (default the first), or a commit of --repo (with "
               "both axes: the commit; the builds are all of --builds).")  # fmt: skip
@@ -46,6 +53,7 @@ def bisect(
     dtype: str,
     platform: str,
     builds: str | None,
+    sdk_folder: Path | None,
     repo: Path | None,
     good: str | None,
     bad: str | None,
@@ -58,21 +66,21 @@ def bisect(
     results: str,
 ) -> None:
     """Find the one SDK build or kernel commit that made a point (KERNEL at --shape) slower."""
-    from kernelsweep.bisect import Question, bisect_both, both_lines, builds_axis, commits_axis, lines
+    from kernelsweep.bisect import Question, bisect_both, both_lines, commits_axis, lines
     from kernelsweep.bisect import bisect as run_bisect
     from kernelsweep.flows.settings import locations_from_env
     from kernelsweep.stores import probe_location
     from kernelsweep.sweepspec import expand_spec, parse_spec
 
-    if builds is None and repo is None:
-        raise UsageError("give one axis or both: --builds V1,V2,... (SDK builds), --repo PATH (kernel commits)")
+    if builds is None and sdk_folder is None and repo is None:
+        raise UsageError(
+            "give one axis or both: --builds V1,V2,... or --sdk-folder DIR (SDK builds), --repo PATH (kernel commits)"
+        )
     if 0 < rounds < FIRST_LOOK:
         raise UsageError(f"--rounds {rounds}: fewer than {FIRST_LOOK} cannot bound a change; give 0 or {FIRST_LOOK}+")
-    if builds is not None and toolchain != "sim":
-        raise UsageError("--builds runs on the simulator only for now (compiler versions); add --toolchain sim")
-    both = builds is not None and repo is not None  # then --good and --bad are commits; the builds all of --builds
+    both = (builds is not None or sdk_folder is not None) and repo is not None  # --good/--bad: the commits then
     commits = commits_axis(repo.resolve(), good, bad) if repo is not None else None
-    axis = builds_axis(builds.split(","), *((None, None) if both else (good, bad))) if builds is not None else commits
+    axis = _builds(builds, sdk_folder, toolchain, rounds, *((None, None) if both else (good, bad))) or commits
     assert axis is not None
     data = {
         "name": "bisect",
@@ -105,3 +113,24 @@ def bisect(
     for line in shown:
         click.echo(line)
     sys.exit(0 if any(o.status == "found" for o in outcomes) else EXIT_PROBLEMS)
+
+
+def _builds(
+    builds: str | None, folder: Path | None, toolchain: str, rounds: int, good: str | None, bad: str | None
+) -> Axis | None:
+    """The builds axis: simulator compiler versions (--builds), or a folder's SDK environments."""
+    from kernelsweep.bisect import builds_axis, sdk_environments, sdks_axis
+
+    if builds is not None and folder is not None:
+        raise UsageError("give --builds or --sdk-folder, not both: they are two ways to name the SDK builds")
+    if builds is not None:
+        if toolchain != "sim":
+            raise UsageError("--builds runs on the simulator only (compiler versions); add --toolchain sim")
+        return builds_axis(builds.split(","), good, bad)
+    if folder is None:
+        return None
+    if toolchain == "sim":
+        raise UsageError("--sdk-folder runs each SDK's own compiler: use --toolchain cpu (or neuron on a device)")
+    if rounds:
+        raise UsageError("--rounds with --sdk-folder is not built yet (rounds capture under one SDK); give --rounds 0")
+    return sdks_axis(sdk_environments(folder.resolve()), good, bad, folder)

@@ -2,6 +2,9 @@
 
 * SDK builds: versions in release order. On the simulator each is the compiler version the stand-in
   tools run as (KERNELSWEEP_SIM_COMPILER_VERSION), so a build's NEFFs are its own in the compile cache.
+* SDK environments: the venvs of a folder, each an SDK build, in the order of the compiler each one
+  holds (kernelsweep.bisect.sdk_folder). A position is that venv's python as the point's
+  `neuron_python`: the trace worker traces and compiles under it, and its rows report its compiler.
 * Kernel commits: a git range, good end first along the first-parent path to the bad end. Each
   position is that commit checked out in its own worktree, put first on the import path for the step
   (the trace worker and the stand-in tools inherit the path), its modules forgotten after the step.
@@ -16,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +27,25 @@ from pathlib import Path
 from kernelsweep.errors import UsageError
 
 COMPILER_VERSION_ENV = "KERNELSWEEP_SIM_COMPILER_VERSION"
+Matcher = Callable[[str, str], bool]  # (a position's label, an end as given): is it that end
 
 
 @dataclass(frozen=True)
 class Axis:
-    kind: str  # "builds" or "commits"
+    kind: str  # "builds", "sdks" or "commits"
     labels: tuple[str, ...]  # the positions, good end first
     repo: Path | None = None
+    pythons: tuple[str, ...] = ()  # "sdks": each position's SDK interpreter
 
     def describe(self, at: int) -> str:
-        return f"build {self.labels[at]}" if self.kind == "builds" else f"commit {self.labels[at][:12]}"
+        if self.kind == "commits":
+            return f"commit {self.labels[at][:12]}"
+        venv = f" ({Path(self.pythons[at]).parent.parent.name})" if self.pythons else ""
+        return f"build {self.labels[at]}{venv}"
+
+    def spec_of(self, position: int) -> dict[str, str]:
+        """What this position sets in the point's spec: an SDK environment's interpreter, else nothing."""
+        return {"neuron_python": self.pythons[position]} if self.kind == "sdks" else {}
 
     @contextmanager
     def at(self, position: int) -> Iterator[None]:
@@ -41,10 +53,12 @@ class Axis:
         if self.kind == "builds":
             with _env(COMPILER_VERSION_ENV, self.labels[position]):
                 yield
-        else:
+        elif self.kind == "commits":
             assert self.repo is not None
             with _checkout(self.repo, self.labels[position]):
                 yield
+        else:  # an SDK environment is the spec's (spec_of), nothing of this process
+            yield
 
 
 def builds_axis(builds: Sequence[str], good: str | None, bad: str | None) -> Axis:
@@ -52,15 +66,35 @@ def builds_axis(builds: Sequence[str], good: str | None, bad: str | None) -> Axi
     builds = [b.strip() for b in builds if b.strip()]
     if len(set(builds)) != len(builds):
         raise UsageError("--builds names a build twice; give each SDK build once, in release order")
-    good, bad = good or (builds[0] if builds else None), bad or (builds[-1] if builds else None)
-    for end, name in ((good, "--good"), (bad, "--bad")):
-        if end not in builds:
-            raise UsageError(f"{name} {end!r} is not one of --builds ({', '.join(builds)}); give one of them")
-    assert good is not None and bad is not None
-    first, last = builds.index(good), builds.index(bad)
-    if last - first < 1:
-        raise UsageError(f"--good {good} does not come before --bad {bad} in --builds; list builds in release order")
+    first, last = _range(builds, good, bad, "--builds", lambda b, end: b == end)
     return Axis("builds", tuple(builds[first : last + 1]))
+
+
+def sdks_axis(sdks: Sequence[tuple[str, str]], good: str | None, bad: str | None, folder: Path) -> Axis:
+    """SDK environments as (compiler version, python) in release order; `good` and `bad` a version or its
+    leading parts (2.24 for 2.24.5133.0+58f8de22), the first and the last by default."""
+    versions = [version for version, _ in sdks]
+    first, last = _range(versions, good, bad, f"the SDKs in {folder}", _version_matches)
+    chosen = sdks[first : last + 1]
+    return Axis("sdks", tuple(v for v, _ in chosen), pythons=tuple(p for _, p in chosen))
+
+
+def _version_matches(version: str, end: str) -> bool:
+    return version == end or version.startswith((end + ".", end + "+"))
+
+
+def _range(labels: Sequence[str], good: str | None, bad: str | None, where: str, matches: Matcher) -> tuple[int, int]:
+    """The indices of the good end (default: the first) and the bad one (the last), the good one first."""
+    at = []
+    for end, name, default in ((good, "--good", 0), (bad, "--bad", len(labels) - 1)):
+        hits = [i for i, label in enumerate(labels) if matches(label, end)] if end else [default] if labels else []
+        if len(hits) != 1:
+            raise UsageError(f"{name} {end!r} is not one of {where} ({', '.join(labels)}); give one of them")
+        at.append(hits[0])
+    if at[1] - at[0] < 1:
+        first, last = labels[at[0]], labels[at[1]]
+        raise UsageError(f"--good {first} does not come before --bad {last} in {where}; list builds in release order")
+    return at[0], at[1]
 
 
 def commits_axis(repo: Path, good: str | None, bad: str | None) -> Axis:

@@ -50,6 +50,11 @@ class StepRequest:
     def series(self) -> str:
         return f"{self.kernel} {self.shape} {self.dtype} {self.platform}"
 
+    @property
+    def key(self) -> str:
+        """The step itself (its point and its night), whichever builds its bisection walks."""
+        return f"{self.series} since {self.night}"
+
     def evidence(self) -> str:
         """The nightly step as the report judged it."""
         return (

@@ -58,7 +58,8 @@ class Question:
 
 
 def _axis_json(axis: Axis) -> dict[str, Any]:
-    return {"kind": axis.kind, "positions": list(axis.labels), "repo": str(axis.repo or "")}
+    pythons = {"pythons": list(axis.pythons)} if axis.pythons else {}  # SDK environments: which venvs
+    return {"kind": axis.kind, "positions": list(axis.labels), "repo": str(axis.repo or ""), **pythons}
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def _journaled_runs(
 
     def measure(at: Any) -> Sample:
         with _positioned(question, at):
-            sample, row_id = _measured(question, journal.id, locations, _described(question, at))
+            sample, row_id = _measured(question, at, journal.id, locations)
         journal.add(at, _label(question, at), sample, row_id)
         if on_run:
             on_run(at, sample)
@@ -180,13 +181,22 @@ def _described(question: Question, at: Any) -> str:
     return f"{question.axis.describe(at[0])} x {question.other.describe(at[1])}"
 
 
-def _measured(question: Question, bisect_id: str, locations: Locations, where: str) -> tuple[Sample, str]:
+def _spec_at(question: Question, at: Any) -> dict[str, str]:
+    """What the position sets in the point's spec (an SDK environment's interpreter), on either axis."""
+    if question.other is None:
+        return question.axis.spec_of(at)
+    return question.axis.spec_of(at[0]) | question.other.spec_of(at[1])
+
+
+def _measured(question: Question, at: Any, bisect_id: str, locations: Locations) -> tuple[Sample, str]:
     """One run of the point at this position, stored as a row; its repeats as a sample."""
     from kernelsweep.bench import measure
     from kernelsweep.results import write_results
     from kernelsweep.sweepspec import expand_spec, parse_spec
 
-    spec = parse_spec({**question.spec_data, "name": SWEEP_PREFIX + bisect_id}, source="bisect")
+    where = _described(question, at)
+    data = {**question.spec_data, **_spec_at(question, at), "name": SWEEP_PREFIX + bisect_id}
+    spec = parse_spec(data, source="bisect")
     [point] = expand_spec(spec, source="bisect").points  # within the position: a commit's kernel defaults
     run_id = f"{SWEEP_PREFIX}{bisect_id}-{uuid.uuid4().hex[:12]}"
     row, _, _ = measure(spec, point, locations, run_id)

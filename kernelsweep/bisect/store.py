@@ -75,6 +75,13 @@ class BisectJournal:
         self.doc["runs"].append({"at": at, "label": label, "latencies_us": list(sample.values), "row_id": row_id})
         self._save()
 
+    def asked_for(self, step: str) -> None:
+        """The nightly step this bisection answers (a StepRequest's `key`): once it has an outcome, the
+        report asks for that step no more (finished_steps)."""
+        if self.doc.get("step") != step:
+            self.doc["step"] = step
+            self._save()
+
     def finish(self, outcome: dict[str, Any]) -> None:
         self.doc["outcome"] = outcome
         self._save()
@@ -94,6 +101,21 @@ class BisectJournal:
                 retryable=False,
             )
         return doc
+
+
+def finished_steps(results: Location | str) -> set[str]:
+    """The nightly steps whose bisection has an outcome, among the journals beside these results; a
+    journal that cannot be read counts as no finished step (its bisection is asked for again)."""
+    files = open_files(results, folder=STORE_FOLDER)
+    done = set()
+    for name in files.list(""):
+        try:
+            doc = json.loads(files.get(name) or b"")
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and "outcome" in doc and isinstance(doc.get("step"), str):
+            done.add(doc["step"])
+    return done
 
 
 def _position(at: Any) -> Any:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 from kernelsweep.errors import UsageError
 from kernelsweep.fleet.hosts import HostReport
@@ -31,10 +30,11 @@ from kernelsweep.this_host.context import (
     default_compile_slots,
     neuron_python,
     resolve_toolchain,
+    sdk_tools,
 )
 from kernelsweep.this_host.family import HostPlatform
 from kernelsweep.toolchain.compile_cost import CompilePeaks
-from kernelsweep.toolchain.resolve import Toolchain, find_neuron_tools
+from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.tracing.tracers import TRACERS
 from kernelsweep.toolchain.versions import collect
 
@@ -52,8 +52,7 @@ def compile_toolchain(spec: SweepSpec, locations: Locations) -> Toolchain:
         python = neuron_python(spec.neuron_python, locations) if spec.toolchain == "cpu" else None
         return resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)[0]
     python = neuron_python(spec.neuron_python, locations)
-    extra = (*locations.tool_paths, *((Path(python.path).parent,) if python.foreign else ()))
-    tools = find_neuron_tools(extra_paths=extra)
+    tools = sdk_tools(locations.tool_paths, python)
     if "neuronx-cc" in tools:
         return Toolchain(kind="neuron", commands=tools, tracers=TRACERS, neuron_python=python)
     if spec.toolchain == "neuron":

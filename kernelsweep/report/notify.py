@@ -15,13 +15,16 @@ payload: kernelsweep.bisect.request), which the fleet's automation turns into a 
 point's family; no person reads that event, and the flow's own (`BISECT_EVENT`) is sent like a notice.
 At most `bisects` such requests a report (the report flow's `bisects_per_night`, default
 `BISECTS_PER_NIGHT`): each is a flow holding a host of the family for many runs, and a night whose SDK
-bump slows many points would otherwise fill the pool with bisections. The steps beyond the cap are
-not dropped silently: the night's summary names them, "not bisected: cap reached".
+bump slows many points would otherwise fill the pool with bisections. A step whose bisection has an
+outcome (kernelsweep.bisect.store.finished_steps) is not asked for again, and the steps still waiting
+take their turns oldest first: first found, first bisected, so a step over the cap one night is asked
+for on a later one however many newer steps keep coming. The steps beyond the cap are not dropped
+silently: the night's summary names them, "not bisected: cap reached".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -45,21 +48,29 @@ class Notice:
     payload: dict[str, object] = field(default_factory=dict)
 
 
-def notices(report: Report, link: str, site: str | None = None, bisects: int = BISECTS_PER_NIGHT) -> list[Notice]:
+def notices(
+    report: Report,
+    link: str,
+    site: str | None = None,
+    bisects: int = BISECTS_PER_NIGHT,
+    bisected: Collection[str] = frozenset(),
+) -> list[Notice]:
     """One per open regression, newest first, then the night's summary (with the results site's link
     and the steps left unbisected by the cap), then a bisect request per open regression a bisection
-    can act on (kernelsweep.bisect.request), the first `bisects` of them."""
+    can act on (kernelsweep.bisect.request) and has not answered yet (`bisected`: the steps' keys), the
+    `bisects` oldest of them."""
     rows = report.regression_rows(report.open_regressions)
     found = [_regression(row, link) for row in rows]
     steps = zip(rows, report.open_regressions, strict=True)
     asked = [n for row, step in steps if (n := _step_found(row, step.changes, report.results_uri)) is not None]
-    capped = [str(n.resource["prefect.resource.name"]) for n in asked[bisects:]]
-    return [*found, _summary(report, link, len(found), site, capped, bisects), *asked[:bisects]]
+    waiting = sorted((n for n in asked if n.payload["key"] not in bisected), key=lambda n: str(n.payload["night"]))
+    capped = [str(n.resource["prefect.resource.name"]) for n in waiting[bisects:]]
+    return [*found, _summary(report, link, len(found), site, capped, bisects), *waiting[:bisects]]
 
 
 def _step_found(row: Mapping[str, object], changes: dict, results: str) -> Notice | None:
     """The event that starts a bisect flow on the point's family (the automation `fleet up` installs).
-    Every report sends it while the step is open; the bisect's journal makes the repeats cost nothing."""
+    Reports send it while the step is open and its bisection has no outcome (a crashed one resumes)."""
     request = request_of(row, changes, results)
     if request is None:
         return None
@@ -69,7 +80,7 @@ def _step_found(row: Mapping[str, object], changes: dict, results: str) -> Notic
         FAMILY_LABEL: request.platform,
         "kernelsweep.night": request.night,
     }
-    return Notice(STEP_EVENT, resource, {"request": request.as_json()})
+    return Notice(STEP_EVENT, resource, {"request": request.as_json(), "key": request.key, "night": request.night})
 
 
 def _regression(row: Mapping[str, object], link: str) -> Notice:

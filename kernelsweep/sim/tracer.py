@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -176,11 +177,16 @@ SIM_PENGUIN = Tracer(PENGUIN_NAME, f"{__name__}:SIM_PENGUIN", lambda: _load(True
 SIM_TRACERS = (SIM_FRONTEND, SIM_PENGUIN)
 
 
-def model_neff(point: Point, definition: KernelDefinition, workdir: Path) -> Path:
+def model_neff(point: Point, definition: KernelDefinition, workdir: Path, compiler_version: str | None) -> Path:
     """`--toolchain cpu`: the simulator's NEFF of the point, which its profiler times in place of the
-    real NEFF (a real NEFF holds no model to time). Traced at the current generation, in this process."""
+    real NEFF (a real NEFF holds no model to time). Traced at the current generation, in this process,
+    and built as `compiler_version` (the real compiler's, which the row reports) when it is known: the
+    model then runs as the simulator runs that build's code (a culprit build, an SDK's tuning), not as
+    the simulator's own default compiler would have built it."""
     request = TraceRequest.for_point(point, definition, get_platform(point.platform).compiler_target)
     config = SimConfig.from_env()
+    if compiler_version:
+        config = replace(config, compiler_version=compiler_version)
     ir = payload(request, get_generation(config.nki), FRONTEND_NAME, bound(request, workdir))
     return write_sim_neff(workdir / names.NEFF, ir, request.target, request.lnc, request.output_names, config, True)
 

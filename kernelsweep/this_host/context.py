@@ -130,9 +130,7 @@ def resolve_toolchain(
         return sim_toolchain(sim_state_dir), None
     if kind not in ("auto", "neuron", "cpu"):
         raise UsageError(f"unknown toolchain {kind!r}; use auto, neuron, cpu or sim")
-    if python is not None and python.foreign:  # the SDK's own tools sit next to its interpreter
-        extra_paths = (*extra_paths, Path(python.path).parent)
-    tools = find_neuron_tools(extra_paths=extra_paths)
+    tools = sdk_tools(extra_paths, python)
     if kind == "cpu":
         return cpu_toolchain(sim_state_dir, tools, TRACERS, python), None
     if neuron_available(tools):
@@ -144,6 +142,22 @@ def resolve_toolchain(
             "or --toolchain sim"
         )
     return sim_toolchain(sim_state_dir), SIM_NOTICE
+
+
+def sdk_tools(extra_paths: Sequence[Path], python: NeuronPython | None) -> dict[str, tuple[str, ...]]:
+    """The real tools: in the configured paths, then beside another SDK's interpreter (its own tools sit
+    there), then on PATH. Another SDK's interpreter compiles with its own neuronx-cc: one found elsewhere
+    (on PATH, in the system's SDK folder) did not build its NEFFs, so it neither compiles for it nor names
+    the rows' compiler; without one beside the interpreter, the rows' compiler is the neuronx-cc package
+    the trace worker sees there (kernelsweep.toolchain.versions)."""
+    if python is None or not python.foreign:
+        return find_neuron_tools(extra_paths=extra_paths)
+    own_bin = Path(os.path.abspath(python.path)).parent
+    tools = find_neuron_tools(extra_paths=(*extra_paths, own_bin))
+    found = tools.get("neuronx-cc")
+    if found and Path(os.path.abspath(found[0])).parent != own_bin:
+        return {tool: argv for tool, argv in tools.items() if tool != "neuronx-cc"}
+    return tools
 
 
 def _default_lnc(instance_type: str | None) -> int:

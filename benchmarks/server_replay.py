@@ -81,6 +81,7 @@ dtypes = ["bfloat16", "float16"]
 grid = { s = [128, 256], h = [1024, 1152], i = [512, 640, 768, 896] }
 """
 POINT_TASKS = {"trace", "compile", "inputs", "capture", "extract"}  # a point's stage tasks, tasks/*.py
+ANONYMOUS_AUTH = json.dumps({"type": "auth", "token": None})  # a server without auth takes it
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding", "content-encoding"}
 
 
@@ -298,17 +299,16 @@ async def _call(client: httpx.AsyncClient, method: str, path: str, body: str, ta
 
 async def _send(sockets: dict[str, websockets.ClientConnection], base: str, path: str, message: str) -> None:
     """A message on the host's socket for `path`, opened (Prefect's subprotocol, its auth handshake
-    answered) on first use; the recorded run authenticated each connection it opened, a host whose
-    connection stays open does so once."""
+    answered: with the recorded auth message when that is the one to send, else with an anonymous
+    one, as the recorded client sent) on first use; the recorded run authenticated each connection it
+    opened, a host whose connection stays open does so once."""
     if path not in sockets:
         ws = await websockets.connect(base.replace("http", "ws", 1) + path, subprotocols=[Subprotocol("prefect")])
-        if _is_auth(message):
-            await ws.send(message)
-            answer = json.loads(await ws.recv())
-            if answer.get("type") != "auth_success":
-                raise websockets.InvalidHandshake(f"auth refused: {answer}")
+        await ws.send(message if _is_auth(message) else ANONYMOUS_AUTH)
+        answer = json.loads(await ws.recv())
+        if answer.get("type") != "auth_success":
+            raise websockets.InvalidHandshake(f"auth refused: {answer}")
         sockets[path] = ws
-        return
     if not _is_auth(message):
         await sockets[path].send(message)
 

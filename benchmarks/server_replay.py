@@ -14,8 +14,9 @@ after (the results' store task, artifacts, the final state), and one point's own
 five stage task runs (tasks/*.py). Each part is templated into the fixture.
 
 `run` replays that fixture against each setup (benchmarks/servers.py: one `prefect server start` on
-SQLite or PostgreSQL, or Prefect's scaled-out setup) from one asyncio client per host, each with one
-HTTP connection pool and one events websocket, replaying points back to back with no pause. The
+SQLite or PostgreSQL, or Prefect's scaled-out setup with two API processes, or `scaled-out-1` with
+one) from one asyncio client per host, each with one HTTP connection pool and one events websocket,
+replaying points back to back with no pause. The
 points are dealt out in flow runs of the recording's 32, in the order hosts take them: the host that
 takes a run's first point opens the run, its other points wait for that, and the host that finishes
 its last closes it, so a point carries its own calls and 1/32 of its flow run's, as in a fleet's
@@ -340,22 +341,31 @@ def one_postgres(home: Path, settings: dict[str, str]) -> Iterator[Server]:
         yield server
 
 
-@contextmanager
-def scaled_out(home: Path, settings: dict[str, str]) -> Iterator[Server]:
-    with postgres() as pg, redis() as broker, multi_server(home, pg, broker, settings=settings) as server:
-        yield server
+Setup = Callable[[Path, dict[str, str]], AbstractContextManager[Server]]
 
 
-SETUPS: dict[str, Callable[[Path, dict[str, str]], AbstractContextManager[Server]]] = {
+def scaled_out(api_processes: int) -> Setup:
+    @contextmanager
+    def setup(home: Path, settings: dict[str, str]) -> Iterator[Server]:
+        with postgres() as pg, redis() as broker, multi_server(home, pg, broker, api_processes, settings) as server:
+            yield server
+
+    return setup
+
+
+SETUPS: dict[str, Setup] = {
     "sqlite": one_sqlite,
     "postgres": one_postgres,
-    "scaled-out": scaled_out,
+    "scaled-out": scaled_out(2),
+    "scaled-out-1": scaled_out(1),
 }
 SETUP_NAMES = {
     "sqlite": "one process, SQLite",
     "postgres": "one process, PostgreSQL",
     "scaled-out": "2 API + services + Redis, PostgreSQL",
+    "scaled-out-1": "1 API + services + Redis, PostgreSQL",
 }
+TABLE_SETUPS = ["sqlite", "postgres", "scaled-out"]
 
 
 @dataclass(frozen=True)
@@ -439,7 +449,7 @@ def _calls(steps: list[Step]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["record", "run"])
-    parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS))
+    parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=TABLE_SETUPS)
     parser.add_argument("--hosts", type=int, nargs="+", default=[10, 50, 100, 200], help="points in flight at once")
     parser.add_argument("--points", type=int, default=100, help="points per run, at least one per host")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",

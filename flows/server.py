@@ -86,6 +86,13 @@ BATCHED_RECORDING_SETTINGS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1",
 }
+# A services process started apart serves no websocket, so it has no subscriber for the event and log
+# distributors that `prefect server services start` runs with every other service (Prefect 3.9.1):
+# each would read every event (and log) from the broker for nobody. The API processes run their own.
+SERVICES_PROCESS_SETTINGS = {
+    "PREFECT_SERVER_EVENTS_STREAM_OUT_ENABLED": "false",
+    "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "false",
+}
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b: ")  # a traceback's last line
 # Between the launcher's start and the server's: argv[1] is the caller's pid, argv[2:] the server's argv.
 _DIE_WITH_CALLER = (
@@ -201,8 +208,10 @@ def launch(
 def launch_services(env: Mapping[str, str], log: Path, *, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """`prefect server services start`: Prefect's background services (event persister, task-run
     recorder, triggers, ...) in a process of their own, beside API processes started with `workers`
-    > 1 on the same PostgreSQL and Redis. Started exactly as a server is; stop it with `terminate_tree`."""
-    return _start([sys.executable, "-P", "-m", "prefect", "server", "services", "start"], env, log, cwd)
+    > 1 on the same PostgreSQL and Redis, with `SERVICES_PROCESS_SETTINGS` on top of `env`. Started
+    exactly as a server is; stop it with `terminate_tree`."""
+    argv = [sys.executable, "-P", "-m", "prefect", "server", "services", "start"]
+    return _start(argv, {**env, **SERVICES_PROCESS_SETTINGS}, log, cwd)
 
 
 def _start(argv: list[str], env: Mapping[str, str], log: Path | IO[bytes], cwd: Path | None) -> subprocess.Popen[bytes]:

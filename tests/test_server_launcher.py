@@ -224,3 +224,23 @@ def test_an_api_call_retries_what_prefects_client_retries_and_no_more(status, bu
     assert calls == ["/api/flow_runs/f-1"] * calls_made
     retried = calls_made - 1 if status in server.RETRIED_STATUSES else 0
     assert refused == [status] * retried and pauses == [2**n for n in range(retried)]
+
+
+def test_a_services_process_apart_runs_no_distributor_for_websockets_it_does_not_serve(tmp_path, monkeypatch):
+    """`prefect server services start` runs the event and log distributors with every other service;
+    apart from the API processes no websocket client listens to them, so the launcher turns them off
+    there and only there: the process gets the settings, and Prefect reads them as the two
+    distributors' switches (`server.events.stream_out_enabled`, `server.logs.stream_out_enabled`)."""
+    import prefect.settings
+
+    process = server.launch_services({"PATH": os.environ["PATH"]}, tmp_path / "services.log")
+    try:
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes().decode().split("\0")
+    finally:
+        server.terminate_tree(process)
+    assert {f"{name}={value}" for name, value in server.SERVICES_PROCESS_SETTINGS.items()} <= set(environ)
+    assert prefect.settings.Settings().server.events.stream_out_enabled  # a server's own process keeps them
+    for name, value in server.SERVICES_PROCESS_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    settings = prefect.settings.Settings().server
+    assert not settings.events.stream_out_enabled and not settings.logs.stream_out_enabled

@@ -208,10 +208,10 @@ def launch(
 def launch_services(env: Mapping[str, str], log: Path, *, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """`prefect server services start`: Prefect's background services (event persister, task-run
     recorder, triggers, ...) in a process of their own, beside API processes started with `workers`
-    > 1 on the same PostgreSQL and Redis, with `SERVICES_PROCESS_SETTINGS` on top of `env`. Started
-    exactly as a server is; stop it with `terminate_tree`."""
+    > 1 on the same PostgreSQL and Redis, with `SERVICES_PROCESS_SETTINGS` where `env` does not set
+    them. Started exactly as a server is; stop it with `terminate_tree`."""
     argv = [sys.executable, "-P", "-m", "prefect", "server", "services", "start"]
-    return _start(argv, {**env, **SERVICES_PROCESS_SETTINGS}, log, cwd)
+    return _start(argv, {**SERVICES_PROCESS_SETTINGS, **env}, log, cwd)
 
 
 def _start(argv: list[str], env: Mapping[str, str], log: Path | IO[bytes], cwd: Path | None) -> subprocess.Popen[bytes]:

@@ -172,15 +172,17 @@ def api_call(
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def server_argv(host: str, port: int, *, ui: bool = True, workers: int = 1) -> list[str]:
+def server_argv(host: str, port: int, *, ui: bool = True, workers: int = 1, services: bool = True) -> list[str]:
     """`prefect server start` as this interpreter runs it, the working folder off its import path.
-    `workers` > 1: that many API processes on the one address and no background services (Prefect's
-    multi-server setup: PostgreSQL and Redis, the services started apart by `launch_services`)."""
+    `workers` > 1: that many API processes on the one address, which Prefect runs without background
+    services; `services=False` says so for one (Prefect's multi-server setup: PostgreSQL and Redis,
+    the services started apart by `launch_services`)."""
     return [
         *(sys.executable, "-P", "-m", *_PREFECT_SERVER_START),
         *("--host", host, "--port", str(port), "--analytics-off"),
         "--ui" if ui else "--no-ui",
         *(("--workers", str(workers)) if workers > 1 else ()),
+        *(() if services else ("--no-services",)),
     ]
 
 
@@ -192,6 +194,7 @@ def launch(
     *,
     ui: bool = True,
     workers: int = 1,
+    services: bool = True,
     dies_with_caller: bool = False,
     cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
@@ -199,7 +202,7 @@ def launch(
     path, or an open binary file); returns at once (see `wait_healthy`). `env` is the server's whole
     environment; a PREFECT_API_URL in it is dropped (the server *is* the API; a client setting
     pointing elsewhere must not reach it). `cwd`: see the module's docstring; never the user's."""
-    argv = server_argv(host, port, ui=ui, workers=workers)
+    argv = server_argv(host, port, ui=ui, workers=workers, services=services)
     if dies_with_caller:
         argv = dying_with_caller(argv)
     return _start(argv, env, log, cwd)
@@ -381,6 +384,7 @@ def serving(
     host: str = LOOPBACK,
     ui: bool = True,
     workers: int = 1,
+    services: bool = True,
     dies_with_caller: bool = False,
     cwd: Path | None = None,
     start_timeout_seconds: float = START_TIMEOUT_SECONDS,
@@ -388,7 +392,9 @@ def serving(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A server answering at `api_url(host, port)` for the body of the `with`, stopped (with
     everything it started) when the body ends, however it ends."""
-    process = launch(host, port, env, log, ui=ui, workers=workers, dies_with_caller=dies_with_caller, cwd=cwd)
+    process = launch(
+        host, port, env, log, ui=ui, workers=workers, services=services, dies_with_caller=dies_with_caller, cwd=cwd
+    )
     try:
         wait_healthy(process, api_url(host, port), log=log, timeout_seconds=start_timeout_seconds)
         yield process

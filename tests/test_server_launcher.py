@@ -39,6 +39,8 @@ def test_the_server_runs_as_prefects_public_command_with_the_working_folder_off_
     argv = server.server_argv("127.0.0.1", 4321, ui=False)
     assert argv[:6] == [sys.executable, "-P", "-m", "prefect", "server", "start"]
     assert argv[6:] == ["--host", "127.0.0.1", "--port", "4321", "--analytics-off", "--no-ui"]
+    # one API process of a multi-server setup runs no services (the services process does)
+    assert server.server_argv("127.0.0.1", 4321, services=False)[-1] == "--no-services"
 
 
 def test_the_options_and_settings_the_launcher_uses_are_prefects_public_ones(monkeypatch):
@@ -50,7 +52,7 @@ def test_the_options_and_settings_the_launcher_uses_are_prefects_public_ones(mon
         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert helped.returncode == 0, helped.stderr
-    for option in ("--host", "--port", "--analytics-off", "--no-ui", "--ui"):
+    for option in ("--host", "--port", "--analytics-off", "--no-ui", "--ui", "--workers", "--no-services"):
         assert option in helped.stdout, option
     for name, value in server.TEMPORARY_SERVER_SETTINGS.items():
         assert hasattr(prefect.settings, name), name

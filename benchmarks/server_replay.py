@@ -6,14 +6,21 @@ replayed from many light asyncio clients at once.
     python benchmarks/server_replay.py run --hosts 100 --setups postgres scaled-out
 
 `record` starts a server (SQLite, `kernelsweep server`'s settings) behind a recording proxy and runs
-`kernelsweep run` on a one-point spec through it, as a fleet host runs it (the worker unit's Prefect
-settings, the simulator at zero latency); every HTTP call and every message the client sent on the
-events websocket is kept, templated (replay_calls.py) and written to the fixture.
+`kernelsweep run` on a 32-point spec through it, as a fleet host runs a shard of
+`max_points_per_flow_run` points (the worker unit's Prefect settings, the simulator at zero latency);
+every HTTP call and every message the client sent on the events websocket is kept, then cut
+(replay_calls.py) into the flow run's calls before its first point (create the run, its states) and
+after (the results' store task, artifacts, the final state), and one point's own: the events of its
+five stage task runs (tasks/*.py). Each part is templated into the fixture.
 
 `run` replays that fixture against each setup (benchmarks/servers.py: one `prefect server start` on
-SQLite or PostgreSQL, or Prefect's scaled-out setup) from one asyncio client per host, each with one
-HTTP connection pool and one events websocket, replaying points back to back with no pause: N hosts'
-worth is N points in flight at once, more than N real hosts keep in flight (a real point spends
+SQLite or PostgreSQL, or Prefect's scaled-out setup with two API processes, or `scaled-out-1` with
+one) from one asyncio client per host, each with one HTTP connection pool and one events websocket,
+replaying points back to back with no pause. The
+points are dealt out in flow runs of the recording's 32, in the order hosts take them: the host that
+takes a run's first point opens the run, its other points wait for that, and the host that finishes
+its last closes it, so a point carries its own calls and 1/32 of its flow run's, as in a fleet's
+shard. N hosts' worth is N points in flight at once, more than N real hosts keep in flight (a real point spends
 seconds compiling and capturing between its calls), so the server is what saturates. Printed per
 setup and N: the server's CPU per point by process (its idle rate taken off), points per second per
 server core (1 / CPU-seconds per point), the API latency p50/p95/p99 over all HTTP calls, the calls
@@ -46,7 +53,7 @@ import uvicorn
 import websockets
 from fleetscale import idle_rates, settle_server
 from guard import load
-from replay_calls import Exchange, PointIds, Step, dump, load_steps, template
+from replay_calls import Exchange, Fixture, PointIds, Step, dump, load_fixture, split_shard
 from servers import Server, multi_server, postgres, prefect_server, redis
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -62,15 +69,20 @@ HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "point_calls.json"
 RECORD_COMMAND = "python benchmarks/server_replay.py record"
 HOST = Host(cores=4, compile_slots=2, time_scale=0.0)
-ONE_POINT_SPEC = """name = "replay-recording"
+SHARD_SPEC = """name = "replay-recording"
 platforms = ["trn2"]
 toolchain = "sim"
 
+[execution]
+max_points_per_flow_run = 32
+
 [[kernels]]
 kernel = "kernelsweep.kernels.mlp:mlp"
-dtypes = ["bfloat16"]
-grid = { s = [128], h = [1024], i = [512] }
+dtypes = ["bfloat16", "float16"]
+grid = { s = [128, 256], h = [1024, 1152], i = [512, 640, 768, 896] }
 """
+POINT_TASKS = {"trace", "compile", "inputs", "capture", "extract"}  # a point's stage tasks, tasks/*.py
+ANONYMOUS_AUTH = json.dumps({"type": "auth", "token": None})  # a server without auth takes it
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding", "content-encoding"}
 
 
@@ -134,11 +146,37 @@ def proxy(upstream: str, seen: list[Exchange]) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-def record(base: Path) -> list[Step]:
-    """One point of `kernelsweep run` through the proxy; its calls, templated."""
+def points_of(calls: list[Exchange]) -> list[str | None]:
+    """The point each call belongs to (None: the flow run's own): a call belongs to a point when it
+    sends an event of one of its stage task runs. A stage task run is named `<stage>-<point id>`
+    (tasks/*.py) from its Running state on; its Pending event still carries Prefect's placeholder
+    name, so each task run's point is read from the last name it was sent under."""
+    events = [_task_run_event(call) for call in calls]
+    names = {task_run: name for task_run, name in filter(None, events)}
+    owners: list[str | None] = []
+    for event in events:
+        stage, _, point = names[event[0]].partition("-") if event else ("", "", "")
+        owners.append(point if stage in POINT_TASKS else None)
+    return owners
+
+
+def _task_run_event(call: Exchange) -> tuple[str, str] | None:
+    """The task run id and the task run's name, when `call` sends a task-run event."""
+    if call.kind != "ws":
+        return None
+    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+        event = json.loads(call.body)
+        if event["event"].startswith("prefect.task-run."):
+            resource = event["resource"]
+            return resource["prefect.resource.id"].removeprefix("prefect.task-run."), resource["prefect.resource.name"]
+    return None
+
+
+def record(base: Path) -> Fixture:
+    """A 32-point shard of `kernelsweep run` through the proxy; its calls, cut and templated."""
     seen: list[Exchange] = []
-    spec = base / "one-point.toml"
-    spec.write_text(ONE_POINT_SPEC)
+    spec = base / "shard.toml"
+    spec.write_text(SHARD_SPEC)
     with prefect_server(base / "server") as server, proxy(f"http://{LOOPBACK}:{server.port}", seen) as url:
         env = {**worker_env(), **HOST.env(base / "host"), "PREFECT_API_URL": url, "PREFECT_HOME": str(base / "client")}
         argv = [str(Path(sys.executable).parent / "kernelsweep"), "run", str(spec), "--results", str(base / "results"),
@@ -146,7 +184,7 @@ def record(base: Path) -> list[Step]:
         run = subprocess.run(argv, env=env, cwd=base, capture_output=True, text=True, timeout=600)
         if run.returncode != 0:
             raise SystemExit(f"the recording run failed ({run.returncode}):\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
-    return template(seen)
+    return split_shard(seen, points_of)
 
 
 # --- replay ----------------------------------------------------------------------------------------
@@ -163,28 +201,68 @@ class Tally:
         self.errors[what] = self.errors.get(what, 0) + 1
 
 
-async def replay_host(api: str, steps: list[Step], points: int, tally: Tally) -> None:
+@dataclass
+class FlowRun:
+    """One replayed flow run: opened by the host that takes its first point, closed by the one that
+    finishes its last."""
+
+    size: int
+    ids: PointIds = field(default_factory=PointIds)
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: int = 0
+
+
+class Shards:
+    """`total` points dealt out in flow runs of `per_run` (the last one smaller), in the order taken."""
+
+    def __init__(self, total: int, per_run: int) -> None:
+        self.per_run = per_run
+        self.runs = [FlowRun(min(per_run, total - start)) for start in range(0, total, per_run)]
+        self.taken = 0
+
+    def take(self) -> tuple[FlowRun, bool]:
+        """The run of the next point, and whether that point is its first."""
+        run = self.runs[self.taken // self.per_run]
+        first = self.taken % self.per_run == 0
+        self.taken += 1
+        return run, first
+
+
+async def replay_host(api: str, fixture: Fixture, shards: Shards, points: int, tally: Tally) -> None:
     """One host's worth: `points` points one after another on one connection pool and one websocket."""
     base = api.removesuffix("/api")
     async with httpx.AsyncClient(base_url=base, timeout=300, limits=httpx.Limits(max_connections=4)) as client:
         sockets: dict[str, websockets.ClientConnection] = {}
+
+        async def replay(steps: list[Step], ids: PointIds) -> None:
+            await _replay_steps(client, sockets, base, steps, ids, tally)
+
         try:
             for _ in range(points):
-                await _replay_point(client, sockets, base, steps, tally)
+                run, first = shards.take()
+                if first:
+                    run.ids = PointIds()  # its clock starts now
+                    await replay(fixture.run_open, run.ids)
+                    run.opened.set()
+                await run.opened.wait()
+                await replay(fixture.point, run.ids.section())
                 tally.points += 1
+                run.finished += 1
+                if run.finished == run.size:
+                    await replay(fixture.run_close, run.ids.section())
         finally:
             for ws in sockets.values():
                 await ws.close()
 
 
-async def _replay_point(
+async def _replay_steps(
     client: httpx.AsyncClient,
     sockets: dict[str, websockets.ClientConnection],
     base: str,
     steps: list[Step],
+    ids: PointIds,
     tally: Tally,
 ) -> None:
-    ids = PointIds()
     for step in steps:
         body = ids.fill(step.body)
         if step.kind == "ws":
@@ -222,17 +300,16 @@ async def _call(client: httpx.AsyncClient, method: str, path: str, body: str, ta
 
 async def _send(sockets: dict[str, websockets.ClientConnection], base: str, path: str, message: str) -> None:
     """A message on the host's socket for `path`, opened (Prefect's subprotocol, its auth handshake
-    answered) on first use; the recorded run authenticated each connection it opened, a host whose
-    connection stays open does so once."""
+    answered: with the recorded auth message when that is the one to send, else with an anonymous
+    one, as the recorded client sent) on first use; the recorded run authenticated each connection it
+    opened, a host whose connection stays open does so once."""
     if path not in sockets:
         ws = await websockets.connect(base.replace("http", "ws", 1) + path, subprotocols=[Subprotocol("prefect")])
-        if _is_auth(message):
-            await ws.send(message)
-            answer = json.loads(await ws.recv())
-            if answer.get("type") != "auth_success":
-                raise websockets.InvalidHandshake(f"auth refused: {answer}")
+        await ws.send(message if _is_auth(message) else ANONYMOUS_AUTH)
+        answer = json.loads(await ws.recv())
+        if answer.get("type") != "auth_success":
+            raise websockets.InvalidHandshake(f"auth refused: {answer}")
         sockets[path] = ws
-        return
     if not _is_auth(message):
         await sockets[path].send(message)
 
@@ -244,8 +321,9 @@ def _is_auth(message: str) -> bool:
     return False
 
 
-async def _replay(api: str, steps: list[Step], hosts: int, per_host: int, tally: Tally) -> None:
-    await asyncio.gather(*(replay_host(api, steps, per_host, tally) for _ in range(hosts)))
+async def _replay(api: str, fixture: Fixture, hosts: int, per_host: int, tally: Tally) -> None:
+    shards = Shards(hosts * per_host, fixture.points_per_run)
+    await asyncio.gather(*(replay_host(api, fixture, shards, per_host, tally) for _ in range(hosts)))
 
 
 # --- setups and figures ----------------------------------------------------------------------------
@@ -263,22 +341,31 @@ def one_postgres(home: Path, settings: dict[str, str]) -> Iterator[Server]:
         yield server
 
 
-@contextmanager
-def scaled_out(home: Path, settings: dict[str, str]) -> Iterator[Server]:
-    with postgres() as pg, redis() as broker, multi_server(home, pg, broker, settings=settings) as server:
-        yield server
+Setup = Callable[[Path, dict[str, str]], AbstractContextManager[Server]]
 
 
-SETUPS: dict[str, Callable[[Path, dict[str, str]], AbstractContextManager[Server]]] = {
+def scaled_out(api_processes: int) -> Setup:
+    @contextmanager
+    def setup(home: Path, settings: dict[str, str]) -> Iterator[Server]:
+        with postgres() as pg, redis() as broker, multi_server(home, pg, broker, api_processes, settings) as server:
+            yield server
+
+    return setup
+
+
+SETUPS: dict[str, Setup] = {
     "sqlite": one_sqlite,
     "postgres": one_postgres,
-    "scaled-out": scaled_out,
+    "scaled-out": scaled_out(2),
+    "scaled-out-1": scaled_out(1),
 }
 SETUP_NAMES = {
     "sqlite": "one process, SQLite",
     "postgres": "one process, PostgreSQL",
     "scaled-out": "2 API + services + Redis, PostgreSQL",
+    "scaled-out-1": "1 API + services + Redis, PostgreSQL",
 }
+TABLE_SETUPS = ["sqlite", "postgres", "scaled-out"]
 
 
 @dataclass(frozen=True)
@@ -312,11 +399,11 @@ class Figure:
                 f"load generator {self.generator_ms:.0f} ms / point; {self.load}")  # fmt: skip
 
 
-def measure(server: Server, steps: list[Step], setup: str, hosts: int, per_host: int) -> Figure:
+def measure(server: Server, fixture: Fixture, setup: str, hosts: int, per_host: int) -> Figure:
     idle = idle_rates(server)
     tally = Tally()
     before, started, own = server.cpu_parts(), time.perf_counter(), _own_cpu()
-    asyncio.run(_replay(server.api_url, steps, hosts, per_host, tally))
+    asyncio.run(_replay(server.api_url, fixture, hosts, per_host, tally))
     wall = time.perf_counter() - started
     generator = _own_cpu() - own
     seen_load = load()
@@ -337,16 +424,16 @@ def _own_cpu() -> float:
 
 
 def run(base: Path, setups: list[str], host_counts: list[int], points: int, settings: dict[str, str]) -> list[Figure]:
-    steps = load_steps(FIXTURE.read_text())
-    http = sum(s.kind == "http" for s in steps)
-    print(f"Replaying {FIXTURE.name}: {http} HTTP calls and {len(steps) - http} websocket messages per point; "
-          f"at least {points} points per run ({load()})")  # fmt: skip
+    fixture = load_fixture(FIXTURE.read_text())
+    run_calls = fixture.run_open + fixture.run_close
+    print(f"Replaying {FIXTURE.name}: a point is {_calls(fixture.point)}, and 1/{fixture.points_per_run} of its flow "
+          f"run's {_calls(run_calls)}; at least {points} points per run ({load()})")  # fmt: skip
     figures = []
     for index, setup in enumerate(setups):
         with SETUPS[setup](base / f"{setup}-{index}", settings) as server:
-            asyncio.run(_replay(server.api_url, steps, 1, 2, Tally()))  # warm-up: the flow registers
+            asyncio.run(_replay(server.api_url, fixture, 1, 2, Tally()))  # warm-up: the flow registers
             for hosts in host_counts:
-                figure = measure(server, steps, setup, hosts, max(1, -(-points // hosts)))
+                figure = measure(server, fixture, setup, hosts, max(1, -(-points // hosts)))
                 figures.append(figure)
                 print(figure.line(), flush=True)
                 for what, count in sorted(figure.errors.items(), key=lambda kv: -kv[1])[:5]:
@@ -354,10 +441,15 @@ def run(base: Path, setups: list[str], host_counts: list[int], points: int, sett
     return figures
 
 
+def _calls(steps: list[Step]) -> str:
+    http = sum(s.kind == "http" for s in steps)
+    return f"{http} HTTP calls and {len(steps) - http} websocket messages"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["record", "run"])
-    parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS))
+    parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=TABLE_SETUPS)
     parser.add_argument("--hosts", type=int, nargs="+", default=[10, 50, 100, 200], help="points in flight at once")
     parser.add_argument("--points", type=int, default=100, help="points per run, at least one per host")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -366,9 +458,9 @@ def main() -> None:
     settings = dict(item.split("=", 1) for item in args.set)
     with tempfile.TemporaryDirectory(prefix="kernelsweep-replay-") as folder:
         if args.action == "record":
-            steps = record(Path(folder))
-            FIXTURE.write_text(dump(steps, RECORD_COMMAND) + "\n")
-            print(f"{FIXTURE}: {len(steps)} calls")
+            fixture = record(Path(folder))
+            FIXTURE.write_text(dump(fixture, RECORD_COMMAND) + "\n")
+            print(f"{FIXTURE}: a point is {_calls(fixture.point)} of a shard of {fixture.points_per_run}")
         else:
             run(Path(folder), args.setups, args.hosts, args.points, settings)
 

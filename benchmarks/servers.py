@@ -259,7 +259,7 @@ def multi_server(
 ) -> Iterator[Server]:
     """Prefect's documented multi-server setup, with `kernelsweep server`'s settings: the database
     migrated once beforehand, `api_processes` API processes on one address (`prefect server start
-    --workers N`, which runs no services), and `prefect server services start` in a process of its own."""
+    --workers N --no-services`), and `prefect server services start` in a process of its own."""
     port = free_port()
     # Two API processes registering Prefect's block types on a fresh database at once collide on a
     # unique key and stop the server (seen with Prefect 3.9.1); no sweep uses a block.
@@ -270,7 +270,7 @@ def multi_server(
     subprocess.run(migrate, env=env, cwd=NEUTRAL_FOLDER, capture_output=True, check=True, timeout=600)
     services = launch_services(env, home / "services.log")
     try:
-        with serving(port, env, home / "server.log", ui=False, workers=api_processes) as process:
+        with serving(port, env, home / "server.log", ui=False, workers=api_processes, services=False) as process:
             yield Server(home, port, process.pid, database, {"background services": services.pid, "Redis": broker.pid})
     finally:
         terminate_tree(services)

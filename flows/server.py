@@ -86,6 +86,13 @@ BATCHED_RECORDING_SETTINGS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1",
 }
+# A services process started apart serves no websocket, so it has no subscriber for the event and log
+# distributors that `prefect server services start` runs with every other service (Prefect 3.9.1):
+# each would read every event (and log) from the broker for nobody. The API processes run their own.
+SERVICES_PROCESS_SETTINGS = {
+    "PREFECT_SERVER_EVENTS_STREAM_OUT_ENABLED": "false",
+    "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "false",
+}
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b: ")  # a traceback's last line
 # Between the launcher's start and the server's: argv[1] is the caller's pid, argv[2:] the server's argv.
 _DIE_WITH_CALLER = (
@@ -165,15 +172,17 @@ def api_call(
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def server_argv(host: str, port: int, *, ui: bool = True, workers: int = 1) -> list[str]:
+def server_argv(host: str, port: int, *, ui: bool = True, workers: int = 1, services: bool = True) -> list[str]:
     """`prefect server start` as this interpreter runs it, the working folder off its import path.
-    `workers` > 1: that many API processes on the one address and no background services (Prefect's
-    multi-server setup: PostgreSQL and Redis, the services started apart by `launch_services`)."""
+    `workers` > 1: that many API processes on the one address, which Prefect runs without background
+    services; `services=False` says so for one (Prefect's multi-server setup: PostgreSQL and Redis,
+    the services started apart by `launch_services`)."""
     return [
         *(sys.executable, "-P", "-m", *_PREFECT_SERVER_START),
         *("--host", host, "--port", str(port), "--analytics-off"),
         "--ui" if ui else "--no-ui",
         *(("--workers", str(workers)) if workers > 1 else ()),
+        *(() if services else ("--no-services",)),
     ]
 
 
@@ -185,6 +194,7 @@ def launch(
     *,
     ui: bool = True,
     workers: int = 1,
+    services: bool = True,
     dies_with_caller: bool = False,
     cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
@@ -192,7 +202,7 @@ def launch(
     path, or an open binary file); returns at once (see `wait_healthy`). `env` is the server's whole
     environment; a PREFECT_API_URL in it is dropped (the server *is* the API; a client setting
     pointing elsewhere must not reach it). `cwd`: see the module's docstring; never the user's."""
-    argv = server_argv(host, port, ui=ui, workers=workers)
+    argv = server_argv(host, port, ui=ui, workers=workers, services=services)
     if dies_with_caller:
         argv = dying_with_caller(argv)
     return _start(argv, env, log, cwd)
@@ -201,8 +211,10 @@ def launch(
 def launch_services(env: Mapping[str, str], log: Path, *, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """`prefect server services start`: Prefect's background services (event persister, task-run
     recorder, triggers, ...) in a process of their own, beside API processes started with `workers`
-    > 1 on the same PostgreSQL and Redis. Started exactly as a server is; stop it with `terminate_tree`."""
-    return _start([sys.executable, "-P", "-m", "prefect", "server", "services", "start"], env, log, cwd)
+    > 1 on the same PostgreSQL and Redis, with `SERVICES_PROCESS_SETTINGS` where `env` does not set
+    them. Started exactly as a server is; stop it with `terminate_tree`."""
+    argv = [sys.executable, "-P", "-m", "prefect", "server", "services", "start"]
+    return _start(argv, {**SERVICES_PROCESS_SETTINGS, **env}, log, cwd)
 
 
 def _start(argv: list[str], env: Mapping[str, str], log: Path | IO[bytes], cwd: Path | None) -> subprocess.Popen[bytes]:
@@ -372,6 +384,7 @@ def serving(
     host: str = LOOPBACK,
     ui: bool = True,
     workers: int = 1,
+    services: bool = True,
     dies_with_caller: bool = False,
     cwd: Path | None = None,
     start_timeout_seconds: float = START_TIMEOUT_SECONDS,
@@ -379,7 +392,9 @@ def serving(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A server answering at `api_url(host, port)` for the body of the `with`, stopped (with
     everything it started) when the body ends, however it ends."""
-    process = launch(host, port, env, log, ui=ui, workers=workers, dies_with_caller=dies_with_caller, cwd=cwd)
+    process = launch(
+        host, port, env, log, ui=ui, workers=workers, services=services, dies_with_caller=dies_with_caller, cwd=cwd
+    )
     try:
         wait_healthy(process, api_url(host, port), log=log, timeout_seconds=start_timeout_seconds)
         yield process

@@ -39,6 +39,8 @@ def test_the_server_runs_as_prefects_public_command_with_the_working_folder_off_
     argv = server.server_argv("127.0.0.1", 4321, ui=False)
     assert argv[:6] == [sys.executable, "-P", "-m", "prefect", "server", "start"]
     assert argv[6:] == ["--host", "127.0.0.1", "--port", "4321", "--analytics-off", "--no-ui"]
+    # one API process of a multi-server setup runs no services (the services process does)
+    assert server.server_argv("127.0.0.1", 4321, services=False)[-1] == "--no-services"
 
 
 def test_the_options_and_settings_the_launcher_uses_are_prefects_public_ones(monkeypatch):
@@ -50,7 +52,7 @@ def test_the_options_and_settings_the_launcher_uses_are_prefects_public_ones(mon
         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert helped.returncode == 0, helped.stderr
-    for option in ("--host", "--port", "--analytics-off", "--no-ui", "--ui"):
+    for option in ("--host", "--port", "--analytics-off", "--no-ui", "--ui", "--workers", "--no-services"):
         assert option in helped.stdout, option
     for name, value in server.TEMPORARY_SERVER_SETTINGS.items():
         assert hasattr(prefect.settings, name), name
@@ -224,3 +226,23 @@ def test_an_api_call_retries_what_prefects_client_retries_and_no_more(status, bu
     assert calls == ["/api/flow_runs/f-1"] * calls_made
     retried = calls_made - 1 if status in server.RETRIED_STATUSES else 0
     assert refused == [status] * retried and pauses == [2**n for n in range(retried)]
+
+
+def test_a_services_process_apart_runs_no_distributor_for_websockets_it_does_not_serve(tmp_path, monkeypatch):
+    """`prefect server services start` runs the event and log distributors with every other service;
+    apart from the API processes no websocket client listens to them, so the launcher turns them off
+    there and only there: the process gets the settings, and Prefect reads them as the two
+    distributors' switches (`server.events.stream_out_enabled`, `server.logs.stream_out_enabled`)."""
+    import prefect.settings
+
+    process = server.launch_services({"PATH": os.environ["PATH"]}, tmp_path / "services.log")
+    try:
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes().decode().split("\0")
+    finally:
+        server.terminate_tree(process)
+    assert {f"{name}={value}" for name, value in server.SERVICES_PROCESS_SETTINGS.items()} <= set(environ)
+    assert prefect.settings.Settings().server.events.stream_out_enabled  # a server's own process keeps them
+    for name, value in server.SERVICES_PROCESS_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    settings = prefect.settings.Settings().server
+    assert not settings.events.stream_out_enabled and not settings.logs.stream_out_enabled

@@ -93,7 +93,10 @@ def crash_detection(seconds: int) -> AutomationCore:
         actions=[
             ChangeFlowRunState(
                 state=StateType.CRASHED,
-                force=True,  # a Running run: no orchestration rule may keep it there
+                # Not forced: Prefect's rules keep a run that already ended as it ended. A heartbeat sent
+                # as the run completes (the engine's heartbeat thread checks the state, then sends) opens
+                # a silence clock no later beat closes; forced, it marked the completed run Crashed.
+                force=False,
                 message=f"no heartbeat for {seconds} s: the host running this flow run is gone",
             )
         ],

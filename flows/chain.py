@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from prefect.utilities.annotations import quote
+from prefect.utilities.annotations import opaque, quote
 
 from kernelsweep.chain import run_stages
 from kernelsweep.results import PointRecord, StoredCapture
@@ -38,10 +38,11 @@ def as_task(record: PointRecord, stage: str, args: tuple[Any, ...]) -> Any:
 
     Prefect walks every argument of a task call, twice, looking for upstream results (the task-run
     graph's edges) and futures. The context and the point are never a task's result, and the context
-    holds the whole host (toolchain, store, leases): both go in `quote`d, so only the stage results,
-    the graph's real edges, are walked."""
+    holds the whole host (toolchain, store, leases): both go in `quote`d. A stage result is an edge
+    as a whole, never through what it holds (artifact refs, metrics): each goes in `opaque`, so Prefect
+    looks it up as an upstream result without walking its fields."""
     ctx, point, *results = args
-    state = _TASKS[stage](quote(ctx), quote(point), *results, return_state=True)
+    state = _TASKS[stage](quote(ctx), quote(point), *map(opaque, results), return_state=True)
     if state.state_details.task_run_id:
         record.task_run_ids[stage] = str(state.state_details.task_run_id)
     return state.result()

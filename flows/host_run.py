@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
+from typing import Any
 
 from prefect import get_run_logger
 from prefect.runtime import flow_run
+from prefect.utilities.annotations import quote
 
 from kernelsweep.errors import KernelsweepError, StoreError, UsageError
 from kernelsweep.fleet.hosts import VERSION_NAMES, unmet
@@ -145,8 +147,9 @@ def _store(
         assets=results_asset_keys(spec.results_location, [r.platform for r in rows], run_date, run_id),
         asset_deps=upstream_asset_keys(spec.artifacts_location),
     )
+    quoted: Any = quote(rows)  # no task's result: Prefect would walk every field of every row, twice
     try:
-        return store(rows, spec.results_location, run_id, run_date, lineage)
+        return store(quoted, spec.results_location, run_id, run_date, lineage)
     except StoreError as exc:
         kept = f"its {len(rows)} rows are saved in {journal_uri}" if journal_uri else "its rows are lost (no journal)"
         raise StoreError(

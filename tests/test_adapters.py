@@ -161,3 +161,26 @@ def test_nonzero_exit_is_reported_not_raised():
         [sys.executable, "-c", "import sys; print('oops', file=sys.stderr); sys.exit(3)"], timeout_seconds=30
     )
     assert result.returncode == 3 and "oops" in result.stderr and not result.timed_out
+
+
+def test_the_pools_first_extractions_ask_the_explorer_for_its_schema_once(monkeypatch):
+    """Four extractions wanting the schema at once start one tool, not one each: the others wait for it."""
+    import threading
+
+    asked: list[int] = []
+    all_in = threading.Event()  # set when every thread is inside the ask: what the old check-then-ask did
+
+    def ask(toolchain: Toolchain, timeout_seconds: float = 60) -> None:
+        asked.append(1)
+        if len(asked) == 4:
+            all_in.set()
+        all_in.wait(timeout=1)
+
+    monkeypatch.setattr(explorer, "ask_schema", ask)
+    toolchain = Toolchain(kind="neuron", commands={t: (t,) for t in TOOLS}, env={"ONCE": str(time.time_ns())})
+    threads = [threading.Thread(target=explorer.summary_schema, args=(toolchain,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(asked) == 1

@@ -63,6 +63,27 @@ def test_local_fetch_verifies_the_hash(tmp_path, payload):
     assert not (tmp_path / "work2" / "x.neff").exists()
 
 
+def test_local_fetch_hashes_once_what_is_unchanged_and_again_what_was_rewritten(tmp_path, payload, monkeypatch):
+    """A point's artifacts are fetched by several stages: the bytes this store wrote or verified are not
+    hashed again while their file is unchanged, and a rewrite of the same size is still found corrupt."""
+    from kernelsweep.stores import artifacts
+
+    hashed: list[Path] = []
+    monkeypatch.setattr(artifacts, "sha256_file", lambda path: hashed.append(path) or _sha(path))
+    store = LocalArtifactStore(tmp_path / "store")
+    ref = store.put_file(payload)
+    for n in range(3):
+        assert store.fetch(ref, tmp_path / f"work{n}" / "x.neff").read_bytes() == payload.read_bytes()
+    assert store.has(ref)
+    assert hashed == [payload]  # the put's, only
+    stored = Path(ref.uri.removeprefix("file://"))
+    stored.chmod(0o644)
+    stored.write_bytes(bytes(b ^ 1 for b in payload.read_bytes()))  # same size, other bytes
+    with pytest.raises(StoreError, match="corrupt"):
+        store.fetch(ref, tmp_path / "work9" / "x.neff")
+    assert not store.has(ref)
+
+
 def test_local_fetch_of_missing_or_forged_refs(tmp_path):
     store = LocalArtifactStore(tmp_path / "store")
     with pytest.raises(StoreError, match="missing"):

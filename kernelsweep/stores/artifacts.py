@@ -119,9 +119,20 @@ def _aside_name(what: str) -> str:
     return f"{QUARANTINE}/{what}.{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}.corrupt"
 
 
+def _stamp(path: Path) -> tuple[int, ...]:
+    """What changes whenever a file's bytes can have changed: its inode, size, and modification and
+    change times (no user-space call sets the change time)."""
+    st = path.stat()
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 class LocalArtifactStore:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
+        # sha256 -> the stamp of its file when this store wrote it or last hashed it intact: a fetch of
+        # a file unchanged since copies it without hashing the copy again (a point's inputs, NEFF and
+        # captures are fetched by two or three stages, megabytes each)
+        self._intact: dict[str, tuple[int, ...]] = {}
 
     def _path(self, sha256: str) -> Path:
         return self.root / content_key(sha256)
@@ -138,28 +149,38 @@ class LocalArtifactStore:
             shutil.copyfile(path, tmp)
             os.chmod(tmp, 0o444)
             os.replace(tmp, target)  # atomic: readers never see a partial artifact
+            self._intact[sha] = _stamp(target)
         return ArtifactRef(uri=target.as_uri(), sha256=sha, size_bytes=size)
 
     def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False) -> Path:
-        """Copy an artifact to `dest` (tools need their own file names), verifying its hash; bytes found
-        corrupt are moved aside when `rebuildable`, else left in place."""
+        """Copy an artifact to `dest` (tools need their own file names), verifying its hash unless this
+        store wrote or verified the file and it has not changed since; bytes found corrupt are moved
+        aside when `rebuildable`, else left in place."""
         source = self._path(ref.sha256)
         if not source.is_file():
             raise StoreError(f"artifact {ref.sha256[:12]} is missing from {self.root}")
+        stamp = _stamp(source)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.unlink(missing_ok=True)  # never write through whatever is there (an old link, say)
         shutil.copyfile(source, dest)
+        unchanged = _stamp(source) == stamp
+        if unchanged and self._intact.get(ref.sha256) == stamp:
+            return dest
         if sha256_file(dest) != ref.sha256:
             dest.unlink(missing_ok=True)
             if sha256_file(source) != ref.sha256:  # the store's copy, not ours, is the broken one
                 raise _corrupt(ref, str(source), self.set_aside(ref) if rebuildable else None)
             raise StoreError(f"artifact {ref.sha256[:12]} changed while it was copied to {dest}; try again")
+        if unchanged:
+            self._intact[ref.sha256] = stamp
         return dest
 
     def has(self, ref: ArtifactRef) -> bool:
         source = self._path(ref.sha256)
         if not source.is_file():
             return False
+        if self._intact.get(ref.sha256) == _stamp(source):
+            return True
         if sha256_file(source) != ref.sha256:
             log.warning(
                 "artifact %s at %s is corrupt (hash mismatch: its bytes no longer hash to its name)",

@@ -41,15 +41,14 @@ def view_format(requested: str, profiler_tool: str | None, profiler_version: str
 
 
 def summary_schema(toolchain: Toolchain) -> SummarySchema | None:
-    """The installed Explorer's Summary schema (`ask_schema`), asked once per process and profiler."""
+    """The installed Explorer's Summary schema (`ask_schema`), asked once per process and profiler: the
+    pool's first extractions all want it at once, and the others wait for the one asking rather than
+    each start the tool and parse its printout again."""
     key = (*toolchain.command(toolchain.profiler), *sorted(f"{k}={v}" for k, v in toolchain.env.items()))
     with _lock:
-        if key in _schemas:
-            return _schemas[key]
-    found = ask_schema(toolchain)
-    with _lock:
-        _schemas[key] = found
-    return found
+        if key not in _schemas:
+            _schemas[key] = ask_schema(toolchain)
+        return _schemas[key]
 
 
 def ask_schema(toolchain: Toolchain, timeout_seconds: float = 60) -> SummarySchema | None:

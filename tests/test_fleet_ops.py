@@ -131,7 +131,8 @@ def test_the_nightly_schedule_fires_and_runs_the_spec_the_variable_holds_then(fl
     assert schedule["active"] and schedule["parameters"] == {"spec_variable": NIGHTLY_VARIABLE}
     stored = server.api(f"/variables/name/{NIGHTLY_VARIABLE}")["value"]
     edited = _spec(tmp_path, "edited-nightly", [4096])
-    [host] = _hosts(server, tmp_path, {"trn2-nightly": "trn2"})
+    # slow enough that the sweep cancelled while the minute comes is still running when the cancel lands
+    [host] = _hosts(server, tmp_path, {"trn2-nightly": "trn2"}, KERNELSWEEP_SIM_TIME_SCALE="3")
     # the touched deployment is planned by the server's recent-deployments pass (every 5 s): 25 s is
     # five passes of margin, and the wait for the minute (this test's longest part) 25-85 s, not 50-110
     fire = (datetime.now(UTC) + timedelta(seconds=25)).replace(second=0, microsecond=0) + timedelta(minutes=1)
@@ -163,7 +164,8 @@ def _cancelled_mid_sweep(server: PrefectServer, root: Path, host: Worker) -> Non
     """`prefect flow-run cancel` on a sweep the host is running (sweep/trn2, not a fleet run, which would
     hold the fleet's slot): the worker signals the flow run's command, the command its engine forked by
     the host's prefork server, and the run ends Cancelled with no process of it left on the host."""
-    kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048, 4096, 8192], "free_size": [1, 16]}}
+    grid = {"n": [2048, 4096, 8192], "free_size": [1, 2, 4, 16]}  # 12 points: a minute on this host, at least
+    kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": grid}
     spec = sim_spec(root, [kernel], name="cancelled", platforms=("trn2",))
     sweep = _run_fleet(server, spec, "sweep/trn2")
     poll(lambda: "forked" in host.flow_run_processes() or None, timeout=RUN_TIMEOUT, what="the sweep's engine")

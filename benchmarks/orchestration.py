@@ -70,7 +70,8 @@ def export(commit: str, into: Path) -> Path:
 
 
 def in_tree(tree: Path, script: Path, *args: str) -> list[str]:
-    return [sys.executable, "-c", _LAUNCHER, str(tree), str(ROOT), str(script), *args]
+    # -P: run from the repository, `-c` would put it first on the path and import this tree's package
+    return [sys.executable, "-P", "-c", _LAUNCHER, str(tree), str(ROOT), str(script), *args]
 
 
 def import_seconds(tree: Path, env: dict[str, str], folder: Path) -> float:

@@ -3,9 +3,10 @@
 engine it asked for ends, pass on the worker's signals, and take the engine with it when it is killed
 outright; the server must outlive a worker killed alone until its flow runs end.
 
-The engine here has no flow run to load: one given a bad id exits 1 at once, and one whose API never
-answers (a socket that listens and accepts nothing) waits, which is the running flow run the signals
-are sent to. The fleet scenarios (tests/test_fleet.py) run real shards through the same path."""
+The engine here has no flow run to load: one whose API refuses connections exits 1 after a few tries,
+one given a bad id at once, and one whose API never answers (a socket that listens and accepts nothing)
+waits, which is the running flow run the signals are sent to. The fleet scenarios (tests/test_fleet.py,
+tests/test_fleet_ops.py) run real shards through the same path, and kill a worker alone."""
 
 from __future__ import annotations
 
@@ -57,10 +58,12 @@ def _forked(server: subprocess.Popen) -> list[int]:
 
 
 def test_the_command_ends_as_its_forked_engine_ends_and_passes_its_streams(server):
+    """An engine whose API refuses connections tries a few times and exits 1, in a second or two."""
     process, path = server
-    done = _command(path, "not-a-flow-run-id", stderr=subprocess.PIPE, text=True)
+    done = _command(path, str(uuid.uuid4()), stderr=subprocess.PIPE, text=True)
+    poll(lambda: _forked(process) or None, timeout=120, what="the forked engine", every=0.02)
     _, err = done.communicate(timeout=120)
-    assert done.returncode == 1 and "Invalid flow run id" in err, err  # the engine's own exit and words
+    assert done.returncode == 1 and "Connection refused" in err, err  # the engine's own exit and words
     assert "RuntimeWarning" not in err  # run as `-m prefect.engine` runs it, not beside a loaded copy
     assert process.poll() is None and not _forked(process)  # the server lives on; its child was reaped
 

@@ -30,11 +30,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelsweep.toolchain.parent_death import signal_on_parent_death
+
 # What every flow run imports; the worker names the flow its pool's runs mostly are (`flow_module`).
 ENGINE_MODULES = ("prefect.engine", "prefect.flow_engine")
 STREAMS = 3  # stdin, stdout, stderr, passed as file descriptors
 LENGTH = struct.Struct("!Q")
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -91,7 +92,7 @@ def serve(path: Path, preload: list[str]) -> Request | None:
     stopping: list[int] = []
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wake-up pipe hears of each child
     signal.signal(signal.SIGTERM, lambda number, _: stopping.append(number))
-    _stop_with_parent()
+    signal_on_parent_death(signal.SIGTERM)  # the worker's end stops it too
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
@@ -139,18 +140,10 @@ def serve(path: Path, preload: list[str]) -> Request | None:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_read, 512)
                 _reap(children, selector)
-            else:  # the engine command went away (killed with its worker's SIGKILL): its process goes too
+            else:  # the engine command went away (killed outright): its engine goes too
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(key.data, signal.SIGKILL)
                 selector.unregister(key.fileobj)
-
-
-def _stop_with_parent() -> None:
-    """SIGTERM this server when the worker that started it ends (Linux's parent-death signal)."""
-    if sys.platform == "linux":
-        import ctypes
-
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _reap(children: dict[int, socket.socket], selector: selectors.BaseSelector) -> None:

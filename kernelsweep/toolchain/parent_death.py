@@ -30,11 +30,17 @@ def arm() -> None:
     parent = os.environ.pop(PARENT_ENV, None)  # popped: whatever this tool starts is not told it
     if parent is None or sys.platform != "linux":
         return
-    import ctypes
-
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal_on_parent_death(signal.SIGKILL)
     if os.getppid() != int(parent):
         sys.exit(1)  # the run died before the signal was armed: this process was handed to another
+
+
+def signal_on_parent_death(number: int) -> None:
+    """Have Linux send this process `number` when the thread that started it ends (elsewhere: nothing)."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, number)
 
 
 def bootstrap(module: str) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kernelsweep import stages
 from kernelsweep.locks import CoreLeaser
+from kernelsweep.sim import template
 from kernelsweep.sim.config import sim_env
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.stores.artifacts import LocalArtifactStore
@@ -40,8 +41,9 @@ class ToolCost:
 
 
 def children_cpu() -> float:
+    """The waited-for children's CPU, and the simulated tools' template's with the tools it forked."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime + template.cpu_seconds()
 
 
 def per_call(calls: int, call: Callable[[int], object]) -> float:

@@ -34,10 +34,15 @@ from kernelsweep.sweepspec.load import load_spec
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.this_host.context import Locations, prepare
+from kernelsweep.toolchain.prefork_client import forked_module
 from kernelsweep.toolchain.process import ToolResult, recording
 
 T = TypeVar("T")
 STAGES = ("trace", "compile", "inputs", "capture", "extract")
+WORKERS = {
+    "kernelsweep.toolchain.tracing.worker": "trace worker",
+    "kernelsweep.toolchain.iteration_worker": "benchmark worker",
+}
 
 
 @dataclass
@@ -61,9 +66,8 @@ def _tool(run: ToolResult) -> str:
     argv = run.argv
     if argv[1:2] == ["-c"]:
         return "trace worker" if "tracing.worker" in argv[2] else "benchmark worker"
-    if argv[1:3] == ["-P", "-m"]:
-        return " ".join([argv[3].rsplit(".", 1)[-1], *argv[4:5]])
-    return Path(argv[0]).name
+    module, args = (forked_module(argv), argv[5:]) if forked_module(argv) else (argv[3], argv[4:])
+    return WORKERS.get(module) or " ".join([module.rsplit(".", 1)[-1], *args[:1]])
 
 
 def _spec(args: argparse.Namespace, root: Path) -> tuple[SweepSpec, list[Point]]:

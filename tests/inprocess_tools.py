@@ -28,6 +28,7 @@ import pytest
 
 from kernelsweep.sim import neuron_ls, neuron_profile, neuronx_cc
 from kernelsweep.toolchain import process
+from kernelsweep.toolchain.prefork_client import forked_module
 from kernelsweep.toolchain.process import Slots, ToolResult
 
 ENTRIES: dict[str, Callable[[list[str]], int]] = {
@@ -39,11 +40,13 @@ ENTRIES: dict[str, Callable[[list[str]], int]] = {
 _one_at_a_time = threading.Lock()
 
 
-def _entry(argv: list[str]) -> Callable[[list[str]], int] | None:
-    """The stand-in's `main` when argv is `python -P -m kernelsweep.sim.<tool> ...` (sim_toolchain's form)."""
-    if len(argv) >= 4 and argv[0] == sys.executable and argv[1:3] == ["-P", "-m"]:
-        return ENTRIES.get(argv[3])
-    return None
+def _entry(argv: list[str]) -> tuple[Callable[[list[str]], int], list[str]] | None:
+    """The stand-in's `main` and its arguments when argv is sim_toolchain's command for
+    `kernelsweep.sim.<tool>` (forked from the template, or `python -P -m`)."""
+    if len(argv) >= 4 and argv[0] == sys.executable and argv[1:3] == ["-P", "-m"] and argv[3] in ENTRIES:
+        return ENTRIES[argv[3]], argv[4:]
+    module = forked_module(argv)
+    return (ENTRIES[module], argv[5:]) if module in ENTRIES else None
 
 
 @contextlib.contextmanager
@@ -73,16 +76,17 @@ def run_tool(
 ) -> ToolResult:
     """`process.run_tool`'s contract; the simulator's stand-ins run here, anything else through `launch`."""
     argv = [str(a) for a in argv]
-    main = _entry(argv)
-    if main is None or slots is not None:
+    entry = _entry(argv)
+    if entry is None or slots is not None:
         return launch(argv, cwd=cwd, env=env, unset=unset, timeout_seconds=timeout_seconds, slots=slots)
+    main, args = entry
     full_env = {k: v for k, v in os.environ.items() if k not in unset} | dict(env or {})
     stdout, stderr = io.StringIO(), io.StringIO()
     with _one_at_a_time, _as_the_process(full_env, cwd):
         started = time.monotonic()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:
-                code = main(argv[4:])
+                code = main(args)
             except SystemExit as exit_:  # argparse's usage errors, sys.exit in the tool
                 code = exit_.code if isinstance(exit_.code, int) else 1
             except Exception:  # an uncaught error: Python prints it and exits 1

@@ -1,5 +1,6 @@
 """A host's prefork server and the fleet pools' flow-run command (kernelsweep.flows.fleet.prefork and
-.engine), as real processes: the command is what the worker sees of a flow run, so it must end as the
+.engine), and the simulated tools' template and command (kernelsweep.sim.template, prefork_client), as
+real processes: the command is what the worker sees of a flow run, so it must end as the
 engine it asked for ends, pass on the worker's signals, and take the engine with it when it is killed
 outright; the server must outlive a worker killed alone until its flow runs end.
 
@@ -24,6 +25,9 @@ from prefect_server import poll
 
 from kernelsweep.flows.fleet.engine import SOCKET_ENV
 from kernelsweep.flows.server import descendants
+from kernelsweep.sim.template import template_env
+from kernelsweep.toolchain.prefork_client import forked_argv
+from kernelsweep.toolchain.process import run_tool
 
 pytestmark = pytest.mark.slow  # it kills processes
 
@@ -98,3 +102,50 @@ def test_a_stopped_server_waits_for_its_flow_runs_and_new_ones_run_without_it(se
     os.kill(engine, signal.SIGKILL)
     assert running.wait(timeout=60) == -signal.SIGKILL  # told how its engine ended
     assert process.wait(timeout=30) == 0
+
+
+def _template() -> int:
+    """This process's simulated-tools template (kernelsweep.sim.template), started if it was not."""
+    template_env()
+    [pid] = [
+        p for p in descendants(os.getpid()) if b"kernelsweep.sim.template" in Path(f"/proc/{p}/cmdline").read_bytes()
+    ]
+    return pid
+
+
+def test_a_tool_forked_from_the_template_ends_as_it_would_alone_and_goes_with_its_timeout(tmp_path):
+    """The simulated tools' command (prefork_client) is the tool to its caller: the same exit code,
+    streams and working folder as `python -P -m` gives, the same end when the tool is killed, and a
+    timeout that kills the command (its session, as run_tool does) takes the forked tool along."""
+    template = _template()
+    env = {**os.environ, **template_env()}
+    for args in (["--version"], ["--no-such-flag"], ["view", "-s", "missing.ntff", "--output-format", "json"]):
+        forked = forked_argv(env, sys.executable, "kernelsweep.sim.neuron_explorer", *args)
+        alone = [sys.executable, "-P", "-m", "kernelsweep.sim.neuron_explorer", *args]
+        ran = [
+            subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+            for argv in (forked, alone)
+        ]
+        assert [(r.returncode, r.stdout, r.stderr) for r in ran[:1]] == [
+            (r.returncode, r.stdout, r.stderr) for r in ran[1:]
+        ]
+    assert ran[0].returncode != 0 and ran[0].stderr  # the last one failed, and said why, both ways
+
+    server = [
+        "http.server",
+        "0",
+        "--bind",
+        "127.0.0.1",
+        "--directory",
+        str(tmp_path),
+    ]  # any module; this one serves forever
+    hung = run_tool(forked_argv(env, sys.executable, *server), env=env, timeout_seconds=3)
+    assert hung.timed_out and hung.returncode == -signal.SIGKILL
+    poll(lambda: not descendants(template) or None, timeout=30, what="the forked server gone with its command")
+
+    killed = subprocess.Popen(
+        forked_argv(env, sys.executable, *server), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    [tool] = poll(lambda: descendants(template) or None, timeout=30, what="a forked server")
+    os.kill(tool, signal.SIGKILL)
+    assert killed.wait(timeout=30) == -signal.SIGKILL  # ended as its tool ended

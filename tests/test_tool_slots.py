@@ -4,6 +4,7 @@ slot. Real subprocesses; every wait is for a condition, with a deadline."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -120,36 +121,37 @@ def test_a_trace_worker_loads_its_tracer_while_it_waits_and_traces_on_its_go(tmp
             target=lambda: out.append(tracing.trace(sim, request, workdir, timeout_seconds=120, slots=slots))
         )
         thread.start()
-        worker = _worker_pid(workdir)
-        _wait_for(lambda: _reading_stdin(worker), "the worker to wait on its stdin")
+        workers = _worker_pids(workdir)
+        _wait_for(lambda: any(_reading_stdin(pid) for pid in workers), "the worker to wait on its stdin")
         assert not (workdir / RESULT_FILE).exists()
     thread.join(DEADLINE_S)
     [traced] = out
     assert traced.neff_path is not None and traced.neff_path.is_file() and traced.worker_seconds > 0
 
     (workdir / RESULT_FILE).unlink()
-    argv = worker_argv(own_python(), workdir, workdir / JOB_FILE)
+    argv = worker_argv(own_python(), workdir, workdir / JOB_FILE, {})
     again = subprocess.run(argv, input="", capture_output=True, text=True, timeout=DEADLINE_S, check=False)
     assert again.returncode == 0, again.stderr
     assert not (workdir / RESULT_FILE).exists()
 
 
-def _worker_pid(workdir: Path) -> int:
+def _worker_pids(workdir: Path) -> list[int]:
+    """The processes working in the trace worker's folder: its command and, forked from the run's
+    template, the worker itself (whose command line is the template's)."""
     found: list[int] = []
 
     def look() -> bool:
+        found.clear()
         for entry in Path("/proc").iterdir():
             try:
-                cmdline = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+                if entry.name.isdigit() and Path(os.readlink(entry / "cwd")) == workdir:
+                    found.append(int(entry.name))
             except OSError:
                 continue
-            if str(workdir / JOB_FILE).encode() in cmdline and b"tracing.worker" in cmdline:
-                found.append(int(entry.name))
-                return True
-        return False
+        return len(found) == 2
 
-    _wait_for(look, "the trace worker's process")
-    return found[0]
+    _wait_for(look, "the trace worker's processes")
+    return found
 
 
 def _reading_stdin(pid: int) -> bool:

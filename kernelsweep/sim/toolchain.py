@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 from kernelsweep.sim import RUNTIME_VERSION
 from kernelsweep.sim.config import sim_env
 from kernelsweep.sim.noise import new_session
+from kernelsweep.sim.template import template_env
 from kernelsweep.sim.tracer import SIM_TRACERS
+from kernelsweep.toolchain.prefork_client import TEMPLATE_ENV, forked_argv
 from kernelsweep.toolchain.resolve import Toolchain
 
 if TYPE_CHECKING:
@@ -36,8 +38,6 @@ _MODULES = {
 
 
 def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -> Toolchain:
-    # -P: the tool's working folder is not put first on its path, so nothing there shadows a module.
-    commands = {tool: (sys.executable, "-P", "-m", module) for tool, module in _MODULES.items()}
     # The stand-ins import the sweep's kernel definitions: they append this process's import path to
     # their own (never in front of it, as PYTHONPATH would).
     import_path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
@@ -45,7 +45,14 @@ def sim_toolchain(state_dir: str | Path, env: Mapping[str, str] | None = None) -
         # a new session: a new run of the simulated device, with its own shift
         **sim_env(state_dir=Path(state_dir).resolve(), session=new_session(Path(state_dir)), import_path=import_path),
         **LEAN_ENV,
+        **template_env(),
         **(env or {}),
+    }
+    # Forked from this process's template, else -P: the tool's working folder is not put first on its
+    # path, so nothing there shadows a module.
+    commands = {
+        tool: tuple(forked_argv(tool_env, sys.executable, module) or (sys.executable, "-P", "-m", module))
+        for tool, module in _MODULES.items()
     }
     return Toolchain(
         kind="sim",
@@ -69,7 +76,9 @@ def cpu_toolchain(
     sim = sim_toolchain(state_dir)
     commands = {k: v for k, v in sim.commands.items() if k != "neuronx-cc"}  # the compile is the SDK's
     commands |= {k: v for k, v in real_tools.items() if k == "neuronx-cc"}
-    env = {k: v for k, v in sim.env.items() if k not in LEAN_ENV}  # never limit the real compiler's threads
+    # never limit the real compiler's threads; no template: the SDK's tracers are imported afresh (its
+    # stand-in tools' command then runs them as `python -P -m`)
+    env = {k: v for k, v in sim.env.items() if k not in LEAN_ENV and k != TEMPLATE_ENV}
     return Toolchain(
         kind="cpu",
         commands=commands,

@@ -24,6 +24,7 @@ from pathlib import Path
 from kernelsweep.errors import CaptureError
 from kernelsweep.toolchain.failures import capture_failure
 from kernelsweep.toolchain.parent_death import bootstrap
+from kernelsweep.toolchain.prefork_client import forked_argv
 from kernelsweep.toolchain.process import run_tool
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.tracing.interpreter import package_folder
@@ -31,7 +32,8 @@ from kernelsweep.toolchain.tracing.interpreter import package_folder
 WARMUP_ITERATIONS = 5  # nrtpy's own default warm-up: the first executions load the GpSimd library (aws-neuron-sdk#994)
 JOB_FILE, RESULT_FILE = "bench-job.json", "bench-result.json"
 # Run with -c under the runtime's interpreter, which need not have kernelsweep's dependencies.
-BOOTSTRAP = bootstrap("kernelsweep.toolchain.iteration_worker")
+WORKER_MODULE = "kernelsweep.toolchain.iteration_worker"
+BOOTSTRAP = bootstrap(WORKER_MODULE)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,10 @@ def time_iterations(
         "result": str(workdir / RESULT_FILE),
     }
     (workdir / JOB_FILE).write_text(json.dumps(job))
-    argv = [toolchain.benchmark_python, "-c", BOOTSTRAP, str(package_folder(workdir)), str(workdir / JOB_FILE)]
+    job_file = str(workdir / JOB_FILE)
+    argv = forked_argv(toolchain.env, toolchain.benchmark_python, WORKER_MODULE, job_file) or [
+        toolchain.benchmark_python, "-c", BOOTSTRAP, str(package_folder(workdir)), job_file
+    ]  # fmt: skip
     env = {**toolchain.env, "NEURON_RT_VISIBLE_CORES": visible_cores, "NEURON_LOGICAL_NC_CONFIG": str(lnc)}
     result = run_tool(argv, cwd=workdir, env=env, timeout_seconds=timeout_seconds)
     answer = workdir / RESULT_FILE

@@ -21,11 +21,13 @@ import glob
 import os
 import sys
 import sysconfig
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep.errors import UsageError
 from kernelsweep.toolchain.parent_death import bootstrap
+from kernelsweep.toolchain.prefork_client import forked_argv
 
 NEURON_PYTHON_ENV = "KERNELSWEEP_NEURON_PYTHON"
 # The Deep Learning AMI's SDK venvs, e.g. /opt/aws_neuronx_venv_pytorch_2_9_nxd_inference (aws-neuron-sdk#1306),
@@ -33,7 +35,8 @@ NEURON_PYTHON_ENV = "KERNELSWEEP_NEURON_PYTHON"
 SDK_VENV_GLOBS = ("/opt/aws_neuronx_venv_*/bin/python", "/opt/aws_neuron_venv_*/bin/python")
 SDK_DIST_GLOBS = ("nki-*.dist-info", "neuronx_cc-*.dist-info")
 PATH_FOLDER = ".kernelsweep-path"  # in the worker's folder: holds only the link to kernelsweep's package
-BOOTSTRAP = bootstrap("kernelsweep.toolchain.tracing.worker")
+WORKER_MODULE = "kernelsweep.toolchain.tracing.worker"
+BOOTSTRAP = bootstrap(WORKER_MODULE)
 # Every kernelsweep module the trace worker imports, under any tracer: the modules that must run on
 # Python 3.10 with numpy and the SDK alone. The simulator's tracers run under kernelsweep's own Python.
 WORKER_MODULES = (
@@ -59,6 +62,7 @@ WORKER_MODULES = (
     "kernelsweep.toolchain.failures",
     "kernelsweep.toolchain.packages",
     "kernelsweep.toolchain.parent_death",
+    "kernelsweep.toolchain.prefork_client",
     "kernelsweep.toolchain.process",
     "kernelsweep.toolchain.tracing",
     "kernelsweep.toolchain.tracing.artifacts",
@@ -116,8 +120,11 @@ def _has_sdk(python: Path) -> bool:
     return any(any(venv.glob(f"lib/python3*/site-packages/{dist}")) for dist in SDK_DIST_GLOBS)
 
 
-def worker_argv(python: NeuronPython, workdir: Path, job_file: Path) -> list[str]:
-    return [python.path, "-c", BOOTSTRAP, str(package_folder(workdir)), str(job_file)]
+def worker_argv(python: NeuronPython, workdir: Path, job_file: Path, env: Mapping[str, str]) -> list[str]:
+    """Forked from the run's template when its toolchain's `env` names one and the worker runs under
+    kernelsweep's own Python (the simulator's tracers), else a fresh interpreter."""
+    forked = forked_argv(env, python.path, WORKER_MODULE, str(job_file))
+    return forked or [python.path, "-c", BOOTSTRAP, str(package_folder(workdir)), str(job_file)]
 
 
 def package_folder(workdir: Path) -> Path:

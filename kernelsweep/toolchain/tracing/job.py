@@ -261,7 +261,7 @@ def _run_worker(
     job = {**job, "tracers": refs, "sys_path": worker_path(python), "wait": bool(slots)}
     (workdir / RESULT_FILE).unlink(missing_ok=True)  # an earlier worker's answer is not this one's
     (workdir / JOB_FILE).write_text(json.dumps(job))
-    argv = worker_argv(python, workdir, workdir / JOB_FILE)
+    argv = worker_argv(python, workdir, workdir / JOB_FILE, toolchain.env)
     result = run_tool(
         argv,
         cwd=workdir,

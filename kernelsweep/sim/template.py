@@ -53,11 +53,11 @@ PRELOAD = (
     "kernelsweep.toolchain.tracing.worker",
     "kernelsweep.toolchain.iteration_worker",
 )
-# numpy's BLAS starts its thread pool at import; the template must hold no thread when it forks.
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# A stand-in is a short, single-threaded process, and numpy's BLAS starts its thread pool at import:
+# the template must hold no thread when it forks.
+LEAN_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 STOP_WAIT_SECONDS = 5.0
-_started: dict[str, str] = {}
-_templates: list[subprocess.Popen] = []  # this process's, at most one
+_templates: dict[str, subprocess.Popen] = {}  # this process's, by socket: at most one
 _lock = threading.Lock()
 
 
@@ -67,7 +67,7 @@ def template_env() -> dict[str, str]:
     if sys.platform != "linux":
         return {}
     with _lock:
-        if not _started:
+        if not _templates:
             folder = tempfile.mkdtemp(prefix="kernelsweep-template-")  # this user's alone (mode 0700)
             path = os.path.join(folder, "socket")
             # Listening before the template runs: the first tools come before its start is through.
@@ -75,7 +75,7 @@ def template_env() -> dict[str, str]:
                 try:
                     template = subprocess.Popen(
                         [sys.executable, "-P", "-m", __name__, path, str(listener.fileno())],
-                        env={**os.environ, **ONE_THREAD},
+                        env={**os.environ, **LEAN_ENV},
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
@@ -85,16 +85,15 @@ def template_env() -> dict[str, str]:
                     shutil.rmtree(folder, ignore_errors=True)
                     return {}
             atexit.register(_stop, template)
-            _templates.append(template)
-            _started[TEMPLATE_ENV] = path
-        return dict(_started)
+            _templates[path] = template
+        return {TEMPLATE_ENV: next(iter(_templates))}
 
 
 def cpu_seconds() -> float:
     """The CPU this process's template and the tools it forked and reaped have used: a forked tool is
     the template's child, so the caller's own RUSAGE_CHILDREN never counts it (benchmarks add this)."""
     total = 0.0
-    for template in _templates:
+    for template in _templates.values():
         with contextlib.suppress(OSError):
             fields = Path(f"/proc/{template.pid}/stat").read_text().rsplit(")", 1)[1].split()
             total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from kernelsweep.sim import RUNTIME_VERSION
 from kernelsweep.sim.config import sim_env
 from kernelsweep.sim.noise import new_session
-from kernelsweep.sim.template import template_env
+from kernelsweep.sim.template import LEAN_ENV, template_env
 from kernelsweep.sim.tracer import SIM_TRACERS
 from kernelsweep.toolchain.prefork_client import TEMPLATE_ENV, forked_argv
 from kernelsweep.toolchain.resolve import Toolchain
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 SIMULATED_INSTANCE = "simulated"
 NRTPY_MODULE = "kernelsweep.sim.nrtpy"  # the stand-in for the runtime's Python benchmark API
-# A stand-in is a short, single-threaded process: numpy's BLAS thread pools only cost start-up time.
-LEAN_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _MODULES = {
     "neuronx-cc": "kernelsweep.sim.neuronx_cc",
     "neuron-profile": "kernelsweep.sim.neuron_profile",

@@ -43,6 +43,10 @@ def program(argv: list[str]) -> tuple[str, list[str]]:
 # that asks for each. The server is its worker's child but no one waits for it, so what it and its
 # engines used reaches the command's own CPU only as far as samples saw it.
 PREFORK = ("kernelsweep.flows.fleet.prefork", "kernelsweep.flows.fleet.engine")
+# The simulated tools' template and the tools it forks (their argv is the template's), and the command
+# that asks for each. The template waits for its tools, so its children's CPU counts all of them: the
+# template is counted with it, its forked tools not apart.
+TEMPLATE, TOOL_COMMAND = "kernelsweep.sim.template", "prefork_client.py"
 
 
 def kind_of(argv: list[str]) -> str:
@@ -56,7 +60,7 @@ def kind_of(argv: list[str]) -> str:
         return "Prefect servers"
     if what == "prefect":
         return "other Prefect commands (deployments, database upgrades)"
-    if what.startswith("kernelsweep.sim") or "tracing.worker" in what:
+    if what.startswith("kernelsweep.sim") or "tracing.worker" in what or what == TOOL_COMMAND:
         return "simulated tools and trace workers"
     if what in ("kernelsweep", "kernelsweep.flows.cli"):
         return "kernelsweep commands (their flow runs included)"
@@ -75,8 +79,9 @@ def busy_seconds() -> float:
 
 
 def _processes() -> dict[tuple[str, str], tuple[float, list[str]]]:
-    """(pid, start time) -> (CPU seconds so far, argv), for every process readable now."""
-    found = {}
+    """(pid, start time) -> (CPU seconds so far, argv), for every process readable now; a template's
+    with its reaped children's, a forked tool's not at all (its template's counts it once it ends)."""
+    found, parents, templates = {}, {}, set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -87,8 +92,12 @@ def _processes() -> dict[tuple[str, str], tuple[float, list[str]]]:
         except OSError:
             continue
         if command and marked:
-            found[(entry.name, stat[19])] = ((int(stat[11]) + int(stat[12])) / TICKS, command)
-    return found
+            template = program(command)[0] == TEMPLATE
+            ticks = stat[11:15] if template else stat[11:13]  # utime, stime (, cutime, cstime)
+            found[(entry.name, stat[19])] = (sum(int(f) for f in ticks) / TICKS, command)
+            parents[entry.name] = stat[1]
+            templates |= {entry.name} if template else set()
+    return {key: value for key, value in found.items() if parents[key[0]] not in templates}
 
 
 def measure(argv: list[str]) -> tuple[int, float, float, float, Counter[str]]:

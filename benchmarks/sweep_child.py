@@ -38,6 +38,7 @@ from kernelsweep import stages
 from kernelsweep.results.journal import begin, plan_resume, run_key
 from kernelsweep.results.rows import Row, build_row
 from kernelsweep.results.writer import write_results
+from kernelsweep.sim import template
 from kernelsweep.sim.config import SimConfig
 from kernelsweep.sweepspec.expansion import expand
 from kernelsweep.sweepspec.models import SweepSpec
@@ -50,8 +51,9 @@ PACE_SECONDS = 0.05  # a floor task sleeps this long, so the pool paces tasks as
 
 
 def _cpu() -> tuple[float, float]:
+    """This process's CPU, and its tools': the waited-for children's and the simulated tools' template's."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime + template.cpu_seconds()
 
 
 def _locations() -> Locations:

@@ -22,6 +22,7 @@ import sys
 TYPE_CHECKING = False  # typing's own flag would cost its import
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from typing import NoReturn
 
 TEMPLATE_ENV = "KERNELSWEEP_TOOL_TEMPLATE"  # the socket of the run's template server (kernelsweep.sim.template)
 PARENT_ENV = "KERNELSWEEP_TOOL_PARENT"  # parent_death.PARENT_ENV: this file imports nothing of kernelsweep's
@@ -79,8 +80,8 @@ def fork_from_server(path: str, argv: Sequence[str], env: Mapping[str, str]) -> 
     return pid, conn
 
 
-def end_as_forked(pid: int, conn: _socket.socket) -> None:
-    """Pass SIGTERM and SIGINT on to `pid` until it ends, then end as it ended (never returns)."""
+def end_as_forked(pid: int, conn: _socket.socket) -> NoReturn:
+    """Pass SIGTERM and SIGINT on to `pid` until it ends, then end as it ended."""
     for number in RELAYED:
         _signal.signal(number, lambda signum, _: _relay(pid, signum))
     status = receive_number(conn)

@@ -27,6 +27,8 @@ import selectors
 import signal
 import socket
 import sys
+import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,7 +177,8 @@ def _reap(children: dict[int, socket.socket], selector: selectors.BaseSelector) 
 
 def become(request: Request) -> None:
     """Take the command's streams, a session of its own (as a process started with one), its folder
-    and environment, and fresh random numbers (a fork copies the server's generator)."""
+    and environment (with what the standard library had read of the server's: TMPDIR, TZ), and fresh
+    random numbers (a fork copies the server's generator)."""
     for target, fd in enumerate(request.streams):
         os.dup2(fd, target)
         os.close(fd)
@@ -183,4 +186,6 @@ def become(request: Request) -> None:
     os.chdir(request.cwd)
     os.environ.clear()
     os.environ.update(request.env)
+    tempfile.tempdir = None
+    time.tzset()
     random.seed()

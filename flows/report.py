@@ -33,6 +33,7 @@ from prefect.settings import PREFECT_UI_URL
 
 from kernelsweep.bisect.store import finished_steps
 from kernelsweep.errors import KernelsweepError
+from kernelsweep.flows.fleet.bisect_trigger import steps_being_bisected
 from kernelsweep.flows.fleet.summary import fleet_cost
 from kernelsweep.flows.settings import prices_from_env, reports_url_from_env, site_url_from_env
 from kernelsweep.platforms import PlatformName
@@ -88,8 +89,9 @@ def report(
         acknowledged: Path of a TOML file of accepted steps (series, night, reason) on the worker.
         keep_days: Delete report pages under the results' reports/ older than this many days (empty: keep all).
         site: Also rebuild the results site under the results' site/ (only kernels whose rows changed).
-        bisects_per_night: Start at most this many bisect flows (the open steps not bisected yet,
-            oldest first); the night's summary names the steps left, "not bisected: cap reached".
+        bisects_per_night: Start at most this many bisect flows (the open steps not bisected yet and
+            with no bisect flow under way, oldest first); the night's summary names the steps left,
+            "not bisected: cap reached", and those under way, "being bisected".
 
     Returns:
         Where the HTML report was stored.
@@ -105,8 +107,11 @@ def report(
     _publish(built, link, page, f"{results_uri} ({selection.describe()})")
     _publish_cost(after_flow_run)
     site_link = _publish_site(results_uri, built) if site else None
-    for notice in notices(built, link, site_link, bisects_per_night, _bisected(results_uri)):
+    for notice in notices(built, link, site_link, bisects_per_night, _bisected(results_uri), _being_bisected()):
         emit_event(event=notice.event, resource=notice.resource, payload=notice.payload)
+        if notice.payload.get("being_bisected"):
+            under_way = "; ".join(map(str, notice.payload["being_bisected"]))  # type: ignore[call-overload]
+            get_run_logger().info("not asked for again, being bisected: %s", under_way)
         if notice.payload.get("not_bisected"):
             capped = "; ".join(map(str, notice.payload["not_bisected"]))  # type: ignore[call-overload]
             get_run_logger().warning("not bisected: cap reached (%d a night): %s", bisects_per_night, capped)
@@ -125,6 +130,12 @@ def _bisected(results_uri: str) -> set[str]:
     except KernelsweepError as exc:
         get_run_logger().warning("the bisections' journals were not read: %s", exc.message)
         return set()
+
+
+def _being_bisected() -> set[str]:
+    """The steps whose bisect flow is still under way (scheduled, retrying, running), as the server has them."""
+    with get_client(sync_client=True) as client:
+        return steps_being_bisected(client)
 
 
 def _publish_site(results_uri: str, built: Report) -> str | None:

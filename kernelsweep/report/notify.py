@@ -19,7 +19,10 @@ bump slows many points would otherwise fill the pool with bisections. A step who
 outcome (kernelsweep.bisect.store.finished_steps) is not asked for again, and the steps still waiting
 take their turns oldest first: first found, first bisected, so a step over the cap one night is asked
 for on a later one however many newer steps keep coming. The steps beyond the cap are not dropped
-silently: the night's summary names them, "not bisected: cap reached".
+silently: the night's summary names them, "not bisected: cap reached". Nor is a step whose bisect flow
+is still under way (`being_bisected`, kernelsweep.flows.fleet.bisect_trigger.steps_being_bisected)
+asked for again, which would start a second flow on the same question: the summary names it "being
+bisected", and it takes no turn of the cap.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ REGRESSION_EVENT = "kernelsweep.regression"
 BISECT_EVENT = "kernelsweep.bisect.done"  # a bisect flow's culprit (kernelsweep.flows.bisect), told the same way
 SUMMARY_EVENT = "kernelsweep.report.summary"
 RESOURCE_PREFIX = "kernelsweep."  # every notice's resource id starts so (the automation matches it)
-BISECTS_PER_NIGHT = 2  # bisect flows a report starts at most (its newest open steps first)
+BISECTS_PER_NIGHT = 2  # bisect flows a report starts at most (its oldest open steps first)
 
 
 @dataclass(frozen=True)
@@ -54,18 +57,27 @@ def notices(
     site: str | None = None,
     bisects: int = BISECTS_PER_NIGHT,
     bisected: Collection[str] = frozenset(),
+    being_bisected: Collection[str] = frozenset(),
 ) -> list[Notice]:
-    """One per open regression, newest first, then the night's summary (with the results site's link
-    and the steps left unbisected by the cap), then a bisect request per open regression a bisection
-    can act on (kernelsweep.bisect.request) and has not answered yet (`bisected`: the steps' keys), the
-    `bisects` oldest of them."""
+    """One per open regression, newest first, then the night's summary (with the results site's link,
+    the steps whose bisection is under way and those left unbisected by the cap), then a bisect request
+    per open regression a bisection can act on (kernelsweep.bisect.request) that has neither an answer
+    (`bisected`) nor a flow under way (`being_bisected`), both sets of steps' keys, the `bisects`
+    oldest of them."""
     rows = report.regression_rows(report.open_regressions)
     found = [_regression(row, link) for row in rows]
     steps = zip(rows, report.open_regressions, strict=True)
     asked = [n for row, step in steps if (n := _step_found(row, step.changes, report.results_uri)) is not None]
-    waiting = sorted((n for n in asked if n.payload["key"] not in bisected), key=lambda n: str(n.payload["night"]))
-    capped = [str(n.resource["prefect.resource.name"]) for n in waiting[bisects:]]
-    return [*found, _summary(report, link, len(found), site, capped, bisects), *waiting[:bisects]]
+    unanswered = [n for n in asked if n.payload["key"] not in bisected]
+    under_way = [n for n in unanswered if n.payload["key"] in being_bisected]
+    left = (n for n in unanswered if n.payload["key"] not in being_bisected)
+    waiting = sorted(left, key=lambda n: str(n.payload["night"]))
+    skipped = {"being_bisected": _names(under_way), "not_bisected": _names(waiting[bisects:])}
+    return [*found, _summary(report, link, len(found), site, skipped, bisects), *waiting[:bisects]]
+
+
+def _names(steps: list[Notice]) -> list[str]:
+    return [str(n.resource["prefect.resource.name"]) for n in steps]
 
 
 def _step_found(row: Mapping[str, object], changes: dict, results: str) -> Notice | None:
@@ -99,7 +111,9 @@ def _regression(row: Mapping[str, object], link: str) -> Notice:
     return Notice(REGRESSION_EVENT, resource, {**row, "subject": subject, "body": body, "link": link})
 
 
-def _summary(report: Report, link: str, regressions: int, site: str | None, capped: list[str], bisects: int) -> Notice:
+def _summary(
+    report: Report, link: str, regressions: int, site: str | None, skipped: dict[str, list[str]], bisects: int
+) -> Notice:
     counts = {
         "points": len(report.latest),
         "failed": len(report.failed),
@@ -113,9 +127,14 @@ def _summary(report: Report, link: str, regressions: int, site: str | None, capp
         f"{report.results_uri} ({report.selection.describe()}): {counts['points']} points, {counts['failed']} failed, "
         f"{counts['incorrect']} incorrect, {regressions} open regression(s). Report: {link}"
         + (f" Results site: {site}" if site else "")
-        + (f" Not bisected: cap reached ({bisects} a night): {'; '.join(capped)}." if capped else "")
+        + (f" Being bisected: {'; '.join(skipped['being_bisected'])}." if skipped["being_bisected"] else "")
+        + (
+            f" Not bisected: cap reached ({bisects} a night): {'; '.join(skipped['not_bisected'])}."
+            if skipped["not_bisected"]
+            else ""
+        )
     )
     resource = {"prefect.resource.id": f"{RESOURCE_PREFIX}results.{slug(report.results_uri)[:200]}"}
     payload: dict[str, object] = {**counts, "subject": subject, "body": body, "link": link, "site": site}
-    payload["not_bisected"] = capped
+    payload.update(skipped)
     return Notice(SUMMARY_EVENT, resource, payload)

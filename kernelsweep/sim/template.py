@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import os
 import runpy
 import shutil
@@ -143,7 +144,9 @@ def main() -> None:
     until the starting process ends."""
     path, fd = Path(sys.argv[1]), int(sys.argv[2])
     server = os.getpid()
-    request = serve(socket.socket(fileno=fd), path, PRELOAD)
+    for module in PRELOAD:  # now, not at the first request: the run's set-up goes on meanwhile
+        importlib.import_module(module)
+    request = serve(socket.socket(fileno=fd), path, ())
     if request is None:
         with contextlib.suppress(OSError):
             path.parent.rmdir()  # made for this template alone

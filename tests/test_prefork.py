@@ -26,7 +26,7 @@ from prefect_server import poll
 from kernelsweep.flows.fleet.engine import SOCKET_ENV
 from kernelsweep.flows.server import descendants
 from kernelsweep.sim.template import template_env
-from kernelsweep.toolchain.prefork_client import forked_argv
+from kernelsweep.toolchain.prefork_client import TEMPLATE_ENV, fork_from_server, forked_argv
 from kernelsweep.toolchain.process import run_tool
 
 pytestmark = pytest.mark.slow  # it kills processes
@@ -149,3 +149,24 @@ def test_a_tool_forked_from_the_template_ends_as_it_would_alone_and_goes_with_it
     [tool] = poll(lambda: descendants(template) or None, timeout=30, what="a forked server")
     os.kill(tool, signal.SIGKILL)
     assert killed.wait(timeout=30) == -signal.SIGKILL  # ended as its tool ended
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs to become another user")
+def test_the_template_forks_nothing_for_another_user():
+    """Its address is abstract (no file, so no folder's mode keeps others out): the kernel's word on
+    who connected is what refuses them. The same request from this user gets a process."""
+    address = template_env()[TEMPLATE_ENV]
+    version = ["kernelsweep.sim.neuron_ls", "--version"]
+    child = os.fork()
+    if child == 0:
+        code = 2
+        try:
+            os.setuid(65534)  # nobody
+            code = 0 if fork_from_server(address, version, {}) is None else 1
+        finally:
+            os._exit(code)
+    assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0  # refused
+    started = fork_from_server(address, version, dict(os.environ))
+    assert started is not None
+    end = started[1].recv(8)
+    assert len(end) == 8  # its wait status, once it ended

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m kernelsweep.flows.fleet.prefork SOCKET [MODULE ...]`: serve at SOCKET, importing the
     engine and the MODULEs at the first request."""
     path, *preload = argv if argv is not None else sys.argv[1:]
-    request = serve(listen(Path(path)), Path(path), [*ENGINE_MODULES, *preload])
+    request = serve(listen(path), path, [*ENGINE_MODULES, *preload])
     if request is None:
         with contextlib.suppress(OSError):
             Path(path).parent.rmdir()  # the worker made the folder for this server alone

@@ -24,12 +24,11 @@ import contextlib
 import importlib
 import os
 import runpy
-import shutil
+import secrets
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import traceback
 from pathlib import Path
@@ -58,35 +57,34 @@ PRELOAD = (
 # the template must hold no thread when it forks.
 LEAN_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 STOP_WAIT_SECONDS = 5.0
-_templates: dict[str, subprocess.Popen] = {}  # this process's, by socket: at most one
+_templates: dict[str, subprocess.Popen] = {}  # this process's, by address: at most one
 _lock = threading.Lock()
 
 
 def template_env() -> dict[str, str]:
-    """{TEMPLATE_ENV: its socket} for this process's template, started at the first call; {} off Linux
-    (no parent-death signal to tie the forked tools to the template) or if it cannot start."""
+    """{TEMPLATE_ENV: its address} for this process's template, started at the first call; {} off Linux
+    (no abstract sockets, no parent-death signal to tie the forked tools to the template) or if it
+    cannot start."""
     if sys.platform != "linux":
         return {}
     with _lock:
         if not _templates:
-            folder = tempfile.mkdtemp(prefix="kernelsweep-template-")  # this user's alone (mode 0700)
-            path = os.path.join(folder, "socket")
-            # Listening before the template runs: the first tools come before its start is through.
-            with listen(Path(path)) as listener:
-                try:
+            # Abstract: a template killed outright leaves nothing behind; random: no one guesses it.
+            address = f"@kernelsweep-template-{os.getpid()}-{secrets.token_hex(8)}"
+            try:  # listening before the template runs: the first tools come before its start is through
+                with listen(address) as listener:
                     template = subprocess.Popen(
-                        [sys.executable, "-P", "-m", __name__, path, str(listener.fileno())],
+                        [sys.executable, "-P", "-m", __name__, address, str(listener.fileno())],
                         env={**os.environ, **LEAN_ENV},
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
                         pass_fds=[listener.fileno()],
                     )
-                except OSError:
-                    shutil.rmtree(folder, ignore_errors=True)
-                    return {}
+            except OSError:
+                return {}
             atexit.register(_stop, template)
-            _templates[path] = template
+            _templates[address] = template
         return {TEMPLATE_ENV: next(iter(_templates))}
 
 
@@ -140,16 +138,14 @@ def _run_forked(argv: list[str], server: int) -> NoReturn:
 
 
 def main() -> None:
-    """`python -P -m kernelsweep.sim.template SOCKET FD`: serve on the socket FD, listening at SOCKET,
-    until the starting process ends."""
-    path, fd = Path(sys.argv[1]), int(sys.argv[2])
+    """`python -P -m kernelsweep.sim.template ADDRESS FD`: serve on the socket FD, listening at
+    ADDRESS, until the starting process ends."""
+    address, fd = sys.argv[1], int(sys.argv[2])
     server = os.getpid()
     for module in PRELOAD:  # now, not at the first request: the run's set-up goes on meanwhile
         importlib.import_module(module)
-    request = serve(socket.socket(fileno=fd), path, ())
+    request = serve(socket.socket(fileno=fd), address, ())
     if request is None:
-        with contextlib.suppress(OSError):
-            path.parent.rmdir()  # made for this template alone
         return
     become(request)
     _run_forked(request.argv, server)

@@ -64,12 +64,18 @@ def receive_number(conn: _socket.socket) -> int | None:
     return int.from_bytes(chunks, "big", signed=True)
 
 
-def fork_from_server(path: str, argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, _socket.socket] | None:
-    """The process id the server at `path` forked for `argv` with this process's streams and folder,
+def unix_address(address: str) -> str:
+    """A socket's path, or for `@name` the name in Linux's abstract namespace (no file to leave behind
+    when its server is killed, no folder, no path length limit from a long TMPDIR)."""
+    return "\0" + address[1:] if address.startswith("@") else address
+
+
+def fork_from_server(address: str, argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, _socket.socket] | None:
+    """The process id the server at `address` forked for `argv` with this process's streams and folder,
     and the connection it will send its wait status on; None if no server answers there."""
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        conn.connect(path)
+        conn.connect(unix_address(address))
         send_request(conn, [0, 1, 2], os.getcwd(), env, argv)
         pid = receive_number(conn)
     except OSError:

@@ -26,6 +26,7 @@ import random
 import selectors
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsweep.toolchain.prefork_client import NUMBER, STREAMS
+from kernelsweep.toolchain.prefork_client import NUMBER, STREAMS, unix_address
 
 OWNER_CHECK_SECONDS = 1.0  # how often the server looks whether the process that started it still runs
 
@@ -64,6 +65,13 @@ def _receive_request(conn: socket.socket) -> Request:
     return Request(fds, cwd, env, argv)
 
 
+def _same_user(conn: socket.socket) -> None:
+    """Refuse (ConnectionError) a command another user's process sent: the kernel's word, not its own."""
+    _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.geteuid():
+        raise ConnectionError(f"a request from user {uid}")
+
+
 def _exactly(conn: socket.socket, size: int) -> bytes:
     chunks = []
     while size:
@@ -80,18 +88,20 @@ def _send_number(conn: socket.socket, value: int) -> None:
         conn.sendall(value.to_bytes(NUMBER, "big", signed=True))
 
 
-def listen(path: Path) -> socket.socket:
-    """The server's socket, listening at `path`: made by whoever starts the server when its commands may
-    come before the server's own start is through (they would find nothing there and run alone)."""
+def listen(address: str) -> socket.socket:
+    """The server's socket, listening at `address` (a path, or `@name` in Linux's abstract namespace):
+    made by whoever starts the server when its commands may come before the server's own start is
+    through (they would find nothing there and run alone)."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
+    listener.bind(unix_address(address))
     listener.listen(64)
     return listener
 
 
-def serve(listener: socket.socket, path: Path, preload: Sequence[str]) -> Request | None:
-    """Answer requests on `listener` (at `path`) until told to stop; returns None then, or, in a forked
-    child, the request it is to become (`become`)."""
+def serve(listener: socket.socket, address: str, preload: Sequence[str]) -> Request | None:
+    """Answer requests on `listener` (at `address`) until told to stop; returns None then, or, in a
+    forked child, the request it is to become (`become`). Only this user's processes are answered: an
+    abstract address, unlike a file in a private folder, is open to every user of the host."""
     owner = os.getppid()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
@@ -109,13 +119,15 @@ def serve(listener: socket.socket, path: Path, preload: Sequence[str]) -> Reques
         if (stopping or os.getppid() != owner) and listener.fileno() >= 0:
             selector.unregister(listener)
             listener.close()
-            path.unlink(missing_ok=True)
+            if not address.startswith("@"):
+                Path(address).unlink(missing_ok=True)
         if listener.fileno() < 0 and not children:
             return None
         for key, _ in selector.select(OWNER_CHECK_SECONDS):
             if key.fileobj is listener:
                 conn, _ = listener.accept()
                 try:
+                    _same_user(conn)
                     request = _receive_request(conn)
                 except (OSError, ValueError, EOFError, TypeError):
                     conn.close()

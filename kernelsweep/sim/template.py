@@ -113,10 +113,9 @@ def _run_forked(argv: list[str], server: int) -> NoReturn:
     signal_on_parent_death(signal.SIGKILL)  # a template killed outright takes its tools along
     if os.getppid() != server:
         os._exit(1)
-    if "numpy" in sys.modules:
-        import numpy
+    import numpy  # preloaded
 
-        numpy.random.seed()  # a fork copies the template's generator, as random's
+    numpy.random.seed()  # a fork copies the template's generator, as random's
     module, *args = argv
     sys.argv = [module, *args]
     sys.modules.pop(module, None)  # preloaded for its imports; run afresh as `__main__`, as `-m` runs it

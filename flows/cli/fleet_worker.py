@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -78,12 +79,12 @@ def worker(pool: str, name: str | None, limit: int | None, extra: tuple[str, ...
 
 def start_prefork_server(env: dict[str, str], pool: str) -> str:
     """This host's prefork server (kernelsweep.flows.fleet.prefork), a child of this process and so of
-    the worker it becomes: the socket its flow runs' command asks for a process at."""
-    folder = tempfile.mkdtemp(prefix="kernelsweep-prefork-")  # this user's alone (mode 0700)
-    socket = os.path.join(folder, "socket")
-    server = [sys.executable, "-P", "-m", "kernelsweep.flows.fleet.prefork", socket, flow_module(pool)]
+    the worker it becomes: the address its flow runs' command asks for a process at. Abstract and
+    random, as the simulated tools' template's: a host killed outright leaves no socket file behind."""
+    address = f"@kernelsweep-prefork-{os.getpid()}-{secrets.token_hex(8)}"
+    server = [sys.executable, "-P", "-m", "kernelsweep.flows.fleet.prefork", address, flow_module(pool)]
     subprocess.Popen(server, env=env, stdin=subprocess.DEVNULL)
-    return socket
+    return address
 
 
 def python_folder() -> str:

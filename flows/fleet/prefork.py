@@ -14,9 +14,7 @@ server stops with its worker, after the flow runs it forked have ended.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from pathlib import Path
 
 from kernelsweep.toolchain.prefork_server import Request, become, listen, serve
 
@@ -48,15 +46,12 @@ def flow_module(pool: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m kernelsweep.flows.fleet.prefork SOCKET [MODULE ...]`: serve at SOCKET, importing the
-    engine and the MODULEs at the first request."""
-    path, *preload = argv if argv is not None else sys.argv[1:]
-    request = serve(listen(path), path, [*ENGINE_MODULES, *preload])
-    if request is None:
-        with contextlib.suppress(OSError):
-            Path(path).parent.rmdir()  # the worker made the folder for this server alone
-        return
-    run_engine(request)
+    """`python -m kernelsweep.flows.fleet.prefork ADDRESS [MODULE ...]`: serve at ADDRESS (a socket
+    path, or `@name` in the abstract namespace), importing the engine and the MODULEs at the first request."""
+    address, *preload = argv if argv is not None else sys.argv[1:]
+    request = serve(listen(address), address, [*ENGINE_MODULES, *preload])
+    if request is not None:
+        run_engine(request)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from kernelsweep.sweepspec.load import load_spec
 from kernelsweep.sweepspec.models import SweepSpec
 from kernelsweep.sweepspec.point import Point
 from kernelsweep.this_host.context import Locations, prepare
-from kernelsweep.toolchain.prefork_client import forked_module
+from kernelsweep.toolchain.prefork_client import entry_point
 from kernelsweep.toolchain.process import ToolResult, recording
 
 T = TypeVar("T")
@@ -66,7 +66,10 @@ def _tool(run: ToolResult) -> str:
     argv = run.argv
     if argv[1:2] == ["-c"]:
         return "trace worker" if "tracing.worker" in argv[2] else "benchmark worker"
-    module, args = (forked_module(argv), argv[5:]) if forked_module(argv) else (argv[3], argv[4:])
+    entry = entry_point(argv)
+    if entry is None:
+        return Path(argv[0]).name
+    module, args = entry
     return WORKERS.get(module) or " ".join([module.rsplit(".", 1)[-1], *args[:1]])
 
 

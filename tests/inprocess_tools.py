@@ -28,7 +28,7 @@ import pytest
 
 from kernelsweep.sim import neuron_ls, neuron_profile, neuronx_cc
 from kernelsweep.toolchain import process
-from kernelsweep.toolchain.prefork_client import forked_module
+from kernelsweep.toolchain.prefork_client import entry_point
 from kernelsweep.toolchain.process import Slots, ToolResult
 
 ENTRIES: dict[str, Callable[[list[str]], int]] = {
@@ -43,10 +43,8 @@ _one_at_a_time = threading.Lock()
 def _entry(argv: list[str]) -> tuple[Callable[[list[str]], int], list[str]] | None:
     """The stand-in's `main` and its arguments when argv is sim_toolchain's command for
     `kernelsweep.sim.<tool>` (forked from the template, or `python -P -m`)."""
-    if len(argv) >= 4 and argv[0] == sys.executable and argv[1:3] == ["-P", "-m"] and argv[3] in ENTRIES:
-        return ENTRIES[argv[3]], argv[4:]
-    module = forked_module(argv)
-    return (ENTRIES[module], argv[5:]) if module in ENTRIES else None
+    entry = entry_point(argv) if argv[0] == sys.executable else None
+    return (ENTRIES[entry[0]], entry[1]) if entry and entry[0] in ENTRIES else None
 
 
 @contextlib.contextmanager

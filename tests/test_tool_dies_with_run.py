@@ -200,3 +200,20 @@ def test_own_tools_start_without_the_launcher_and_still_die_with_a_run_killed_ou
         assert told == {"capture": str(run.pid), "trace worker": str(run.pid), "foreign": None}
         assert all(os.getsid(pid) != os.getsid(run.pid) for pid in tools.values())  # group kills miss them
         _killed_outright(run, marker)
+
+
+def test_which_commands_arm_the_signal_themselves(tmp_path):
+    """run_tool tells these the run's pid instead of starting them through the launcher: a forked
+    tool's command (whatever module it runs: the command arms it), kernelsweep's own modules under
+    `python -P -m`, a worker's bootstrap code; never another module or a foreign tool."""
+    from kernelsweep.sim.toolchain import sim_toolchain
+    from kernelsweep.toolchain.iterations import BOOTSTRAP
+    from kernelsweep.toolchain.parent_death import arms_itself
+
+    sim = sim_toolchain(tmp_path / "sim")
+    assert all(arms_itself(sim.command(tool)) for tool in ("neuronx-cc", "neuron-profile", "neuron-ls"))
+    assert arms_itself([*sim.command("neuron-ls")[:4], "http.server"])  # forked: its command arms it
+    assert arms_itself([sys.executable, "-P", "-m", "kernelsweep.sim.neuron_ls", "--version"])
+    assert arms_itself([sys.executable, "-c", BOOTSTRAP, "folder", "job.json"])
+    assert not arms_itself([sys.executable, "-P", "-m", "http.server"])
+    assert not arms_itself(["/bin/sleep", "1"])

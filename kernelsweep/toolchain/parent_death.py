@@ -18,8 +18,11 @@ import signal
 import sys
 from collections.abc import Sequence
 
+# PARENT_ENV: the pid of the run that started a tool without the launcher (defined with the forked
+# tools' command, which must read it before it can import anything of kernelsweep's)
+from kernelsweep.toolchain.prefork_client import PARENT_ENV, entry_point, forked
+
 GO = "go\n"  # what a tool run_tool started early reads on its stdin once it holds a slot (process.Slots)
-PARENT_ENV = "KERNELSWEEP_TOOL_PARENT"  # the pid of the run that started this tool without the launcher
 PR_SET_PDEATHSIG = 1
 _ARMED = "import sys; sys.path.insert(0, sys.argv.pop(1)); from kernelsweep.toolchain.parent_death import arm; arm(); "
 
@@ -51,8 +54,9 @@ def bootstrap(module: str) -> str:
 
 
 def arms_itself(argv: Sequence[str]) -> bool:
-    """Whether argv runs one of kernelsweep's own entry points, which arm the signal themselves: a
-    kernelsweep module under `python -P -m`, or a worker's `bootstrap` code."""
-    if list(argv[1:3]) == ["-P", "-m"] and len(argv) > 3:
-        return argv[3].startswith("kernelsweep.")
+    """Whether argv arms the signal itself: a forked tool's command, a kernelsweep module under
+    `python -P -m`, or a worker's `bootstrap` code."""
+    entry = entry_point(argv)
+    if entry is not None:
+        return forked(argv) or entry[0].startswith("kernelsweep.")
     return list(argv[1:2]) == ["-c"] and len(argv) > 2 and argv[2].startswith(_ARMED)

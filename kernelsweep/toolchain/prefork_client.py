@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 TEMPLATE_ENV = "KERNELSWEEP_TOOL_TEMPLATE"  # the socket of the run's template server (kernelsweep.sim.template)
-PARENT_ENV = "KERNELSWEEP_TOOL_PARENT"  # parent_death.PARENT_ENV: this file imports nothing of kernelsweep's
+PARENT_ENV = "KERNELSWEEP_TOOL_PARENT"  # the pid of the run that started a tool (parent_death); here, as
+# this file imports nothing of kernelsweep's
 RELAYED = (_signal.SIGTERM, _signal.SIGINT)
 STREAMS = 3  # stdin, stdout, stderr, passed as file descriptors
 NUMBER = 8  # bytes of a length, a process id or a wait status on the wire
@@ -39,9 +40,19 @@ def forked_argv(env: Mapping[str, str], python: str, module: str, *args: str) ->
     return [sys.executable, "-I", "-S", __file__, module, *args]
 
 
-def forked_module(argv: Sequence[str]) -> str | None:
-    """The entry point a `forked_argv` command runs; None for any other command."""
-    return argv[4] if list(argv[1:4]) == ["-I", "-S", __file__] and len(argv) > 4 else None
+def entry_point(argv: Sequence[str]) -> tuple[str, list[str]] | None:
+    """The module and arguments of a command that runs a module as `-m` does: a `forked_argv` command,
+    or `python -P -m MODULE ARGS`; None for any other command."""
+    if forked(argv):
+        return argv[4], list(argv[5:])
+    if list(argv[1:3]) == ["-P", "-m"] and len(argv) > 3:
+        return argv[3], list(argv[4:])
+    return None
+
+
+def forked(argv: Sequence[str]) -> bool:
+    """Whether argv is a `forked_argv` command (which arms the parent-death signal for itself)."""
+    return list(argv[1:4]) == ["-I", "-S", __file__] and len(argv) > 4
 
 
 def send_request(

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from kernelsweep.toolchain.parent_death import GO, PARENT_ENV, arms_itself
-from kernelsweep.toolchain.prefork_client import forked_module
 
 logger = logging.getLogger(__name__)
 _running: set[subprocess.Popen] = set()  # for `kill_running_tools`: a second Ctrl-C ends them at once
@@ -183,7 +182,7 @@ def _dies_with_run(argv: list[str], env: Mapping[str, str], cwd: str | Path | No
     env = {k: v for k, v in env.items() if k != PARENT_ENV}  # never inherited: only run_tool says it
     if sys.platform != "linux":
         return argv, env
-    if arms_itself(argv) or forked_module(argv):  # a forked command arms it for itself
+    if arms_itself(argv):
         return argv, {**env, PARENT_ENV: str(os.getpid())}
     exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH", os.defpath))
     if exe is None:

@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import ruptures
 
 from kernelsweep.report.load import LINEAGE, ReportRow, SeriesKey
 from kernelsweep.report.series_query import Results, SeriesRuns, as_results
@@ -131,6 +130,8 @@ def change_points(levels: np.ndarray) -> list[int]:
         return []
     noise = max(NOISE_FLOOR, 1.4826 * float(np.median(np.abs(np.diff(levels)))) / math.sqrt(2))
     penalty = PENALTY * noise**2 * math.log(len(levels))
+    import ruptures  # here, not above: its scipy.stats costs every `compare` and `report --help` ~0.6 CPU-s
+
     found = ruptures.KernelCPD(kernel="linear", min_size=1).fit(levels).predict(pen=penalty)
     return [int(i) for i in found[:-1]]  # the last "break" is the series' end
 

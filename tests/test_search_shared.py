@@ -6,7 +6,9 @@ are core code; the fleet end to end is tests/test_fleet.py."""
 from __future__ import annotations
 
 import json
+import threading
 
+import optuna
 import pytest
 from optuna.trial import TrialState
 from specs import sim_spec
@@ -133,6 +135,55 @@ def test_of_two_shards_asking_one_configuration_at_once_only_the_first_in_the_lo
     second._running = dict  # its read of the running trials came just before the first shard's ask
     second.study.enqueue_trial(first.study.trials[0].params)  # and its sampler picks the same configuration
     assert asked.tunables_text not in [p.tunables_text for p in second.propose(3)]
+
+
+def test_a_peers_earlier_trial_still_getting_its_parameters_is_waited_for_not_measured_twice(tmp_path):
+    """Two shards seeded alike propose the same first configuration. The later one read the earlier one's
+    trial while its parameters were still being written (one write each), took it for no configuration,
+    and both measured it: a fleet search measured 5 configurations for a budget of 6."""
+    target = _target()
+    first, second = (
+        ShapeSearch.open(target, study_storage(str(tmp_path / "results"), "key", "fleet-1")[0], lambda p: None, owner)
+        for owner in ("shard-0", "shard-1")
+    )
+    config = ShapeSearch.open(target, optuna.storages.InMemoryStorage(), lambda p: None).study
+    [point] = ShapeSearch(target, config, lambda p: None).propose(1)
+    params = config.trials[0].params
+    first.study.enqueue_trial(params)
+    asking = first.study.ask()  # the first shard's trial: its owner written, its parameters not yet
+    asking.set_user_attr(OWNER, "shard-0")
+    second.study.enqueue_trial(params)  # the second shard's sampler picks the same configuration
+
+    def parameters() -> None:  # the rest of the first shard's ask, a moment later
+        for name, distribution in first._distributions.items():
+            if isinstance(distribution, optuna.distributions.IntDistribution):
+                asking.suggest_int(name, distribution.low, distribution.high)
+            else:
+                asking.suggest_categorical(name, distribution.choices)
+
+    writer = threading.Timer(0.5, parameters)
+    writer.start()
+    proposed = second.propose(3)
+    writer.join()
+    assert first.point(first.study.trials[0]).tunables_text == point.tunables_text  # the first's, written
+    assert len(proposed) == 3 and point.tunables_text not in [p.tunables_text for p in proposed]
+
+
+def test_a_peer_that_died_before_its_trials_parameters_is_waited_for_once(tmp_path, monkeypatch):
+    from kernelsweep.search import study
+
+    monkeypatch.setattr(study, "PEER_ASK_SECONDS", 0.3)
+    target = _target()
+    dead, live = (
+        ShapeSearch.open(target, study_storage(str(tmp_path / "results"), "key", "fleet-1")[0], lambda p: None, owner)
+        for owner in ("shard-0", "shard-1")
+    )
+    dead.study.ask().set_user_attr(OWNER, "shard-0")  # its process died here, before any parameter
+    waits = []
+    monkeypatch.setattr(study.time, "sleep", waits.append)  # each poll of the peer's trial, counted
+    assert len(live.propose(2)) == 2 and waits  # waited for it, then measured without it
+    polls = len(waits)
+    assert len(live.propose(2)) == 2 and len(waits) == polls  # never waited for again
 
 
 def test_a_search_spec_plans_k_search_shards_per_family_after_the_grid_shards(tmp_path):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -39,6 +40,10 @@ REASON = "kernelsweep_reason"  # a trial's user attribute: why it was not measur
 OWNER = "kernelsweep_owner"  # a trial's user attribute: the search shard measuring it (a shared study)
 INTERRUPTED, REPEATED = "interrupted", "repeated"
 MAX_ASKS_PER_POINT = 50  # proposals per wanted point before a search whose space is used up stops
+# How long a proposal waits for a peer's trial, asked before it, to get all its parameters (a study log on
+# S3 writes each with a put of its own); one still without them then is a dead process's, never waited on again.
+PEER_ASK_SECONDS = 30.0
+_PEER_POLL_SECONDS = 0.1
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 log = logging.getLogger(__name__)
@@ -51,6 +56,7 @@ class ShapeSearch:
     invalid: Callable[[Point], str | None]  # why a proposed point cannot run, or None
     owner: str | None = None  # which of the processes sharing the study this is (None: the only one)
     leader: Row | None = field(default=None, init=False)  # the best trial so far, which sets the drop bar
+    _abandoned: set[int] = field(default_factory=set, init=False)  # peers' trials that never got their parameters
 
     @classmethod
     def open(
@@ -96,13 +102,12 @@ class ShapeSearch:
     def _trials(self, states: tuple[TrialState, ...] | None = None) -> list[optuna.trial.FrozenTrial]:
         """The study's trials that fit this search's space: a trial whose parameters are not this
         space's (another study's, a half-written one) names no point of it."""
+        return [t for t in self.study.get_trials(deepcopy=False, states=states) if self._fits(t)]
+
+    def _fits(self, trial: optuna.trial.FrozenTrial) -> bool:
         wanted = self._distributions
-
-        def fits(t: optuna.trial.FrozenTrial) -> bool:
-            inside = (d._contains(d.to_internal_repr(t.params[n])) for n, d in wanted.items())
-            return t.distributions == wanted and all(inside)
-
-        return [t for t in self.study.get_trials(deepcopy=False, states=states) if fits(t)]
+        inside = (d._contains(d.to_internal_repr(trial.params[n])) for n, d in wanted.items())
+        return trial.distributions == wanted and all(inside)
 
     def resume(self, journaled: Callable[[list[Point]], dict[str, Row]], recorded: Iterable[Row] = ()) -> list[Row]:
         """After a killed run: trials it (this owner) left running are told their journaled row, else asked again;
@@ -222,12 +227,30 @@ class ShapeSearch:
 
     def _taken(self, trial: optuna.Trial) -> bool:
         """Whether another process sharing the study asked this configuration since this proposal began:
-        of two such trials the one numbered lower (first in the shared log) is measured."""
+        of two such trials the one numbered lower (first in the shared log) is measured. A peer's earlier
+        trial whose parameters are still being written is waited for: two shards seeded alike propose the
+        same first configuration, and the later one, reading the earlier half-written, measured it too."""
         if self.owner is None:
             return False
         key = self.point(trial).tunables_text
-        earlier = (t for t in self._trials(states=(TrialState.RUNNING,)) if t.number < trial.number)
-        return any(t.user_attrs.get(OWNER) != self.owner and self.point(t).tunables_text == key for t in earlier)
+        deadline = time.monotonic() + PEER_ASK_SECONDS
+        while True:
+            running = self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            earlier = [t for t in running if t.number < trial.number and t.user_attrs.get(OWNER) != self.owner]
+            if any(self._fits(t) and self.point(t).tunables_text == key for t in earlier):
+                return True
+            asking = {t.number for t in earlier if self._being_asked(t)} - self._abandoned
+            if not asking:
+                return False
+            if time.monotonic() > deadline:
+                self._abandoned |= asking
+                return False
+            time.sleep(_PEER_POLL_SECONDS)
+
+    def _being_asked(self, trial: optuna.trial.FrozenTrial) -> bool:
+        """Some of this space's parameters and not yet all (another space's trial is not one of ours)."""
+        wanted = self._distributions
+        return trial.distributions != wanted and all(wanted.get(n) == d for n, d in trial.distributions.items())
 
     def _measuring(self) -> dict[str, object]:
         """How hard a new trial is measured: its captures, and the bar it must clear to get them all."""

@@ -5,7 +5,11 @@ The fleet's automation (kernelsweep.flows.fleet.bisect_trigger) starts it from t
 the deployment's `spec` (the nightly spec) gives the artifact store. It runs what `kernelsweep bisect
 --builds` runs (kernelsweep.bisect.run), the builds from the operator's release-ordered list
 (`kernelsweep_sdk_builds`, a Prefect variable) between the step's two compiler versions, and its
-budget is `max_runs` runs a position.
+budget is `max_runs` runs a position. Each build's NEFF is compiled on the compile farm while it is up,
+before that build's first run: a one-point `compile-shard` run carrying the build (its tools' variables,
+kernelsweep.bisect.axis.Axis.build_env), so the run measured here finds the NEFF in the store; with the farm
+down, or its run not completed within `execution.worker_wait_seconds` of the nightly spec, this host
+compiles it, as a fleet search does (kernelsweep.flows.fleet.farm.farm_or_here).
 
 Its result is a markdown artifact (`bisect-<series>`, one history per point) and an event
 (`BISECT_EVENT`) with a finished subject and body, which the notification automation `fleet up
@@ -25,15 +29,18 @@ from prefect.events import emit_event
 from prefect.variables import Variable
 
 from kernelsweep.bisect import Question, bisect, builds_axis, lines
+from kernelsweep.bisect.axis import COMPILER_VERSION_ENV
 from kernelsweep.bisect.request import BUILDS_VARIABLE, StepRequest
 from kernelsweep.bisect.search import MAX_RUNS, Outcome
 from kernelsweep.bisect.store import BisectJournal
+from kernelsweep.fleet import Shard
 from kernelsweep.flows.cli.bench import shape_grid
+from kernelsweep.flows.fleet.farm import farm_or_here
 from kernelsweep.flows.settings import locations_from_env
 from kernelsweep.names import slug
 from kernelsweep.report import Rule
 from kernelsweep.report.notify import BISECT_EVENT, RESOURCE_PREFIX
-from kernelsweep.sweepspec import SweepSpec
+from kernelsweep.sweepspec import Point, SweepSpec
 
 REPEATS = 3  # profiled captures a run, as `kernelsweep bisect` takes by default
 
@@ -46,7 +53,8 @@ def bisect_step(
 
     Args:
         request: The step, as the report's `kernelsweep.step.found` event carries it.
-        spec: The nightly spec: its artifact store holds the bisection's NEFFs.
+        spec: The nightly spec: its artifact store holds the bisection's NEFFs; its
+            `execution.worker_wait_seconds` bounds the wait for a compile worker.
         max_runs: Budget: runs of one position before it counts as undecided.
         repeats: Profiled captures per run.
         rounds: Decide the ends and each midpoint on up to this many rounds captured in turn on one core
@@ -66,12 +74,13 @@ def bisect_step(
         "toolchain": "sim",  # the only SDK builds a bisection installs yet (kernelsweep.bisect.request)
         "artifacts": spec.artifacts,
         "results": step.results,
+        "execution": {"worker_wait_seconds": spec.execution.worker_wait_seconds},
     }
     question = Question(data, axis, Rule(), max_runs, rounds=rounds)
     asked = BisectJournal(step.results, question.as_json())
     told_before = "outcome" in asked.doc
     asked.asked_for(step.key)  # once it has an outcome, the nightly report asks for this step no more
-    outcome, journal, measured = bisect(question, locations_from_env())
+    outcome, journal, measured = bisect(question, locations_from_env(), compile_first=_on_the_farm)
     shown = lines(outcome, axis)
     total = len(journal.doc["runs"])
     said = f"bisect {journal.id} over {len(axis.labels)} builds: {total} runs ({total - measured} from its journal)"
@@ -101,6 +110,12 @@ def bisect_step(
             },
         )
     return subject
+
+
+def _on_the_farm(spec: SweepSpec, point: Point, build: dict[str, str]) -> None:
+    """A build's NEFF compiled on the farm, as that build, before its first run here (else here)."""
+    what = f"build {build[COMPILER_VERSION_ENV]}'s NEFF"
+    farm_or_here(spec, Shard(0, point.platform, [point]), what, None, None, build, kind="bisect")
 
 
 def _release_order() -> list[str]:

@@ -39,6 +39,7 @@ def compile_shard(
     target: PlatformName,
     fleet_run_id: str | None = None,
     expect: dict[str, str | None] | None = None,
+    toolchain_env: dict[str, str] | None = None,
 ) -> str:
     """Trace and compile shard `shard`'s points for `target` into the artifact store; capture nothing.
 
@@ -49,6 +50,8 @@ def compile_shard(
         target: The family the points run on: its compiler target and LNC.
         fleet_run_id: The fleet run that started this shard.
         expect: The compiler and NKI versions the family's hosts last reported; another SDK here refuses.
+        toolchain_env: The SDK build to compile with, as variables of the toolchain's tools (a bisection
+            step's simulated build, kernelsweep.bisect.axis); None: this host's own SDK.
     """
     log = get_run_logger()
     others = sorted({p.platform for p in points} - {target})
@@ -56,7 +59,7 @@ def compile_shard(
         raise UsageError(f"compile shard {shard} is for {target} but holds {', '.join(others)} points")
     probe_location(spec.artifacts_location, "artifact store", "the spec's `artifacts`")
     with stoppable() as stop:
-        ctx = prepare_compile(spec, locations_from_env(), stop)
+        ctx = prepare_compile(spec, locations_from_env(), stop, toolchain_env)
         host = report_host(ctx)
         problem = sdk_mismatch(host.host, target, host.versions, expect)
         if problem:

@@ -4,6 +4,8 @@ same cache key, the row naming the host that compiled it, and the SDK check a co
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import threading
 from pathlib import Path
 from uuid import UUID
 
@@ -246,3 +248,146 @@ def test_a_search_batch_is_one_compile_run_of_the_farm_and_a_farm_without_a_work
     assert {"compile", "search", "trn2"} <= set(run.tags) and run.parameters["shard"] == 5
     assert run.parameters["expect"] == expect and run.parameters["fleet_run_id"] == "fleet-1"
     assert [Point.model_validate(p) for p in run.parameters["points"]] == batch
+
+
+def _farm_deployment() -> UUID:
+    """The farm's pool and its `compile-shard/compile` deployment, as `kernelsweep fleet up` makes them."""
+    from prefect import get_client
+
+    from kernelsweep.fleet.farm import COMPILE_DEPLOYMENT, COMPILE_POOL
+    from kernelsweep.flows.compile_shard import compile_shard
+    from kernelsweep.flows.fleet.setup import ensure_pools
+
+    with get_client(sync_client=True) as client:
+        ensure_pools(client, [COMPILE_POOL])
+        return client.create_deployment(
+            flow_id=client.create_flow(compile_shard),
+            name=COMPILE_DEPLOYMENT.split("/")[1],
+            work_pool_name=COMPILE_POOL,
+            entrypoint="flows/compile_shard.py:compile_shard",
+        )
+
+
+class _FarmHost:
+    """A compile worker of the farm in this process: it beats in the compile pool as `compile-a` and runs each
+    compile run scheduled there through Prefect's flow engine (the `compile_shard` flow, with the parameters
+    the server holds), as a worker's flow run process would. With `leaves`, it leaves the pool (its worker
+    deleted) on seeing a run instead: a compile host gone before it took the run."""
+
+    NAME = "compile-a"
+
+    def __init__(self, leaves: bool = False) -> None:
+        import contextvars
+
+        self.leaves, self.done = leaves, threading.Event()
+        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._serve,), daemon=True)
+
+    def __enter__(self) -> _FarmHost:
+        from prefect import get_client
+
+        from kernelsweep.fleet.farm import COMPILE_POOL
+
+        with get_client(sync_client=True) as client:
+            client.send_worker_heartbeat(
+                COMPILE_POOL, self.NAME, heartbeat_interval_seconds=30
+            )  # online before it starts
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(timeout=30)
+
+    def _serve(self) -> None:
+        from prefect import get_client
+        from prefect.flow_engine import run_flow
+
+        from kernelsweep.fleet.farm import COMPILE_POOL
+        from kernelsweep.flows.compile_shard import compile_shard
+
+        with get_client(sync_client=True) as client:
+            while not self.done.wait(0.2):
+                for scheduled in client.get_scheduled_flow_runs_for_work_pool(COMPILE_POOL):
+                    if self.leaves:
+                        client.request("DELETE", "/work_pools/{work_pool_name}/workers/{name}",
+                                       path_params={"work_pool_name": COMPILE_POOL, "name": self.NAME})  # fmt: skip
+                        return
+                    run = scheduled.flow_run
+                    run_flow(compile_shard, flow_run=run, parameters=run.parameters, return_type="state")
+
+
+GOOD_BUILD, BAD_BUILD = "2.22.1.0", "2.22.2.0"  # neither is the simulated host's own compiler (2.21...)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_bisect_steps_neff_is_compiled_on_the_farm_as_its_build_and_a_farm_that_takes_no_run_leaves_it_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before a build's first run, the bisect flow sends its point to the farm as a compile run carrying the
+    build (the tools' variables, not this process's: the farm compiles in a thread pool, and here, in this
+    process, the build is not set while it compiles), so each run measured finds that NEFF in the store,
+    compiled by the farm's host under its own build. A compile host gone before it took the run: the run is
+    cancelled after `execution.worker_wait_seconds` and this host compiles the build's NEFF itself."""
+    from prefect import flow, get_client
+
+    import kernelsweep.flows.compile_shard as compile_flow
+    import kernelsweep.flows.fleet.wait as wait
+    from kernelsweep.bench import measure
+    from kernelsweep.bisect.axis import builds_axis
+    from kernelsweep.bisect.request import StepRequest
+
+    bisect_module = importlib.import_module("kernelsweep.flows.bisect")  # the module (the package names the flow)
+    from kernelsweep.flows.settings import locations_from_env
+    from kernelsweep.results import reader
+    from kernelsweep.sim import SIM_VERSION_SUFFIX
+    from kernelsweep.sweepspec.expansion import expand
+
+    monkeypatch.setattr(wait, "POLL_SECONDS", 0.05)
+    monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
+    monkeypatch.setenv("KERNELSWEEP_SIM_CULPRIT_BUILD", f"{BAD_BUILD}@vector_add:1.5")
+    monkeypatch.setenv("KERNELSWEEP_SIM_RUN_NOISE", "0")
+    from_env = compile_flow.locations_from_env  # the farm's host is this process, under its own name
+    monkeypatch.setattr(
+        compile_flow, "locations_from_env", lambda: dataclasses.replace(from_env(), host_name="compile-a")
+    )
+    deployment = _farm_deployment()
+    spec = sim_spec(tmp_path, [{"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": [2048]}}])
+    spec = spec.model_copy(update={"execution": spec.execution.model_copy(update={"worker_wait_seconds": 0.1})})
+    request = StepRequest(
+        "vector_add", "n=2048", "float32", "trn2", "2026-11-27", str(tmp_path / "results"), GOOD_BUILD, BAD_BUILD,
+        10.0, 15.0, 50.0, 40.0, 60.0, "3 v 3",
+    )  # fmt: skip
+    with _FarmHost():
+        said = bisect_module.bisect_step(request.as_json(), spec, max_runs=2, repeats=1)
+    assert said.endswith(f"build {BAD_BUILD} made it slower"), said  # the farm's NEFFs are the builds' own
+    columns = ["compiler_version", "neff_compile_host", "compile_cache_hit"]
+    rows = reader.read(str(tmp_path / "results"), columns=columns).to_pylist()
+    assert len(rows) >= 4 and {r["compiler_version"] for r in rows} == {
+        b + SIM_VERSION_SUFFIX for b in (GOOD_BUILD, BAD_BUILD)
+    }
+    assert all(r["neff_compile_host"] == "compile-a" and r["compile_cache_hit"] for r in rows), rows
+    with get_client(sync_client=True) as client:
+        runs = [r for r in client.read_flow_runs() if r.deployment_id == deployment and "bisect" in r.tags]
+    built = sorted(r.parameters["toolchain_env"]["KERNELSWEEP_SIM_COMPILER_VERSION"] for r in runs)
+    assert built == [GOOD_BUILD, BAD_BUILD]  # one compile run a build, however often it is measured
+    assert all(r.state.is_completed() for r in runs)
+    assert all(r.parameters["toolchain_env"]["KERNELSWEEP_SIM_CULPRIT_BUILD"] for r in runs)  # how builds behave
+
+    other = spec.model_copy(update={"artifacts": str(tmp_path / "other-store")})  # nothing compiled in it yet
+    [point] = expand(other)
+    build = builds_axis(["2.22.3.0", "2.22.4.0"], None, None).build_env(0)
+    assert build is not None
+
+    @flow
+    def bisect_flow() -> None:  # the bisect flow's hook, before a build's first run
+        bisect_module._on_the_farm(other, point, build)
+
+    with _FarmHost(leaves=True):
+        bisect_flow()
+    with get_client(sync_client=True) as client:
+        bisects = [r for r in client.read_flow_runs() if r.deployment_id == deployment and "bisect" in r.tags]
+    [cancelled] = [r for r in bisects if r.id not in {done.id for done in runs}]
+    assert "no trn2 worker online in work pool kernelsweep-compile" in (cancelled.state.message or "")
+    monkeypatch.setenv("KERNELSWEEP_SIM_COMPILER_VERSION", "2.22.3.0")  # the build, as the bisect measures it
+    row, _, _ = measure(other, point, locations_from_env(), "run")
+    assert row.status == "ok" and not row.compile_cache_hit and row.neff_compile_host == row.host != "compile-a"

@@ -26,7 +26,7 @@ from uuid import UUID
 
 from prefect import get_client, get_run_logger
 from prefect.client.orchestration import SyncPrefectClient
-from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.runtime import flow_run
@@ -71,23 +71,48 @@ def stream(
     return captures
 
 
-def compile_batch(spec: SweepSpec, shard: Shard, expect: dict[str, str | None], fleet_run_id: str) -> tuple[str, str]:
-    """Compile a search shard's batch of trials (`shard.points`, `shard.index` the search shard's) on the
-    farm and wait until its compile run is final, the server's retries included: (state type, message).
-    Its compile run goes to the queue this shard came from; `expect` is this host's compiler and NKI."""
-    batch = hashlib.sha256(" ".join(sorted(p.point_id for p in shard.points)).encode()).hexdigest()[:16]
+def farm_or_here(
+    spec: SweepSpec, shard: Shard, what: str, expect: dict[str, str | None] | None, fleet_run_id: str | None,
+    toolchain_env: dict[str, str] | None = None, kind: str = "search",
+) -> None:  # fmt: skip
+    """`shard`'s points compiled on the farm while it is online (compile_batch, the same arguments). A farm
+    that is down, or whose compile run did not complete, leaves them to this host, which compiles what the
+    store lacks (its rows' `neff_compile_host` say so); `what` names the points in the log."""
+    with get_client(sync_client=True) as client:
+        online = farm_online(client)
+    if not online:
+        get_run_logger().info("no compile farm online: this host compiles %s", what)
+        return
+    state, message = compile_batch(spec, shard, expect, fleet_run_id, toolchain_env, kind)
+    if state != StateType.COMPLETED.value:
+        get_run_logger().warning("the farm's compile run of %s ended %s (%s): this host compiles what it left",
+                                 what, state.lower(), message)  # fmt: skip
+
+
+def compile_batch(
+    spec: SweepSpec, shard: Shard, expect: dict[str, str | None] | None, fleet_run_id: str | None,
+    toolchain_env: dict[str, str] | None = None, kind: str = "search",
+) -> tuple[str, str]:  # fmt: skip
+    """Compile a batch of points (`shard.points`: a search shard's trials, `shard.index` the search shard's;
+    or a bisection step's point) on the farm and wait until its compile run is final, the server's retries
+    included: (state type, message). Its compile run goes to the queue this flow run came from, tagged
+    `kind`; `expect` is the compiler and NKI to hold the compile host to, `toolchain_env` the SDK build
+    to compile as (compile_shard's). The batch is its points and its build: each build's is a run of its own."""
+    built_as = " ".join(f"{k}={v}" for k, v in sorted((toolchain_env or {}).items()))
+    key = " ".join([*sorted(p.point_id for p in shard.points), built_as])
+    batch = hashlib.sha256(key.strip().encode()).hexdigest()[:16]  # without a build: the key it always had
     with get_client(sync_client=True) as client:
         queue = client.read_flow_run(UUID(str(flow_run.id))).work_queue_name or "urgent"
-        run = _submit_compile(spec, shard, queue, expect, fleet_run_id, batch)
+        run = _submit_compile(spec, shard, queue, expect, fleet_run_id, batch, toolchain_env, kind)
         wait = ShardWait(client, spec, [shard], {shard.index: run})
         return wait.until_done({shard.family: COMPILE_POOL}, retries_installed(client))[shard.index]
 
 
 def _submit_compile(
-    spec: SweepSpec, shard: Shard, queue: str, expect: dict[str, str | None] | None, fleet_run_id: str,
-    batch: str | None = None,
+    spec: SweepSpec, shard: Shard, queue: str, expect: dict[str, str | None] | None, fleet_run_id: str | None,
+    batch: str | None = None, toolchain_env: dict[str, str] | None = None, kind: str = "search",
 ) -> UUID:  # fmt: skip
-    """The compile run of a shard's points, or of one `batch` of a search shard's trials."""
+    """The compile run of a shard's points, or of one `batch` (compile_batch's)."""
     run = run_deployment(
         COMPILE_DEPLOYMENT,
         parameters={
@@ -97,9 +122,10 @@ def _submit_compile(
             "target": shard.family,
             "fleet_run_id": fleet_run_id,
             "expect": expect,
+            **({"toolchain_env": toolchain_env} if toolchain_env else {}),
         },
         timeout=0,
-        tags=["fleet", "compile", shard.family, *(["search"] if batch else [])],
+        tags=["fleet", "compile", shard.family, *([kind] if batch else [])],
         idempotency_key=f"{flow_run.id}-compile-{batch or shard.index}",
         work_queue_name=queue,
     )

@@ -48,7 +48,7 @@ from kernelsweep.fleet.farm import SDK_NAMES
 from kernelsweep.fleet.hosts import VERSION_NAMES, HostReport, attempt_label, unmet
 from kernelsweep.fleet.plan import pool_name, shard_journal_key
 from kernelsweep.flows.fleet.automations import REFUSED_EVENT, refusal_resource
-from kernelsweep.flows.fleet.farm import compile_batch, farm_online
+from kernelsweep.flows.fleet.farm import farm_or_here
 from kernelsweep.flows.host_run import probe_locations, run_points, scheduled_date
 from kernelsweep.flows.progress import subscribe
 from kernelsweep.flows.settings import host_name_from_env, locations_from_env
@@ -109,15 +109,7 @@ def farm_first(spec: SweepSpec, shard: int, fleet_run_id: str, ctx: StageContext
     expect = {name: getattr(ctx.versions, name) for name in SDK_NAMES}
 
     def compile_first(batch: list[Point]) -> None:
-        with get_client(sync_client=True) as client:
-            online = farm_online(client)
-        if not online:
-            get_run_logger().info("no compile farm online: this host compiles the %d trials it captures", len(batch))
-            return
-        state, message = compile_batch(spec, Shard(shard, batch[0].platform, batch), expect, fleet_run_id)
-        if state != StateType.COMPLETED.value:
-            get_run_logger().warning("the farm's compile run of %d trials ended %s (%s): this host compiles "
-                                     "what it left", len(batch), state.lower(), message)  # fmt: skip
+        farm_or_here(spec, Shard(shard, batch[0].platform, batch), f"{len(batch)} trials", expect, fleet_run_id)
 
     return compile_first
 

@@ -2,6 +2,8 @@
 
 * SDK builds: versions in release order. On the simulator each is the compiler version the stand-in
   tools run as (KERNELSWEEP_SIM_COMPILER_VERSION), so a build's NEFFs are its own in the compile cache.
+  A build travels as those tools' variables (`build_env`): the version, and the knobs that say how the
+  simulated builds behave (which one is the culprit), so a compile host builds the NEFF this host would.
 * SDK environments: the venvs of a folder, each an SDK build, in the order of the compiler each one
   holds (kernelsweep.bisect.sdk_folder). A position is that venv's python as the point's
   `neuron_python`: the trace worker traces and compiles under it, and its rows report its compiler.
@@ -27,6 +29,8 @@ from pathlib import Path
 from kernelsweep.errors import UsageError
 
 COMPILER_VERSION_ENV = "KERNELSWEEP_SIM_COMPILER_VERSION"
+# What the simulated compiler emits, by build: part of a build wherever it compiles (docs/simulator.md)
+BUILD_BEHAVIOUR_ENV = ("KERNELSWEEP_SIM_CULPRIT_BUILD", "KERNELSWEEP_SIM_COMPILER_SLOWDOWN")
 Matcher = Callable[[str, str], bool]  # (a position's label, an end as given): is it that end
 
 
@@ -46,6 +50,15 @@ class Axis:
     def spec_of(self, position: int) -> dict[str, str]:
         """What this position sets in the point's spec: an SDK environment's interpreter, else nothing."""
         return {"neuron_python": self.pythons[position]} if self.kind == "sdks" else {}
+
+    def build_env(self, position: int) -> dict[str, str] | None:
+        """The position as variables of the toolchain's tools, for a compile host to compile its NEFF
+        (the compile farm); None where a compile host cannot: a commit's checkout and an SDK environment's
+        venv are on this host only."""
+        if self.kind != "builds":
+            return None
+        behaviour = {name: os.environ[name] for name in BUILD_BEHAVIOUR_ENV if os.environ.get(name)}
+        return {**behaviour, COMPILER_VERSION_ENV: self.labels[position]}
 
     @contextmanager
     def at(self, position: int) -> Iterator[None]:

@@ -1,9 +1,12 @@
 """A bisection of one point, end to end: each run of a position is the point measured through the
 sweep's own stages (kernelsweep.bench.measure: the same trace and compile caches, so a build's or a
 commit's NEFF is compiled once, by content), stored as a row of the sweep `bisect-<id>`, journaled,
-and judged by kernelsweep.bisect.search. With interleaved rounds, a round is the positions' NEFFs
-(fetched from their first runs' rows, as `compare --confirm` fetches a suspect's) captured in turn
-on one leased core of one toolchain set-up, each round journaled as it is captured."""
+and judged by kernelsweep.bisect.search. Given a `compile_first` (the bisect flow's compile farm), a
+position whose build a compile host can take (SDK builds: kernelsweep.bisect.axis.Axis.build_env) has
+its NEFF compiled there before its first run, which then finds it in the store. With interleaved
+rounds, a round is the positions' NEFFs (fetched from their first runs' rows, as `compare --confirm`
+fetches a suspect's) captured in turn on one leased core of one toolchain set-up, each round journaled
+as it is captured."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelsweep.bisect.axis import Axis
 from kernelsweep.bisect.search import Bisection, Line, Outcome, Rounds, Runs, capture_order
@@ -22,6 +25,12 @@ from kernelsweep.bisect.store import SWEEP_PREFIX, BisectJournal
 from kernelsweep.errors import KernelsweepError
 from kernelsweep.report.stats import Rule, Sample
 from kernelsweep.this_host import Locations
+
+if TYPE_CHECKING:
+    from kernelsweep.sweepspec import Point, SweepSpec
+
+# Has a step's NEFF compiled elsewhere (spec, point, the build as the tools' variables) before it is measured
+CompileFirst = Callable[["SweepSpec", "Point", dict[str, str]], None]
 
 
 class BisectFailed(KernelsweepError):
@@ -75,9 +84,10 @@ def bisect(
     question: Question,
     locations: Locations,
     on_run: Callable[[Any, Sample], None] | None = None,
+    compile_first: CompileFirst | None = None,
 ) -> tuple[Outcome, BisectJournal, int]:
     """Bisect, resuming the question's journal if it has one: (the outcome, the journal, runs measured now)."""
-    journal, runs = _journaled_runs(question, locations, on_run)
+    journal, runs = _journaled_runs(question, locations, on_run, compile_first)
     outcome = _along(question, question.axis, runs).run()
     journal.finish(_summary(outcome))
     return outcome, journal, runs.measured
@@ -102,15 +112,24 @@ def bisect_both(
 
 
 def _journaled_runs(
-    question: Question, locations: Locations, on_run: Callable[[Any, Sample], None] | None
+    question: Question,
+    locations: Locations,
+    on_run: Callable[[Any, Sample], None] | None,
+    compile_first: CompileFirst | None = None,
 ) -> tuple[BisectJournal, Runs]:
     """The question's journal, and its runs: replayed from the journal, else measured, stored and journaled."""
     from kernelsweep.sweepspec import parse_spec
 
     spec = parse_spec(question.spec_data, source="bisect")
     journal = BisectJournal(spec.results_location, question.as_json())
+    compiled = set(journal.runs())  # positions measured before: their NEFFs are in the store
 
     def measure(at: Any) -> Sample:
+        build = question.axis.build_env(at) if question.other is None else None  # two axes: a commit's too
+        if compile_first is not None and build is not None and at not in compiled:
+            # before the position is in effect here: its build travels in `build`, not in this process
+            compile_first(*_step(question, at, journal.id), build)
+            compiled.add(at)
         with _positioned(question, at):
             sample, row_id = _measured(question, at, journal.id, locations)
         journal.add(at, _label(question, at), sample, row_id)
@@ -192,12 +211,9 @@ def _measured(question: Question, at: Any, bisect_id: str, locations: Locations)
     """One run of the point at this position, stored as a row; its repeats as a sample."""
     from kernelsweep.bench import measure
     from kernelsweep.results import write_results
-    from kernelsweep.sweepspec import expand_spec, parse_spec
 
     where = _described(question, at)
-    data = {**question.spec_data, **_spec_at(question, at), "name": SWEEP_PREFIX + bisect_id}
-    spec = parse_spec(data, source="bisect")
-    [point] = expand_spec(spec, source="bisect").points  # within the position: a commit's kernel defaults
+    spec, point = _step(question, at, bisect_id)
     run_id = f"{SWEEP_PREFIX}{bisect_id}-{uuid.uuid4().hex[:12]}"
     row, _, _ = measure(spec, point, locations, run_id)
     lineage = {"sweep": SWEEP_PREFIX + bisect_id, "flow_run_id": run_id, "toolchain": row.toolchain, "points": 1}
@@ -208,3 +224,14 @@ def _measured(question: Question, at: Any, bisect_id: str, locations: Locations)
             "a bisection needs the point to run at every position"
         )
     return Sample.of(row.latencies_us), row.row_id
+
+
+def _step(question: Question, at: Any, bisect_id: str) -> tuple[SweepSpec, Point]:
+    """The spec and the one point a run of this position measures (expanded within the position when it
+    is in effect: a commit's kernel defaults)."""
+    from kernelsweep.sweepspec import expand_spec, parse_spec
+
+    data = {**question.spec_data, **_spec_at(question, at), "name": SWEEP_PREFIX + bisect_id}
+    spec = parse_spec(data, source="bisect")
+    [point] = expand_spec(spec, source="bisect").points
+    return spec, point

@@ -16,6 +16,7 @@ reported (`sdk_mismatch`).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
 
@@ -44,10 +45,17 @@ COMPILE_DEPLOYMENT = f"{COMPILE_FLOW}/compile"
 SDK_NAMES = ("compiler", "nki")  # the versions in a NEFF's cache key that a compile host must share
 
 
-def compile_toolchain(spec: SweepSpec, locations: Locations) -> Toolchain:
+def compile_toolchain(spec: SweepSpec, locations: Locations, env: Mapping[str, str] | None = None) -> Toolchain:
     """The toolchain a compile host traces and compiles with: the one the family's capture hosts
     resolve to, minus the device. `neuron` (and `auto` where neuronx-cc is installed) needs only
-    the compiler; `auto` without one is the simulator, as on a capture host; `sim` and `cpu` as ever."""
+    the compiler; `auto` without one is the simulator, as on a capture host; `sim` and `cpu` as ever.
+    `env`, the SDK build a compile run carries (a bisection step's), is set for the tools over their
+    own: in the toolchain, not in this host's environment, which the shard's other compiles share."""
+    toolchain = _host_toolchain(spec, locations)
+    return dataclasses.replace(toolchain, env={**toolchain.env, **env}) if env else toolchain
+
+
+def _host_toolchain(spec: SweepSpec, locations: Locations) -> Toolchain:
     if spec.toolchain in ("sim", "cpu"):
         python = neuron_python(spec.neuron_python, locations) if spec.toolchain == "cpu" else None
         return resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)[0]
@@ -63,9 +71,12 @@ def compile_toolchain(spec: SweepSpec, locations: Locations) -> Toolchain:
     return resolve_toolchain("sim", locations.sim_state_dir)[0]
 
 
-def prepare_compile(spec: SweepSpec, locations: Locations, stop: threading.Event | None = None) -> StageContext:
-    """A stage context that can trace and compile but leases no NeuronCore: a compile host has none."""
-    toolchain = compile_toolchain(spec, locations)
+def prepare_compile(
+    spec: SweepSpec, locations: Locations, stop: threading.Event | None = None, env: Mapping[str, str] | None = None
+) -> StageContext:
+    """A stage context that can trace and compile but leases no NeuronCore: a compile host has none;
+    `env` the SDK build to compile as (compile_toolchain)."""
+    toolchain = compile_toolchain(spec, locations, env)
     versions = collect(toolchain)
     peaks = CompilePeaks(locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir)
     limit = spec.execution.compile_memory_limit_gb

@@ -99,7 +99,8 @@ class CompilePeaks:
     def record(self, compiler_version: str | None, peak_bytes: int | None) -> None:
         if not peak_bytes:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # private, as the core leases beside it want their folder (a compile host that also captures)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -345,7 +345,6 @@ def test_a_bisect_steps_neff_is_compiled_on_the_farm_as_its_build_and_a_farm_tha
     monkeypatch.setattr(wait, "POLL_SECONDS", 0.05)
     monkeypatch.setenv("KERNELSWEEP_SIM_STATE", str(tmp_path / "sim"))
     monkeypatch.setenv("KERNELSWEEP_SIM_CULPRIT_BUILD", f"{BAD_BUILD}@vector_add:1.5")
-    monkeypatch.setenv("KERNELSWEEP_SIM_RUN_NOISE", "0")
     from_env = compile_flow.locations_from_env  # the farm's host is this process, under its own name
     monkeypatch.setattr(
         compile_flow, "locations_from_env", lambda: dataclasses.replace(from_env(), host_name="compile-a")

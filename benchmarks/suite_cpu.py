@@ -69,7 +69,7 @@ def kind_of(argv: list[str]) -> str:
     if what.startswith("-c import sys;exec"):
         return "pytest-xdist workers (tests run in-process)"
     if what.startswith(("postgres", "chrom")):
-        return what.split()[0]
+        return what.split()[0].rstrip(":")  # a PostgreSQL backend's title: "postgres: ..."
     return "other"
 
 
@@ -80,8 +80,11 @@ def busy_seconds() -> float:
 
 def _processes() -> dict[tuple[str, str], tuple[float, list[str]]]:
     """(pid, start time) -> (CPU seconds so far, argv), for every process readable now; a template's
-    with its reaped children's, a forked tool's not at all (its template's counts it once it ends)."""
-    found, parents, templates = {}, {}, set()
+    with its reaped children's, a forked tool's not at all (its template's counts it once it ends).
+    A PostgreSQL server's processes write their titles over the environment the mark is in, so a
+    child of a marked postmaster is the command's too (a backend that ends between two samples is
+    not seen)."""
+    found, parents, templates, unmarked = {}, {}, set(), {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -91,13 +94,18 @@ def _processes() -> dict[tuple[str, str], tuple[float, list[str]]]:
             marked = MARK.encode() in (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
+        template = bool(command) and program(command)[0] == TEMPLATE
+        ticks = stat[11:15] if template else stat[11:13]  # utime, stime (, cutime, cstime)
+        cpu = (sum(int(f) for f in ticks) / TICKS, command)
         if command and marked:
-            template = program(command)[0] == TEMPLATE
-            ticks = stat[11:15] if template else stat[11:13]  # utime, stime (, cutime, cstime)
-            found[(entry.name, stat[19])] = (sum(int(f) for f in ticks) / TICKS, command)
+            found[(entry.name, stat[19])] = cpu
             parents[entry.name] = stat[1]
             templates |= {entry.name} if template else set()
-    return {key: value for key, value in found.items() if parents[key[0]] not in templates}
+        elif command and command[0].startswith("postgres:"):
+            unmarked[(entry.name, stat[19])] = (stat[1], cpu)
+    postmasters = {pid for (pid, _), (_, argv) in found.items() if Path(argv[0]).name == "postgres"}
+    found |= {key: cpu for key, (parent, cpu) in unmarked.items() if parent in postmasters}
+    return {key: value for key, value in found.items() if parents.get(key[0]) not in templates}
 
 
 def measure(argv: list[str]) -> tuple[int, float, float, float, Counter[str]]:

@@ -382,10 +382,11 @@ def test_a_search_spreads_its_trials_over_the_family_and_resumes_after_a_host_di
     kernel = {"kernel": "matmul", "dtypes": ["bfloat16"], "grid": {"M": [512], "K": [256], "N": [1024]},
               "search": {"budget": 6, "batch": 1, "warm_start": 0}}  # fmt: skip
     spec = sim_spec(tmp_path, [kernel], name="searched", platforms=("trn2",), execution={"max_points_per_flow_run": 3})
-    # One shard each; the doomed host slow, to be caught between two trials, the other at the usual speed
-    # (it measures the rest of the budget and the winner's contest of three runs).
+    # The doomed host is slow, to be caught between two trials, and alone until it dies: with the other
+    # host up from the start, that host once used the whole budget while the doomed one measured its first
+    # trial, and the doomed shard completed instead of dying with trials left to ask. The other host then
+    # runs the second shard, the dead one's retry (the rest of the budget) and the winner's contest.
     workers = _hosts(server, tmp_path, {"trn2-doomed": "trn2"}, **SLOW_HOST)
-    workers += _hosts(server, tmp_path, {"trn2-steady": "trn2"})
     try:
         fleet_run = _run_fleet(server, spec)
         poll(
@@ -396,6 +397,7 @@ def test_a_search_spreads_its_trials_over_the_family_and_resumes_after_a_host_di
         )
         workers[0].die()
         finished = _journaled(spec)
+        workers += _hosts(server, tmp_path, {"trn2-steady": "trn2"})
         outcome = server.wait_final(fleet_run, RUN_TIMEOUT)["state"]
         assert outcome["type"] == "COMPLETED", outcome["message"]
         shards = [r for r in _shards(server, fleet_run).values() if "search" in r["tags"]]  # and the contests

@@ -64,6 +64,24 @@ def poll(check: Callable[[], T | None], *, timeout: float, what: str, every: flo
         time.sleep(every)
 
 
+def recorded_task_run(task_run_id: str, api_url: str | None = None, timeout: float = 60) -> dict:
+    """The task run (the API's JSON) from `api_url`, else the current Prefect API, once its server has
+    recorded its final state. Prefect 3 writes a task run from the events its flow run emits, after the
+    flow may have returned: a read straight after a sweep can find nothing yet (a 404 once failed CI this
+    way), or a state and run count short of the last."""
+    if api_url is None:
+        from prefect.settings import PREFECT_API_URL
+
+        api_url = PREFECT_API_URL.value()
+    final = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")
+
+    def read() -> dict | None:
+        found = api_call(api_url, "/task_runs/filter", {"task_runs": {"id": {"any_": [task_run_id]}}})
+        return next((run for run in found if (run["state"] or {}).get("type") in final), None)  # type: ignore[union-attr]
+
+    return poll(read, timeout=timeout, what=f"task run {task_run_id} recorded", every=0.2)
+
+
 @dataclass
 class PrefectServer:
     home: Path

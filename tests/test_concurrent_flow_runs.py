@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from prefect_server import PrefectServer, poll, sim_host_env
+from prefect_server import PrefectServer, poll, recorded_task_run, sim_host_env
 
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.results import reader
@@ -79,7 +79,8 @@ def test_two_flow_runs_on_one_host_never_capture_on_the_same_core_at_once(fleet_
     rows = {name: reader.read(str(tmp_path / f"results-{name}")).to_pylist() for name in ("left", "right")}
     assert all(len(r) == 6 and all(x["status"] == "ok" for x in r) for r in rows.values())
     both = rows["left"] + rows["right"]
-    run_counts = [fleet_server.api(f"/task_runs/{dict(r['task_run_ids'])['capture']}")["run_count"] for r in both]
+    captures = [dict(r["task_run_ids"])["capture"] for r in both]
+    run_counts = [recorded_task_run(capture, fleet_server.api_url)["run_count"] for capture in captures]
     assert run_counts == [1] * 12  # the runtime never refused a core: no two captures met on one
     assert {r["visible_cores"] for r in rows["left"]} & {r["visible_cores"] for r in rows["right"]}  # cores shared
     spans = [(r["started_at"], r["finished_at"]) for r in rows["left"]]

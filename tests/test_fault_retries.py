@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
-from prefect.client.orchestration import get_client
+from prefect_server import recorded_task_run
 from specs import VECTOR_ADD, sim_spec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -14,8 +14,7 @@ MLP = {"kernel": "kernelsweep.kernels.mlp:mlp", "dtypes": ["bfloat16"], "grid": 
 
 
 def _run_count(task_run_id: str) -> int:
-    with get_client(sync_client=True) as client:
-        return client.read_task_run(task_run_id).run_count
+    return recorded_task_run(task_run_id)["run_count"]
 
 
 @pytest.fixture

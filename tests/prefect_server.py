@@ -77,7 +77,7 @@ def recorded_task_run(task_run_id: str, api_url: str | None = None, timeout: flo
 
     def read() -> dict | None:
         found = api_call(api_url, "/task_runs/filter", {"task_runs": {"id": {"any_": [task_run_id]}}})
-        return next((run for run in found if (run["state"] or {}).get("type") in final), None)  # type: ignore[union-attr]
+        return next((run for run in found if (run["state"] or {}).get("type") in final), None)
 
     return poll(read, timeout=timeout, what=f"task run {task_run_id} recorded", every=0.2)
 

@@ -168,3 +168,44 @@ def test_the_trace_worker_reports_a_refused_kernel_as_a_deterministic_error(tmp_
     # NKI 0.7 (the simulator's default) runs the kernel to trace it: the removed API fails as it runs
     assert info.value.error_class == "NkiApiMissing" and not info.value.retryable
     assert "AttributeError: module 'nki.language' has no attribute 'par_dim'" in info.value.message
+
+
+def test_a_tiled_index_takes_the_fast_path_to_the_view_the_general_one_gives():
+    """`NkiTensor.__getitem__` answers a step-less in-bounds slice per axis without the general walk;
+    every key, taken or not, gives the view (or the error) the general `_indexed` gives."""
+    import random
+
+    from kernelsweep.sim.nki.tensor import NkiTensor, Storage
+
+    hbm = NkiTensor(Storage((256, 8, 1024), "float32", "hbm"), (256, 8, 1024))
+    sbuf = NkiTensor(Storage((128, 2048), "bfloat16", "sbuf"), (128, 2048))[0:96, 512:1536]
+    rng = random.Random(7)
+    bounds = [None, -3, 0, 1, 5, 95, 96, 97, 127, 511, 1024, 1025]
+    taken = 0
+    for tensor in (hbm, sbuf):
+        for _ in range(400):
+            tiled = rng.random() < 0.5  # an in-bounds tile, as kernels index; else anything
+            key = tuple(
+                _tile(rng, size)
+                if tiled
+                else slice(rng.choice(bounds), rng.choice(bounds), rng.choice([None, None, None, 1, 2]))
+                if rng.random() < 0.85
+                else rng.choice([0, 3, -1])
+                for size in tensor.shape
+            )
+            results = []
+            for index in (tensor.__getitem__, tensor._indexed):
+                try:
+                    view = index(key)
+                    results.append((view.shape, view.offset, view.strides))
+                except NkiError as exc:
+                    results.append(str(exc))
+            assert results[0] == results[1], key
+            taken += tensor._in_bounds_slices(key) is not None
+    assert taken > 100  # the fast path was exercised, not only the fallback
+
+
+def _tile(rng, size: int) -> slice:
+    start = rng.randrange(size)
+    stop = rng.randrange(start + 1, size + 1)
+    return slice(rng.choice([start, None]) if start == 0 else start, rng.choice([stop, None]) if stop == size else stop)

@@ -106,7 +106,7 @@ class Op:
 
 def new_tensor(shape: tuple[int, ...], dtype: str, buffer: str, name: str = "") -> NkiTensor:
     trace = current()
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(map(int, shape))
     if buffer in ("sbuf", "psum"):
         if shape[0] > PMAX:
             raise ValueError(NKI_PARTITION_ERROR.format(parts=shape[0], limit=PMAX))
@@ -166,8 +166,10 @@ def _same_layout(what: str, a: NkiTensor, b: NkiTensor) -> None:
 def _count(engine: str, units: int, **work: int) -> None:
     """One instruction on `engine` doing `units` of work, at the kernel source line that issued it."""
     trace = current()
-    trace.work["instructions"] += 1
-    trace.work.update(work)
+    counts = trace.work
+    counts["instructions"] += 1
+    for name, amount in work.items():  # Counter.update's own loop, without its per-call type checks
+        counts[name] += amount
     where = (_kernel_line(trace.source), engine)
     trace.line_instructions[where] += 1
     trace.line_units[where] += units
@@ -201,12 +203,13 @@ def dma_copy(dst: NkiTensor, src: NkiTensor) -> None:
     any_but_psum = ("sbuf", *HBM)
     require_tile("dma_copy dst", dst, any_but_psum)
     require_tile("dma_copy src", src, any_but_psum)
-    if dst.size != src.size:
+    size = dst.size
+    if size != src.size:
         raise NkiError(f"dma_copy: src {src.shape} and dst {dst.shape} hold different numbers of elements")
-    hbm_read = src.size * ITEMSIZE.get(src.dtype, 4) if src.buffer in HBM else 0
-    hbm_write = dst.size * ITEMSIZE.get(dst.dtype, 4) if dst.buffer in HBM else 0
-    shared = dst.size if dst.buffer == "shared_hbm" else 0
-    moved = dst.size * ITEMSIZE.get(dst.dtype, 4)
+    hbm_read = size * ITEMSIZE.get(src.dtype, 4) if src.buffer in HBM else 0
+    moved = size * ITEMSIZE.get(dst.dtype, 4)
+    hbm_write = moved if dst.buffer in HBM else 0
+    shared = size if dst.buffer == "shared_hbm" else 0
     _count("dma", moved, dma=1, hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write, shared_writes=shared)
     if current().values:
         from kernelsweep.sim.nki import values as v

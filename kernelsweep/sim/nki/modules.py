@@ -57,6 +57,7 @@ def bound(name: str, model: Callable[..., Any], signature: inspect.Signature | N
     required = frozenset(n for n, p in signature.parameters.items() if p.default is p.empty)
     params = inspect.signature(model).parameters
     takes = names if any(p.kind is p.VAR_KEYWORD for p in params.values()) else tuple(n for n in names if n in params)
+    taken = frozenset(takes)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if args:
@@ -72,6 +73,8 @@ def bound(name: str, model: Callable[..., Any], signature: inspect.Signature | N
         if not required.issubset(kwargs):
             missing = next(n for n in names if n in required and n not in kwargs)
             raise TypeError(f"{name}() missing required argument: '{missing}'")
+        if taken.issuperset(kwargs):  # the model uses every argument given: pass them as they are
+            return model(**kwargs)
         return model(**{k: kwargs[k] for k in takes if k in kwargs})
 
     call.__name__ = name

@@ -102,6 +102,28 @@ class NkiTensor:
         return f"NkiTensor(shape={self.shape}, dtype={self.dtype}, buffer={self.buffer})"
 
     def __getitem__(self, key: Any) -> NkiTensor:
+        if type(key) is tuple and len(key) == len(self.shape):
+            view = self._in_bounds_slices(key)
+            if view is not None:
+                return view
+        return self._indexed(key)
+
+    def _in_bounds_slices(self, keys: tuple[Any, ...]) -> NkiTensor | None:
+        """The view for one step-less, in-bounds, non-empty slice per axis (what tiled kernels index
+        with, hundreds of thousands of times a trace), else None for `_indexed` to check and explain."""
+        shape, offset = [], self.offset
+        for k, size, stride in zip(keys, self.shape, self.strides):  # noqa: B905 - lengths checked by the caller
+            if type(k) is not slice or k.step is not None:
+                return None
+            start = 0 if k.start is None else k.start
+            stop = size if k.stop is None else k.stop
+            if type(start) is not int or type(stop) is not int or not 0 <= start < stop <= size:
+                return None
+            offset += start * stride
+            shape.append(stop - start)
+        return NkiTensor(self.storage, tuple(shape), offset, self.strides)
+
+    def _indexed(self, key: Any) -> NkiTensor:
         keys = list(key) if isinstance(key, tuple) else [key]
         if Ellipsis in keys:
             at = keys.index(Ellipsis)

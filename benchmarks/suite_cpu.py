@@ -1,6 +1,6 @@
 """Where a command's CPU goes, by kind of process: for finding what makes the slow test stage slow.
 
-    python benchmarks/suite_cpu.py -- .venv/bin/python -m pytest -q -m slow
+    python benchmarks/suite_cpu.py [--by-test] -- .venv/bin/python -m pytest -q -m slow
 
 Runs the command, samples /proc once a second while it runs, and prints the CPU seconds of every
 process on the machine by kind (Prefect servers, flow-run processes, workers, simulated tools, ...)
@@ -10,6 +10,13 @@ included, as the kernel sums them for the command when they end); the difference
 Only the command's processes are counted (they carry a mark in their environment), so the figures
 hold on a shared machine too; the wall time does not, and the machine's busy time is printed beside it.
 Linux only.
+
+`--by-test` also prints the CPU seconds of the 30 costliest tests: tests/conftest.py writes the test
+each pytest process is running into a folder this names (SUITE_CPU_TESTS), and each sample's CPU goes
+to the test of the process's nearest such ancestor. A fleet group's server and hosts are children of
+that group's pytest process, so a fleet test carries their share while it runs; the stage's shared
+server, started by the xdist controller, and PostgreSQL are counted apart. The samples are a second
+apart, so a test shorter than that may be given the last second of the one before it.
 """
 
 from __future__ import annotations
@@ -18,12 +25,15 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
 MARK = f"SUITE_CPU_MARK={os.getpid()}"  # no PREFECT_ or KERNELSWEEP_ prefix: tests drop those from environments
+TESTS_ENV = "SUITE_CPU_TESTS"  # the folder where each pytest process writes the test it runs (tests/conftest.py)
+OUTSIDE = "(outside any test: the stage's server, PostgreSQL, collection, the controller)"
 
 
 def program(argv: list[str]) -> tuple[str, list[str]]:
@@ -78,8 +88,9 @@ def busy_seconds() -> float:
     return (sum(fields) - fields[3] - fields[4]) / TICKS  # all but idle and iowait
 
 
-def _processes() -> dict[tuple[str, str], tuple[float, list[str]]]:
-    """(pid, start time) -> (CPU seconds so far, argv), for every process readable now; a template's
+def _processes() -> tuple[dict[tuple[str, str], tuple[float, list[str]]], dict[str, str]]:
+    """(pid, start time) -> (CPU seconds so far, argv), for every process readable now, and each
+    process's parent (pid -> pid); a template's
     with its reaped children's, a forked tool's not at all (its template's counts it once it ends).
     A PostgreSQL server's processes write their titles over the environment the mark is in, so a
     child of a marked postmaster is the command's too (a backend that ends between two samples is
@@ -97,43 +108,77 @@ def _processes() -> dict[tuple[str, str], tuple[float, list[str]]]:
         template = bool(command) and program(command)[0] == TEMPLATE
         ticks = stat[11:15] if template else stat[11:13]  # utime, stime (, cutime, cstime)
         cpu = (sum(int(f) for f in ticks) / TICKS, command)
+        parents[entry.name] = stat[1]
         if command and marked:
             found[(entry.name, stat[19])] = cpu
-            parents[entry.name] = stat[1]
             templates |= {entry.name} if template else set()
         elif command and command[0].startswith("postgres:"):
             unmarked[(entry.name, stat[19])] = (stat[1], cpu)
     postmasters = {pid for (pid, _), (_, argv) in found.items() if Path(argv[0]).name == "postgres"}
     found |= {key: cpu for key, (parent, cpu) in unmarked.items() if parent in postmasters}
-    return {key: value for key, value in found.items() if parents.get(key[0]) not in templates}
+    return {key: value for key, value in found.items() if parents.get(key[0]) not in templates}, parents
 
 
-def measure(argv: list[str]) -> tuple[int, float, float, float, Counter[str]]:
+def _running_tests(folder: Path | None) -> dict[str, str]:
+    """pid of a pytest process -> the test it is running now."""
+    if folder is None:
+        return {}
+    found = {}
+    for entry in folder.iterdir():
+        try:
+            found[entry.name] = entry.read_text()
+        except OSError:
+            continue
+    return found
+
+
+def _test_of(pid: str, parents: dict[str, str], tests: dict[str, str]) -> str:
+    while pid in parents or pid in tests:
+        if pid in tests:
+            return tests[pid] or OUTSIDE
+        pid = parents[pid]
+    return OUTSIDE
+
+
+def measure(
+    argv: list[str], tests_folder: Path | None = None
+) -> tuple[int, float, float, float, Counter[str], Counter[str]]:
     """Run `argv`; its exit code, wall seconds, the machine's busy seconds, the command's own CPU
-    seconds (every process of it its parents waited for) and CPU seconds by kind."""
+    seconds (every process of it its parents waited for), CPU seconds by kind and by test (when
+    `tests_folder` is given)."""
     seen: dict[tuple[str, str], float] = {}
     by_kind: Counter[str] = Counter()
+    by_test: Counter[str] = Counter()
     busy, started = busy_seconds(), time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     name, value = MARK.split("=")
-    child = subprocess.Popen(argv, env={**os.environ, name: value})
+    env = {**os.environ, name: value} | ({TESTS_ENV: str(tests_folder)} if tests_folder else {})
+    child = subprocess.Popen(argv, env=env)
     while True:
-        for key, (cpu, command) in _processes().items():
-            by_kind[kind_of(command)] += cpu - seen.get(key, 0.0)
+        processes, parents = _processes()
+        tests = _running_tests(tests_folder)
+        for key, (cpu, command) in processes.items():
+            used = cpu - seen.get(key, 0.0)
+            by_kind[kind_of(command)] += used
+            if tests_folder is not None:
+                by_test[_test_of(key[0], parents, tests)] += used
             seen[key] = cpu
         if child.poll() is not None:
             break
         time.sleep(1)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return child.returncode, time.monotonic() - started, busy_seconds() - busy, own, by_kind
+    return child.returncode, time.monotonic() - started, busy_seconds() - busy, own, by_kind, by_test
 
 
 def main(argv: list[str]) -> int:
+    by_tests = argv[:1] == ["--by-test"]
+    argv = argv[1:] if by_tests else argv
     if not argv or argv[0] != "--" or len(argv) < 2:
-        print("usage: python benchmarks/suite_cpu.py -- COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python benchmarks/suite_cpu.py [--by-test] -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
-    code, wall, busy, own, by_kind = measure(argv[1:])
+    with tempfile.TemporaryDirectory(prefix="suite-cpu-tests-") as folder:
+        code, wall, busy, own, by_kind, by_test = measure(argv[1:], Path(folder) if by_tests else None)
     cores = os.cpu_count() or 1
     print(f"\nwall {wall:.0f} s; machine busy {busy:.0f} CPU-s = {busy / wall:.2f} of {cores} cores on average")
     print(f"the command's own CPU: {own:.0f} s")
@@ -142,6 +187,12 @@ def main(argv: list[str]) -> int:
             print(f"  {seconds:8.1f} s  {kind}")
     unseen = own - sum(by_kind.values())  # negative: daemons (PostgreSQL) whose CPU no parent collects
     print(f"  {unseen:8.1f} s  not seen (processes shorter than a sample)")
+    if by_tests:
+        print("by test (the 30 costliest, and what ran outside any test):")
+        for test, seconds in by_test.most_common(30):
+            print(f"  {seconds:8.1f} s  {test}")
+        if OUTSIDE not in dict(by_test.most_common(30)):
+            print(f"  {by_test[OUTSIDE]:8.1f} s  {OUTSIDE}")
     return code
 
 

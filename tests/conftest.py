@@ -33,6 +33,21 @@ REPO = Path(__file__).resolve().parent.parent
 SEEDS_FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Under `benchmarks/suite_cpu.py --by-test`: the test this process runs now, in the folder it names
+    (one file per process), so that it can give each process's CPU to a test."""
+    folder = os.environ.get("SUITE_CPU_TESTS")
+    if not folder:
+        return (yield)
+    mine = Path(folder) / str(os.getpid())
+    mine.write_text(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        mine.write_text("")
+
+
 @pytest.fixture(autouse=True)
 def _no_stop_request_left_behind():
     """Under xdist a test cannot know which tests ran before it in its process: none may leave a stop

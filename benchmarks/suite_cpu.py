@@ -89,9 +89,9 @@ def busy_seconds() -> float:
 
 
 def _processes() -> tuple[dict[tuple[str, str], tuple[float, list[str]]], dict[str, str]]:
-    """(pid, start time) -> (CPU seconds so far, argv), for every process readable now, and each
-    process's parent (pid -> pid); a template's
-    with its reaped children's, a forked tool's not at all (its template's counts it once it ends).
+    """(pid, start time) -> (CPU seconds so far, argv) for every process of the command readable now
+    (a template's with its reaped children's, a forked tool's not at all: its template's counts it
+    once it ends), and every readable process's parent (pid -> pid), for `--by-test`.
     A PostgreSQL server's processes write their titles over the environment the mark is in, so a
     child of a marked postmaster is the command's too (a backend that ends between two samples is
     not seen)."""

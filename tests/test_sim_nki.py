@@ -5,6 +5,7 @@ before issue 9 (tests/fixtures/nki_kernels/old_*.py) and one small kernel per ru
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from kernelsweep.errors import TraceError
 from kernelsweep.kernels import BUILTIN, load_kernel
 from kernelsweep.kernels.vector_add import VectorAdd
 from kernelsweep.sim.nki.generations import GENERATIONS, get_generation
-from kernelsweep.sim.nki.tensor import NkiError
+from kernelsweep.sim.nki.tensor import NkiError, NkiTensor, Storage
 from kernelsweep.sim.nki.trace import trace_kernel
 from kernelsweep.sim.toolchain import sim_toolchain
 from kernelsweep.sweepspec.point import Point
@@ -173,10 +174,6 @@ def test_the_trace_worker_reports_a_refused_kernel_as_a_deterministic_error(tmp_
 def test_a_tiled_index_takes_the_fast_path_to_the_view_the_general_one_gives():
     """`NkiTensor.__getitem__` answers a step-less in-bounds slice per axis without the general walk;
     every key, taken or not, gives the view (or the error) the general `_indexed` gives."""
-    import random
-
-    from kernelsweep.sim.nki.tensor import NkiTensor, Storage
-
     hbm = NkiTensor(Storage((256, 8, 1024), "float32", "hbm"), (256, 8, 1024))
     sbuf = NkiTensor(Storage((128, 2048), "bfloat16", "sbuf"), (128, 2048))[0:96, 512:1536]
     rng = random.Random(7)

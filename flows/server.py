@@ -299,25 +299,41 @@ def _log_tail(log: Path | IO[bytes], size_bytes: int = 4000) -> str:
 def terminate_tree(process: int | subprocess.Popen[bytes], *, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
     """Stop a process (a pid, or this process's own child) and everything it started, wherever they
     run (a worker's flow runs live in sessions of their own): SIGTERM to all, SIGKILL to what is
-    left after `grace_seconds` (at once when 0). Returns when the process is gone, reaped if ours."""
+    left after `grace_seconds` (at once when 0). Returns when all of them are gone, reaped if ours.
+
+    The tree is read before the first signal and added to, not read afresh: a process whose parent
+    exits is reparented away from `process`, and a flow run hung in its SIGTERM handler under a worker
+    that had already exited was once left running for good."""
     pid = process if isinstance(process, int) else process.pid
     if not _running(process):
         return  # gone (and, if ours, reaped): its pid may be another process's by now
+    tree = {other: _started(other) for other in descendants(pid)}
     for sig, wait_seconds in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, STOP_GRACE_SECONDS)):
         if sig == signal.SIGTERM and grace_seconds <= 0:
             continue
-        for target in [pid, *descendants(pid)]:
+        tree |= {other: _started(other) for other in descendants(pid) if other not in tree}
+        left = [other for other, started in tree.items() if started is not None and _started(other) == started]
+        for target in [pid, *left]:
             with suppress(ProcessLookupError):
                 os.kill(target, sig)
         with suppress(ProcessLookupError):
             os.killpg(pid, sig)  # its session's group too, when it leads one (orphans stay in it)
         deadline = time.monotonic() + wait_seconds
-        while _running(process):
+        while _running(process) or any(_running(other) and _started(other) == tree[other] for other in left):
             if time.monotonic() > deadline:
                 break
             time.sleep(_POLL_SECONDS)
         else:
             return
+
+
+def _started(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot), None once it has exited: with its pid, what tells
+    a process from a later one that was given the same pid."""
+    try:
+        return _stat_fields(pid)[19]
+    except (OSError, IndexError):
+        return None
 
 
 def descendants(pid: int) -> list[int]:

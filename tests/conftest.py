@@ -223,6 +223,20 @@ def fleet_server(tmp_path_factory):
         yield server
 
 
+@pytest.fixture(scope="session")
+def control(fleet_server):
+    """The control pool's worker on this process's fleet server, for every module of the group: the
+    fleet runs and the reports they trigger. One worker a group, as a fleet has one control host."""
+    from prefect_server import poll
+
+    worker = fleet_server.start_worker("control", "kernelsweep-control", limit=4)
+    try:
+        poll(lambda: worker.name in fleet_server.workers_online(worker.pool), timeout=120, what="the control worker")
+        yield worker
+    finally:
+        worker.stop()
+
+
 @pytest.fixture
 def server_client_env(stage_server, tmp_path) -> dict[str, str]:
     """What a CLI subprocess needs to run its flows on the session's server instead of starting its own."""

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -334,18 +335,25 @@ HEARTBEAT_SECONDS = 30  # a running flow run's heartbeat: PREFECT_FLOWS_HEARTBEA
 # (two heartbeats), so a test that waits for it waits 30-60 s after the host dies.
 CRASH_AFTER_SECONDS = 60
 
-NIGHTLY = """
+# The fleet servers' nightly hour: twelve hours from the session's start, which no session reaches. With
+# the default (02:00 UTC) a stage that ran across 02:00 started the real nightly on its group's hosts: it
+# took the fleet's one slot, and its shard ran on a test's host and hung as that host stopped.
+NIGHTLY_HOUR = (datetime.now(UTC) + timedelta(hours=12)).hour
+NIGHTLY_CRON = f"0 {NIGHTLY_HOUR} * * *"
+NIGHTLY = f"""
 name = "nightly-test"
 platforms = ["trn2"]
 toolchain = "sim"
-results = "{root}/results"
-artifacts = "{root}/artifacts"
+results = "{{root}}/results"
+artifacts = "{{root}}/artifacts"
 [capture]
 num_exec = 2
+[fleet]
+cron = "{NIGHTLY_CRON}"
 [[kernels]]
 kernel = "vector_add"
 dtypes = ["float32"]
-grid = {{ n = [2048] }}
+grid = {{{{ n = [2048] }}}}
 """
 
 

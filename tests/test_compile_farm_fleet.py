@@ -58,11 +58,10 @@ def _trace_entries(artifacts: Path) -> int:
     return len(list(artifacts.glob("**/cache-v1/trace/**/*.json")))
 
 
-def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_server, tmp_path):
+def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_server, control, tmp_path):
     server, root = fleet_server, tmp_path
-    control = _start(server, root, "farm-control", "kernelsweep-control", {})
     doomed = _start(server, root / "compile-a", "compile-a", COMPILE_POOL, _farm_env(root / "compile-a"))
-    workers = [control, doomed]
+    workers = [doomed]
     try:
         for family in FAMILIES:
             env = sim_host_env(root / f"{family}-a", family)

@@ -2,12 +2,12 @@
 as separate processes (simulated trn1, trn2 and inf2 hosts, each with its own lock and state folders),
 the fleet deployment started with `prefect deployment run`, and the dataset read back.
 
-Every test here shares the session's fleet server and the module's control worker (the fleet runs
-and the reports they trigger run on it). Fleet runs go one at a time (fleet/fleet's concurrency
-limit), so each test's run is short. Two waits overlap the other tests instead of adding to them:
-the reports that completed fleet runs trigger (and the notifications they send) are checked by the
-module's last tests; and the silent host, whose sweep Prefect marks Crashed only 30-60 s after the
-host dies, dies before the spread run starts and is checked at the end too.
+Every test here shares the session's fleet server and its control worker (both tests/conftest.py's:
+the fleet runs and the reports they trigger run on that worker). Fleet runs go one at a time
+(fleet/fleet's concurrency limit), so each test's run is short. Two waits overlap the other tests
+instead of adding to them: the reports that completed fleet runs trigger (and the notifications they
+send) are checked by the module's last tests; and the silent host, whose sweep Prefect marks Crashed
+only 30-60 s after the host dies, dies before the spread run starts and is checked at the end too.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from prefect_server import CRASH_AFTER_SECONDS, PrefectServer, Worker, poll, sim_host_env
+from prefect_server import CRASH_AFTER_SECONDS, NIGHTLY_CRON, NIGHTLY_HOUR, PrefectServer, Worker, poll, sim_host_env
 from specs import sim_spec
 from webhook import install_notifications, webhook_block
 
@@ -109,17 +109,6 @@ def _keys(points_or_rows) -> list[tuple]:
         else (lambda p: (p.kernel, p.shape, p.dtype, p.platform))
     )
     return sorted(get(x) for x in points_or_rows)
-
-
-@pytest.fixture(scope="module")
-def control(fleet_server) -> Worker:
-    """The control pool's worker: the fleet runs of every test here, and the reports they trigger."""
-    worker = fleet_server.start_worker("control", "kernelsweep-control", limit=4)
-    try:
-        _online(fleet_server, [worker])
-        yield worker
-    finally:
-        worker.stop()
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +244,9 @@ def test_the_nightly_is_the_fleet_run_and_a_paused_schedule_stays_paused(fleet_s
     server = fleet_server
     schedules = _schedules(server)
     [nightly] = schedules.pop("fleet/fleet")
-    assert nightly["schedule"]["cron"] == "0 2 * * *" and nightly["schedule"]["timezone"] == "UTC" and nightly["active"]
+    assert (
+        nightly["schedule"]["cron"] == NIGHTLY_CRON and nightly["schedule"]["timezone"] == "UTC" and nightly["active"]
+    )
     assert set(schedules) >= {"sweep/trn1", "sweep/trn2", "sweep/inf2"} and not any(schedules.values())
     [fleet] = server.api("/deployments/filter", {"deployments": {"name": {"any_": ["fleet"]}}})
     assert fleet["concurrency_limit"] == 1 or fleet["global_concurrency_limit"]["limit"] == 1
@@ -263,7 +254,7 @@ def test_the_nightly_is_the_fleet_run_and_a_paused_schedule_stays_paused(fleet_s
     assert queues["urgent"] < queues["nightly"]  # runs from the UI before the nightly shards
 
     paused = server.run("kernelsweep", "fleet", "pause")
-    assert paused.returncode == 0 and "paused fleet/fleet 0 2 * * * (UTC)" in paused.stderr, paused.stderr
+    assert paused.returncode == 0 and f"paused fleet/fleet {NIGHTLY_CRON} (UTC)" in paused.stderr, paused.stderr
     _fleet_up(server, "--notify", f"custom-webhook/{NOTIFY_BLOCK}")
     [again] = _schedules(server)["fleet/fleet"]
     assert again["id"] == nightly["id"] and not again["active"]  # `fleet up` kept the pause
@@ -276,7 +267,7 @@ def test_the_nightly_is_the_fleet_run_and_a_paused_schedule_stays_paused(fleet_s
         timeout=180,
         what="the server planning the nightly fleet runs",
     )
-    assert all(run["expected_start_time"].endswith("T02:00:00Z") for run in planned)
+    assert all(run["expected_start_time"].endswith(f"T{NIGHTLY_HOUR:02d}:00:00Z") for run in planned)
 
 
 def _journaled(spec: SweepSpec) -> dict[str, dict]:

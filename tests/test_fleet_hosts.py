@@ -48,6 +48,8 @@ def test_the_nightly_schedule_comes_from_the_fleet_table_or_the_command_line(tmp
     assert fleet_settings(spec).override(None, "UTC") == FleetSettings("30 3 * * *", "UTC")
     with pytest.raises(UsageError, match="--timezone: unknown time zone 'Mars/Base'"):
         fleet_settings(spec).override(None, "Mars/Base")
+    spec.write_text('name = "n"\n')
+    assert fleet_settings(spec) == FleetSettings("0 2 * * *", "UTC")  # no [fleet] table: 02:00 UTC
     spec.write_text('name = "n"\n[fleet]\ncorn = "0 2 * * *"\n')
     with pytest.raises(UsageError, match=r"\[fleet\] takes cron and timezone, not corn"):
         fleet_settings(spec)

@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from prefect_server import PYTHON_BIN, PrefectServer, Worker, poll
+from prefect_server import NIGHTLY_CRON, PYTHON_BIN, PrefectServer, Worker, poll
 from specs import sim_spec
-from test_fleet import RUN_TIMEOUT, _dataset_rows, _hosts, _online, _run_fleet, _shards
+from test_fleet import RUN_TIMEOUT, _dataset_rows, _hosts, _run_fleet, _shards
 from webhook import install_notifications, webhook_block
 
 from kernelsweep.bisect.request import BUILDS_VARIABLE
@@ -50,16 +50,6 @@ SLOWER_NIGHT = {
 def _spec(root: Path, name: str, sizes: list[int]) -> SweepSpec:
     kernel = {"kernel": "vector_add", "dtypes": ["float32"], "grid": {"n": sizes}}
     return sim_spec(root, [kernel], name=name, platforms=("trn2",))
-
-
-@pytest.fixture(scope="module")
-def control(fleet_server) -> Worker:
-    worker = fleet_server.start_worker("control-ops", "kernelsweep-control", limit=4)
-    try:
-        _online(fleet_server, [worker])
-        yield worker
-    finally:
-        worker.stop()
 
 
 def _unit_argv(pool: str, name: str, limit: int) -> list[str]:
@@ -149,7 +139,7 @@ def test_the_nightly_schedule_fires_and_runs_the_spec_the_variable_holds_then(fl
         _cancelled_mid_sweep(server, tmp_path / "cancelled", host)
         final = server.wait_final(planned["id"], RUN_TIMEOUT + 120)
     finally:
-        _set_cron(server, fleet, schedule, "0 2 * * *")
+        _set_cron(server, fleet, schedule, NIGHTLY_CRON)
         _set_variable(server, stored)
         host.stop()
     assert final["state"]["type"] == "COMPLETED", final["state"]["message"]

@@ -7,6 +7,7 @@ test, `test_working_folder.py`); these check the launcher's parts in well under 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -120,6 +121,31 @@ def test_terminate_tree_stops_a_process_and_what_it_started_in_other_sessions():
     assert grandchild in server.descendants(root.pid)
     server.terminate_tree(root, grace_seconds=5)
     assert root.returncode == -signal.SIGTERM and _gone(grandchild)
+
+
+def test_terminate_tree_kills_what_outlives_the_grace_after_the_process_itself_has_exited():
+    """As a worker stopped while one of its flow runs hangs in its SIGTERM handler: the worker exits at
+    once, its flow run is reparented away from it, and still ends, killed once the grace is over."""
+    hang = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+    script = (
+        "import subprocess, sys\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {hang!r}], stdout=subprocess.PIPE, start_new_session=True)\n"
+        "child.stdout.readline()\n"
+        "print(child.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    root = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert root.stdout is not None
+    hanging = int(root.stdout.readline())
+    try:
+        server.terminate_tree(root, grace_seconds=1)
+        assert root.returncode == -signal.SIGTERM
+        assert _gone(hanging, timeout=0.5), "a descendant that ignored SIGTERM was left running"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hanging, signal.SIGKILL)
 
 
 def test_terminate_tree_with_no_grace_kills_at_once():

@@ -340,20 +340,20 @@ CRASH_AFTER_SECONDS = 60
 # took the fleet's one slot, and its shard ran on a test's host and hung as that host stopped.
 NIGHTLY_HOUR = (datetime.now(UTC) + timedelta(hours=12)).hour
 NIGHTLY_CRON = f"0 {NIGHTLY_HOUR} * * *"
-NIGHTLY = f"""
+NIGHTLY = """
 name = "nightly-test"
 platforms = ["trn2"]
 toolchain = "sim"
-results = "{{root}}/results"
-artifacts = "{{root}}/artifacts"
+results = "{root}/results"
+artifacts = "{root}/artifacts"
 [capture]
 num_exec = 2
 [fleet]
-cron = "{NIGHTLY_CRON}"
+cron = "{cron}"
 [[kernels]]
 kernel = "vector_add"
 dtypes = ["float32"]
-grid = {{{{ n = [2048] }}}}
+grid = {{ n = [2048] }}
 """
 
 
@@ -361,7 +361,7 @@ def fleet_up(server: PrefectServer, repo: Path) -> None:
     """The fleet set up on `server` by `kernelsweep fleet up` from the repository's prefect.yaml, the
     nightly spec being a small simulated one with its folders under the server's home."""
     spec = server.home / "nightly.toml"
-    spec.write_text(NIGHTLY.format(root=server.home / "nightly"))
+    spec.write_text(NIGHTLY.format(root=server.home / "nightly", cron=NIGHTLY_CRON))
     done = server.run(
         *("kernelsweep", "fleet", "up", "--file", str(repo / "deployments/prefect.yaml"), "--spec", str(spec)),
         *("--crash-after", str(CRASH_AFTER_SECONDS)),

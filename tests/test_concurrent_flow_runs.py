@@ -12,6 +12,7 @@ stderr), so the two runs do meet at the cores however unevenly a loaded machine 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from prefect_server import PrefectServer, poll, recorded_task_run, sim_host_env
 
 from kernelsweep.locks import CoreLeaser
 from kernelsweep.results import reader
+from kernelsweep.sim.config import STATE_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]  # the session's one fleet server
 
@@ -55,20 +57,26 @@ def _start(server: PrefectServer, root: Path, name: str, host: dict[str, str]) -
 
 def test_two_flow_runs_on_one_host_never_capture_on_the_same_core_at_once(fleet_server, tmp_path):
     host = sim_host_env(tmp_path / "host", "trn2", cores=2, KERNELSWEEP_SIM_TIME_SCALE="0.2")
-    gate = CoreLeaser(host["KERNELSWEEP_LOCK_DIR"], [0, 1], lnc=2)  # the host's two cores at LNC=2, held here
+    # The host's two cores at LNC=2, held here, in the folder where simulated runs lease them (the simulated
+    # runtime's state folder; KERNELSWEEP_LOCK_DIR is a real host's). Held in KERNELSWEEP_LOCK_DIR, as they
+    # once were, they stopped nothing: the runs never waited, and met only when a loaded machine let them.
+    gate = CoreLeaser(Path(host[STATE_ENV]) / "leases", [0, 1], lnc=2)
     held = [gate.try_acquire("the test's gate"), gate.try_acquire("the test's gate")]
     assert all(held)
+    held_here = f"every NeuronCore is busy (core 0: pid {os.getpid()} "  # what a run says, waiting for the gate
     runs = {name: _start(fleet_server, tmp_path, name, host) for name in ("left", "right")}
     try:
         for name, run in runs.items():
-            poll(
+            waiting = poll(
                 lambda n=name, r=run: (
-                    r.poll() is not None or "every NeuronCore is busy" in (tmp_path / f"{n}.err").read_text()
+                    held_here in (err := (tmp_path / f"{n}.err").read_text())
+                    or (r.poll() is not None and f"ended: {err}")
                 ),
                 timeout=300,
                 what=f"the {name} run to wait for a core",
                 every=0.2,
             )
+            assert waiting is True, f"the {name} run never waited for the cores the test held; it {waiting}"
     finally:
         for lease in held:
             lease.release()

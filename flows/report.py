@@ -8,8 +8,10 @@ none was replaced), `report-cost` (after a fleet run: its Neuron- and CPU-host-h
 `results-site` (the results site, kernelsweep.site, rebuilt here for the kernels whose rows changed, under
 `<results>/site/`), `report-html`, a link a browser opens (kernelsweep.report.publish.browser_link) to the HTML report
 stored next to the results under `reports/<flow run id>/`. Reports older than `keep_days` are deleted
-there. Its deployment (deployments/prefect.yaml) runs it whenever a sweep or fleet run completes, on the
-results that run wrote.
+there. Its deployment (deployments/prefect.yaml) runs it whenever a sweep, fleet run or tuned re-check
+completes, on the results that run wrote. A sweep run that is a step of another flow run (a search's
+contests, a re-check's contests and re-tunes) gets no report of its own: the run it belongs to gets one
+when it ends, and a report per step would repeat it, notices and all.
 
 Each regression's triage status (acknowledged, fixed: `kernelsweep triage`, kept in the results'
 `_triage/` folder) is read with the rows, beside the `acknowledged` TOML file's entries.
@@ -27,6 +29,7 @@ from uuid import UUID
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import FlowRun
 from prefect.events import emit_event
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_UI_URL
@@ -72,13 +75,14 @@ def report(
     keep_days: int | None = 30,
     site: bool = True,
     bisects_per_night: int = BISECTS_PER_NIGHT,
-) -> str:
+) -> str | None:
     """Summarise a results dataset, track regressions, and store the HTML report next to it.
 
     Args:
         results_uri: Results folder or s3://bucket/prefix, as the sweeps wrote it.
-        after_flow_run: The sweep or fleet run this report follows (`prefect.flow-run.<id>`, as its
-            deployment trigger passes it): the report covers the results that run wrote.
+        after_flow_run: The sweep, fleet run or re-check this report follows (`prefect.flow-run.<id>`, as
+            its deployment trigger passes it): the report covers the results that run wrote; none when
+            that run is a step of another flow run.
         kernels: Only these kernels (all when empty).
         platforms: Only these platforms (all when empty).
         dtypes: Only these dtypes (all when empty).
@@ -94,12 +98,19 @@ def report(
             "not bisected: cap reached", and those under way, "being bisected".
 
     Returns:
-        Where the HTML report was stored.
+        Where the HTML report was stored; None when `after_flow_run` is a step of another flow run.
     """
     tupled = (tuple(kernels or ()), tuple(platforms or ()), tuple(dtypes or ()), tuple(sweeps or ()))
     selection = Selection(kernels=tupled[0], platforms=tupled[1], dtypes=tupled[2], sweeps=tupled[3], days=days)
     if after_flow_run:
-        results_uri = _results_of(after_flow_run) or results_uri
+        followed = _flow_run_of(after_flow_run)
+        if followed.parent_task_run_id is not None:
+            get_run_logger().info(
+                "no report after %s: a step of another flow run, reported when that ends", followed.name
+            )
+            return None
+        spec = followed.parameters.get("spec")
+        results_uri = (spec.get("results") if isinstance(spec, dict) else None) or results_uri
     accepted = load_acknowledged(Path(acknowledged)) if acknowledged else []
     built = build_report(results_uri, selection, Rule(threshold=threshold, alpha=alpha), accepted)
     page = write_bundle(bundle(built), report_location(results_uri, str(flow_run.id)))
@@ -188,9 +199,7 @@ def _publish_cost(resource_id: str | None) -> None:
         create_markdown_artifact(key=KEYS["cost"], markdown=table, description="what the fleet run cost")
 
 
-def _results_of(resource_id: str) -> str | None:
-    """The results location of the flow run behind a `prefect.flow-run.<id>` event resource."""
+def _flow_run_of(resource_id: str) -> FlowRun:
+    """The flow run behind a `prefect.flow-run.<id>` event resource."""
     with get_client(sync_client=True) as client:
-        run = client.read_flow_run(UUID(resource_id.removeprefix("prefect.flow-run.")))
-    spec = run.parameters.get("spec")
-    return spec.get("results") if isinstance(spec, dict) else None
+        return client.read_flow_run(UUID(resource_id.removeprefix("prefect.flow-run.")))

@@ -9,7 +9,8 @@ lacks. Every NEFF is then a compile host's (the rows' `neff_compile_host`, and t
 of what each host compiled), the Neuron hosts compile nothing, every point lands exactly once, and
 capture shards start while the farm is still compiling. The spec also searches one trn2 shape (budget
 4, two batches): each batch of trials is compiled by a compile run of the farm before the trn2 host
-captures it, so its trials' NEFFs and its winner's contest are the farm's too.
+captures it, so its trials' NEFFs and its winner's contest are the farm's too. The contest, a sweep run
+inside the fleet run, gets no report of its own: the fleet run's report, read here, covers it.
 """
 
 from __future__ import annotations
@@ -99,6 +100,12 @@ def test_the_farm_compiles_every_neff_and_the_neuron_hosts_only_capture(fleet_se
             worker.stop()
 
     compiles, captures = _runs(server, fleet_run, "compile-shard"), _runs(server, fleet_run, "sweep-shard")
+    contests = _runs(server, fleet_run, "sweep")  # the search winner's, ordinary sweep runs inside the fleet run
+    assert contests and {r["state"]["type"] for r in contests} == {"COMPLETED"}
+    for contest in contests:  # a step of the fleet run: its report starts, and stops at once with nothing made
+        after = server.triggered_report(contest["id"], RUN_TIMEOUT)
+        assert server.wait_final(after["id"], RUN_TIMEOUT)["state"]["type"] == "COMPLETED"
+        assert not server.api("/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [after["id"]]}}})
     searching = [r for r in captures if "search" in r["tags"]]
     batches = [c for r in searching for c in _runs(server, r["id"], "compile-shard")]  # each search shard's own
     assert len(compiles) == 3 and len(captures) == 4 and len(searching) == 1 and len(batches) == 2

@@ -1,6 +1,6 @@
 """The report flow in Prefect: keyed artifacts with history, the HTML report stored next to the
 results (a folder, and S3 over moto's HTTP server) with a link to it, and the deployment
-fragment's trigger checked against the real completion events of a sweep and of a report."""
+fragment's trigger checked against the real completion events of a sweep, a re-check and a report."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def _completed_event(client, flow_run_id: str):
     raise AssertionError(f"no Completed event for flow run {flow_run_id}")
 
 
-def test_the_report_deployment_is_triggered_by_a_sweep_and_not_by_a_report(tmp_path):
+def test_the_report_deployment_is_triggered_by_a_sweep_and_a_recheck_and_not_by_a_report(tmp_path):
     from prefect.events import DeploymentEventTrigger
     from prefect.flows import load_flow_from_entrypoint
     from prefect.server.events.schemas.automations import EventTrigger
@@ -114,8 +114,14 @@ def test_the_report_deployment_is_triggered_by_a_sweep_and_not_by_a_report(tmp_p
     deployed = DeploymentEventTrigger.model_validate(spec)  # what `prefect deploy` builds from the entry
     trigger = EventTrigger.model_validate(deployed.model_dump(include=set(EventTrigger.model_fields)))
 
-    sweep_id, report_id, _ = _sweep_then_report(sim_spec(tmp_path, [KERNEL], name="report-trigger"))
+    from kernelsweep.flows.recheck import recheck_flow
+
+    spec = sim_spec(tmp_path, [KERNEL], name="report-trigger")
+    sweep_id, report_id, _ = _sweep_then_report(spec)
+    recheck_id = str(recheck_flow(spec, return_state=True).state_details.flow_run_id)  # nothing stored: no contest
     with get_client(sync_client=True) as client:
         swept, reported = _completed_event(client, sweep_id), _completed_event(client, report_id)
+        rechecked = _completed_event(client, recheck_id)
     assert trigger.covers(ReceivedEvent.model_validate(swept.model_dump()))
+    assert trigger.covers(ReceivedEvent.model_validate(rechecked.model_dump()))  # one report, not one per contest
     assert not trigger.covers(ReceivedEvent.model_validate(reported.model_dump()))  # no report loop

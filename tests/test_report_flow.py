@@ -107,6 +107,8 @@ def test_the_report_deployment_is_triggered_by_a_sweep_and_a_recheck_and_not_by_
     from prefect.server.events.schemas.automations import EventTrigger
     from prefect.server.events.schemas.events import ReceivedEvent
 
+    from kernelsweep.flows.recheck import recheck_flow
+
     [entry] = [d for d in yaml.safe_load(DEPLOYMENTS.read_text())["deployments"] if "report" in d.get("tags", [])]
     flow = load_flow_from_entrypoint(entry["entrypoint"])
     assert flow.name == "report" and set(entry.get("parameters", {})) <= set(flow.parameters.properties)
@@ -114,11 +116,9 @@ def test_the_report_deployment_is_triggered_by_a_sweep_and_a_recheck_and_not_by_
     deployed = DeploymentEventTrigger.model_validate(spec)  # what `prefect deploy` builds from the entry
     trigger = EventTrigger.model_validate(deployed.model_dump(include=set(EventTrigger.model_fields)))
 
-    from kernelsweep.flows.recheck import recheck_flow
-
-    spec = sim_spec(tmp_path, [KERNEL], name="report-trigger")
-    sweep_id, report_id, _ = _sweep_then_report(spec)
-    recheck_id = str(recheck_flow(spec, return_state=True).state_details.flow_run_id)  # nothing stored: no contest
+    swept_spec = sim_spec(tmp_path, [KERNEL], name="report-trigger")
+    sweep_id, report_id, _ = _sweep_then_report(swept_spec)
+    recheck_id = str(recheck_flow(swept_spec, return_state=True).state_details.flow_run_id)  # nothing stored
     with get_client(sync_client=True) as client:
         swept, reported = _completed_event(client, sweep_id), _completed_event(client, report_id)
         rechecked = _completed_event(client, recheck_id)

@@ -247,11 +247,9 @@ def fleet_server(tmp_path_factory):
 def control(fleet_server):
     """The control pool's worker on this process's fleet server, for every module of the group: the
     fleet runs and the reports they trigger. One worker a group, as a fleet has one control host."""
-    from prefect_server import poll
-
     worker = fleet_server.start_worker("control", "kernelsweep-control", limit=4)
     try:
-        poll(lambda: worker.name in fleet_server.workers_online(worker.pool), timeout=120, what="the control worker")
+        fleet_server.wait_online(worker.name, worker.pool)
         yield worker
     finally:
         worker.stop()

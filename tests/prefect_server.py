@@ -153,6 +153,10 @@ class PrefectServer:
         workers = self.api(f"/work_pools/{pool}/workers/filter", {})
         return sorted(w["name"] for w in workers if w["status"] == "ONLINE")  # type: ignore[union-attr, index]
 
+    def wait_online(self, name: str, pool: str, timeout: float = 120) -> None:
+        """Until the worker `name` is online in `pool` (its first heartbeat has reached the server)."""
+        poll(lambda: name in self.workers_online(pool), timeout=timeout, what=f"worker {name} online in {pool}")
+
     def run(self, *argv: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """A CLI (`prefect ...`, `kernelsweep ...`) against this server."""
         return subprocess.run(

@@ -37,7 +37,7 @@ FARM_HOST = {"KERNELSWEEP_SIM_CORES": "0", "KERNELSWEEP_SIM_TIME_SCALE": "1"}  #
 
 def _start(server: PrefectServer, root: Path, name: str, pool: str, env: dict[str, str]) -> Worker:
     worker = server.start_worker(name, pool, env=env)
-    poll(lambda: name in server.workers_online(pool), timeout=120, what=f"worker {name}")
+    server.wait_online(name, pool)
     return worker
 
 

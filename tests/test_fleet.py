@@ -61,7 +61,7 @@ def _hosts(server: PrefectServer, root: Path, hosts: dict[str, str], **env: str)
 
 def _online(server: PrefectServer, workers: list[Worker]) -> None:
     for worker in workers:
-        poll(lambda w=worker: w.name in server.workers_online(w.pool), timeout=120, what=f"worker {worker.name}")
+        server.wait_online(worker.name, worker.pool)
 
 
 def _run_fleet(server: PrefectServer, spec: SweepSpec, deployment: str = "fleet/fleet", *, cli: bool = False) -> str:

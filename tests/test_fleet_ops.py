@@ -74,7 +74,7 @@ def test_an_idle_worker_run_as_the_unit_runs_it_stops_at_once_on_sigterm(fleet_s
             env=server.env, stdout=handle, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True,
         )  # fmt: skip
     server.processes.append(process)
-    poll(lambda: "idle-host" in server.workers_online(pool), timeout=120, what="the worker online")
+    server.wait_online("idle-host", pool)
     process.terminate()
     poll(
         lambda: process.poll() is not None,

@@ -84,7 +84,7 @@ def test_a_sweep_started_from_the_typed_run_form_completes(fleet_server, tmp_pat
     server = fleet_server
     worker = server.start_worker("ui-trn2", "kernelsweep-trn2", env=sim_host_env(tmp_path / "host", "trn2"))
     try:
-        poll(lambda: "ui-trn2" in server.workers_online("kernelsweep-trn2"), timeout=120, what="the trn2 worker")
+        server.wait_online("ui-trn2", "kernelsweep-trn2")
         deployment = server.api("/deployments/name/sweep/trn2")
         results, artifacts = tmp_path / "results", tmp_path / "artifacts"
         form = f"{server.ui_url}/deployments/deployment/{deployment['id']}/run"

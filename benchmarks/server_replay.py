@@ -4,6 +4,7 @@ replayed from many light asyncio clients at once.
     python benchmarks/server_replay.py record            # re-record benchmarks/point_calls.json
     python benchmarks/server_replay.py run               # the sizing table: 10 50 100 200 hosts' worth
     python benchmarks/server_replay.py run --hosts 100 --setups postgres scaled-out
+    python benchmarks/server_replay.py run --hosts 100 --commands prefect kernelsweep   # the launcher's fix beside
 
 `record` starts a server (SQLite, `kernelsweep server`'s settings) behind a recording proxy and runs
 `kernelsweep run` on a 32-point spec through it, as a fleet host runs a shard of
@@ -63,6 +64,7 @@ from starlette.websockets import WebSocket
 from websockets import Subprotocol
 from workloads import Host, worker_env
 
+from kernelsweep.flows import server as launcher
 from kernelsweep.flows.server import API_RETRIES, LOOPBACK, RETRIED_STATUSES, free_port
 
 HERE = Path(__file__).resolve().parent
@@ -366,11 +368,25 @@ SETUP_NAMES = {
     "scaled-out-1": "1 API + services + Redis, PostgreSQL",
 }
 TABLE_SETUPS = ["sqlite", "postgres", "scaled-out"]
+# What the server processes run: the launcher's command (Prefect's command line with kernelsweep's fix,
+# kernelsweep.flows.server_process), or Prefect's own, to measure the fix side by side.
+COMMANDS = {"kernelsweep": launcher.SERVER_PROCESS, "prefect": "prefect"}
+
+
+@contextmanager
+def server_command(name: str) -> Iterator[None]:
+    """Servers the launcher starts meanwhile run COMMANDS[name]."""
+    kept, launcher.SERVER_PROCESS = launcher.SERVER_PROCESS, COMMANDS[name]
+    try:
+        yield
+    finally:
+        launcher.SERVER_PROCESS = kept
 
 
 @dataclass(frozen=True)
 class Figure:
     setup: str
+    command: str
     hosts: int
     points: int
     wall: float
@@ -391,15 +407,15 @@ class Figure:
         p50, p95, p99 = self.latency_ms
         errors = sum(self.errors.values())
         per_core = 1000.0 / self.server_ms if self.server_ms > 0 else float("inf")
-        return (f"  {SETUP_NAMES[self.setup]:<38} {self.hosts:>3} hosts' worth, {self.points} points "
-                f"in {self.wall:5.1f} s: "
+        return (f"  {SETUP_NAMES[self.setup]:<38} ({self.command:<11}) {self.hosts:>3} hosts' worth, "
+                f"{self.points} points in {self.wall:5.1f} s: "
                 f"server {self.server_ms:4.0f} ms CPU / point ({parts}) = {per_core:5.1f} points/s per server core; "
                 f"API p50/p95/p99 {p50:.0f}/{p95:.0f}/{p99:.0f} ms over {self.calls} calls; {self.retries} refused and "
                 f"retried, {errors} errors; "
                 f"load generator {self.generator_ms:.0f} ms / point; {self.load}")  # fmt: skip
 
 
-def measure(server: Server, fixture: Fixture, setup: str, hosts: int, per_host: int) -> Figure:
+def measure(server: Server, fixture: Fixture, setup: str, command: str, hosts: int, per_host: int) -> Figure:
     idle = idle_rates(server)
     tally = Tally()
     before, started, own = server.cpu_parts(), time.perf_counter(), _own_cpu()
@@ -414,8 +430,8 @@ def measure(server: Server, fixture: Fixture, setup: str, hosts: int, per_host: 
     cpu_ms = {name: max(0.0, after[name] - before[name] - idle[name] * spent) / points * 1000 for name in after}
     quantiles = statistics.quantiles(tally.latencies, n=100) if len(tally.latencies) > 1 else [0.0] * 99
     latency = (quantiles[49] * 1000, quantiles[94] * 1000, quantiles[98] * 1000)
-    return Figure(setup, hosts, tally.points, wall, cpu_ms, generator / points * 1000, latency, len(tally.latencies),
-                  tally.retries, tally.errors, seen_load)  # fmt: skip
+    return Figure(setup, command, hosts, tally.points, wall, cpu_ms, generator / points * 1000, latency,
+                  len(tally.latencies), tally.retries, tally.errors, seen_load)  # fmt: skip
 
 
 def _own_cpu() -> float:
@@ -423,17 +439,19 @@ def _own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(base: Path, setups: list[str], host_counts: list[int], points: int, settings: dict[str, str]) -> list[Figure]:
+def run(
+    base: Path, setups: list[str], commands: list[str], host_counts: list[int], points: int, settings: dict[str, str]
+) -> list[Figure]:
     fixture = load_fixture(FIXTURE.read_text())
     run_calls = fixture.run_open + fixture.run_close
     print(f"Replaying {FIXTURE.name}: a point is {_calls(fixture.point)}, and 1/{fixture.points_per_run} of its flow "
           f"run's {_calls(run_calls)}; at least {points} points per run ({load()})")  # fmt: skip
     figures = []
-    for index, setup in enumerate(setups):
-        with SETUPS[setup](base / f"{setup}-{index}", settings) as server:
+    for index, (setup, command) in enumerate((s, c) for s in setups for c in commands):
+        with server_command(command), SETUPS[setup](base / f"{setup}-{index}", settings) as server:
             asyncio.run(_replay(server.api_url, fixture, 1, 2, Tally()))  # warm-up: the flow registers
             for hosts in host_counts:
-                figure = measure(server, fixture, setup, hosts, max(1, -(-points // hosts)))
+                figure = measure(server, fixture, setup, command, hosts, max(1, -(-points // hosts)))
                 figures.append(figure)
                 print(figure.line(), flush=True)
                 for what, count in sorted(figure.errors.items(), key=lambda kv: -kv[1])[:5]:
@@ -452,6 +470,9 @@ def main() -> None:
     parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=TABLE_SETUPS)
     parser.add_argument("--hosts", type=int, nargs="+", default=[10, 50, 100, 200], help="points in flight at once")
     parser.add_argument("--points", type=int, default=100, help="points per run, at least one per host")
+    parser.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=["kernelsweep"],
+                        help="what the server processes run, each in turn for every setup: the launcher's "
+                        "(Prefect's command line with kernelsweep's fix), or Prefect's own")  # fmt: skip
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a server setting on top of kernelsweep's, e.g. to compare one")  # fmt: skip
     args = parser.parse_args()
@@ -462,7 +483,7 @@ def main() -> None:
             FIXTURE.write_text(dump(fixture, RECORD_COMMAND) + "\n")
             print(f"{FIXTURE}: a point is {_calls(fixture.point)} of a shard of {fixture.points_per_run}")
         else:
-            run(Path(folder), args.setups, args.hosts, args.points, settings)
+            run(Path(folder), args.setups, args.commands, args.hosts, args.points, settings)
 
 
 if __name__ == "__main__":

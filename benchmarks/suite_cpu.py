@@ -57,6 +57,7 @@ PREFORK = ("kernelsweep.flows.fleet.prefork", "kernelsweep.flows.fleet.engine")
 # that asks for each. The template waits for its tools, so its children's CPU counts all of them: the
 # template is counted with it, its forked tools not apart.
 TEMPLATE, TOOL_COMMAND = "kernelsweep.sim.template", "prefork_client.py"
+SERVER_CLIS = ("prefect", "kernelsweep.flows.server_process")  # Prefect's command line, and the launcher's
 
 
 def kind_of(argv: list[str]) -> str:
@@ -66,9 +67,9 @@ def kind_of(argv: list[str]) -> str:
         return "flow-run processes (Prefect's engine, forked or not, and its supervisor or command)"
     if (what == "prefect" and first.startswith("worker start")) or first == "fleet worker":
         return "Prefect workers"
-    if what == "prefect" and first.startswith("server start"):
+    if what in SERVER_CLIS and first.startswith("server start"):
         return "Prefect servers"
-    if what == "prefect":
+    if what in SERVER_CLIS:
         return "other Prefect commands (deployments, database upgrades)"
     if what.startswith("kernelsweep.sim") or "tracing.worker" in what or what == TOOL_COMMAND:
         return "simulated tools and trace workers"

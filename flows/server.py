@@ -1,7 +1,9 @@
 """The one way kernelsweep starts a Prefect API server: for `kernelsweep run` without PREFECT_API_URL
 (a server of the run's own), `kernelsweep server start`, the tests and the benchmarks.
 
-What runs is Prefect's public command, `prefect server start`. The alternative, uvicorn on Prefect's
+What runs is Prefect's public command, `prefect server start`, through `kernelsweep.flows.server_process`
+(Prefect's command line after one fix that makes a server's database writes cheaper; its docstring says
+which and why). The alternative, uvicorn on Prefect's
 `create_app` factory (what Prefect's own temporary server runs), is made "ephemeral" only by private
 double-underscore variables and by a private method this project once overrode; a Prefect patch
 release may change either without notice. What the temporary server leaves out (the UI, the loop
@@ -9,9 +11,9 @@ services that schedule, mark late, reclaim leases or vacuum) is turned off inste
 public settings (`TEMPORARY_SERVER_SETTINGS`), so the run's server does what Prefect's would.
 
 Every server here starts the same way, and each choice has a reason:
-- `python -P -m prefect`, with PYTHONSAFEPATH=1 in its environment (which its own children inherit):
-  the working folder never goes on its import path, so a `click.py` or `uvicorn.py` where the user
-  happens to be is never imported by the server.
+- `python -P -m kernelsweep.flows.server_process` (that is, `prefect`), with PYTHONSAFEPATH=1 in its
+  environment (which its own children inherit): the working folder never goes on its import path, so
+  a `click.py` or `uvicorn.py` where the user happens to be is never imported by the server.
 - In a session of its own: a Ctrl-C or a `kill -TERM -PGID` sent to the caller's process group
   (a terminal, a supervisor) does not reach it, so it keeps answering while a sweep winds down.
 - Optionally dying with its caller (`dies_with_caller`), even one killed with SIGKILL: a few-line
@@ -69,7 +71,9 @@ TEMPORARY_SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_CLEANUP_RECONCILER_ENABLED": "false",
     "PREFECT_SERVER_SERVICES_DB_VACUUM_ENABLED": "[]",
 }
-_PREFECT_SERVER_START = ("prefect", "server", "start")
+SERVER_PROCESS = "kernelsweep.flows.server_process"  # Prefect's command line, run as `-m`, with the fix
+_SERVER_START = ("server", "start")
+_PREFECT_CLIS = ("prefect", SERVER_PROCESS)  # what `server start` follows in a server's command line
 # How every server kernelsweep starts records runs (`kernelsweep server`, the run's own server, and
 # the fleet server's environment in docs/fleet.md): the task-run recorder and the event persister
 # read and write their events in batches (Prefect's defaults: 1, 1, 20, 1) instead of about one
@@ -178,7 +182,7 @@ def server_argv(host: str, port: int, *, ui: bool = True, workers: int = 1, serv
     services; `services=False` says so for one (Prefect's multi-server setup: PostgreSQL and Redis,
     the services started apart by `launch_services`)."""
     return [
-        *(sys.executable, "-P", "-m", *_PREFECT_SERVER_START),
+        *(sys.executable, "-P", "-m", SERVER_PROCESS, *_SERVER_START),
         *("--host", host, "--port", str(port), "--analytics-off"),
         "--ui" if ui else "--no-ui",
         *(("--workers", str(workers)) if workers > 1 else ()),
@@ -213,7 +217,7 @@ def launch_services(env: Mapping[str, str], log: Path, *, cwd: Path | None = Non
     recorder, triggers, ...) in a process of their own, beside API processes started with `workers`
     > 1 on the same PostgreSQL and Redis, with `SERVICES_PROCESS_SETTINGS` where `env` does not set
     them. Started exactly as a server is; stop it with `terminate_tree`."""
-    argv = [sys.executable, "-P", "-m", "prefect", "server", "services", "start"]
+    argv = [sys.executable, "-P", "-m", SERVER_PROCESS, "server", "services", "start"]
     return _start(argv, {**SERVICES_PROCESS_SETTINGS, **env}, log, cwd)
 
 
@@ -361,15 +365,17 @@ def parent_of(pid: int) -> int | None:
 
 
 def is_prefect_server(pid: int) -> bool:
-    """`pid` runs (or is about to exec) `prefect server start`: a recorded pid that the OS gave to
-    another program since is not ours to stop."""
+    """`pid` runs (or is about to exec) `prefect server start`, by Prefect's command or through
+    SERVER_PROCESS: a recorded pid that the OS gave to another program since is not ours to stop."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
     argv = [Path(arg.decode(errors="replace")).name for arg in cmdline.split(b"\0")]
-    n = len(_PREFECT_SERVER_START)
-    return any(tuple(argv[i : i + n]) == _PREFECT_SERVER_START for i in range(len(argv) - n + 1))
+    n = len(_SERVER_START)
+    return any(
+        argv[i] in _PREFECT_CLIS and tuple(argv[i + 1 : i + 1 + n]) == _SERVER_START for i in range(len(argv) - n)
+    )
 
 
 def _running(process: int | subprocess.Popen[bytes]) -> bool:

@@ -38,7 +38,7 @@ def _gone(pid: int, timeout: float = 10.0) -> bool:
 
 def test_the_server_runs_as_prefects_public_command_with_the_working_folder_off_its_path():
     argv = server.server_argv("127.0.0.1", 4321, ui=False)
-    assert argv[:6] == [sys.executable, "-P", "-m", "prefect", "server", "start"]
+    assert argv[:6] == [sys.executable, "-P", "-m", "kernelsweep.flows.server_process", "server", "start"]
     assert argv[6:] == ["--host", "127.0.0.1", "--port", "4321", "--analytics-off", "--no-ui"]
     # one API process of a multi-server setup runs no services (the services process does)
     assert server.server_argv("127.0.0.1", 4321, services=False)[-1] == "--no-services"
@@ -49,7 +49,7 @@ def test_the_options_and_settings_the_launcher_uses_are_prefects_public_ones(mon
     import prefect.settings
 
     helped = subprocess.run(
-        [sys.executable, "-P", "-m", "prefect", "server", "start", "--help"],
+        [sys.executable, "-P", "-m", server.SERVER_PROCESS, "server", "start", "--help"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert helped.returncode == 0, helped.stderr
@@ -183,14 +183,21 @@ def test_the_reason_a_server_stopped_is_its_tracebacks_last_line_not_its_goodbye
     assert "FileNotFoundError: [Errno 2] No such file or directory: '/proc/nope/prefect.db'" in caught.value.message
 
 
-def test_a_prefect_server_is_told_from_another_program_by_its_command_line():
+@pytest.mark.parametrize("cli", ["prefect", "kernelsweep.flows.server_process"])  # a user's, and the launcher's
+def test_a_prefect_server_is_told_from_another_program_by_its_command_line(cli):
     code = "import time; print(1, flush=True); time.sleep(60)"
-    lookalike = subprocess.Popen([sys.executable, "-c", code, "prefect", "server", "start"], stdout=subprocess.PIPE)
+    lookalike = subprocess.Popen([sys.executable, "-c", code, cli, "server", "start"], stdout=subprocess.PIPE)
+    services_argv = [sys.executable, "-c", code, cli, "server", "services", "start"]
+    services = subprocess.Popen(services_argv, stdout=subprocess.PIPE)
     try:
         assert lookalike.stdout is not None and lookalike.stdout.readline()  # exec'd: its own command line
+        assert services.stdout is not None and services.stdout.readline()
         assert server.is_prefect_server(lookalike.pid)
+        assert not server.is_prefect_server(services.pid)  # not an API server: `kernelsweep server stop` leaves it
         assert not server.is_prefect_server(os.getpid())
     finally:
+        services.kill()
+        services.communicate()
         lookalike.kill()
         lookalike.communicate()
     assert not server.is_prefect_server(lookalike.pid)  # gone

@@ -3,12 +3,12 @@
 
 What runs is Prefect's public command, `prefect server start`, through `kernelsweep.flows.server_process`
 (Prefect's command line after one fix that makes a server's database writes cheaper; its docstring says
-which and why). The alternative, uvicorn on Prefect's
-`create_app` factory (what Prefect's own temporary server runs), is made "ephemeral" only by private
-double-underscore variables and by a private method this project once overrode; a Prefect patch
-release may change either without notice. What the temporary server leaves out (the UI, the loop
-services that schedule, mark late, reclaim leases or vacuum) is turned off instead with Prefect's
-public settings (`TEMPORARY_SERVER_SETTINGS`), so the run's server does what Prefect's would.
+which and why). The alternative, uvicorn on Prefect's `create_app` factory (what Prefect's own
+temporary server runs), is made "ephemeral" only by private double-underscore variables and by a
+private method this project once overrode; a Prefect patch release may change either without notice.
+What the temporary server leaves out (the UI, the loop services that schedule, mark late, reclaim
+leases or vacuum) is turned off instead with Prefect's public settings (`TEMPORARY_SERVER_SETTINGS`),
+so the run's server does what Prefect's would.
 
 Every server here starts the same way, and each choice has a reason:
 - `python -P -m kernelsweep.flows.server_process` (that is, `prefect`), with PYTHONSAFEPATH=1 in its

@@ -271,8 +271,10 @@ def test_a_services_process_apart_runs_no_distributor_for_websockets_it_does_not
     process = server.launch_services({"PATH": os.environ["PATH"]}, tmp_path / "services.log")
     try:
         environ = Path(f"/proc/{process.pid}/environ").read_bytes().decode().split("\0")
+        argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode().split("\0")
     finally:
         server.terminate_tree(process)
+    assert argv[1:7] == ["-P", "-m", server.SERVER_PROCESS, "server", "services", "start"]  # with the fix, as the API
     assert {f"{name}={value}" for name, value in server.SERVICES_PROCESS_SETTINGS.items()} <= set(environ)
     assert prefect.settings.Settings().server.events.stream_out_enabled  # a server's own process keeps them
     for name, value in server.SERVICES_PROCESS_SETTINGS.items():

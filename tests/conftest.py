@@ -136,6 +136,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return SLOW_PROCESSES if slow_stage(config) else DEFAULT_PROCESSES
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The slow stage does not import the modules that hold no slow test: each of its four processes
+    collected all 140-odd modules to deselect most of their tests. Every slow test is marked through
+    `pytest.mark.slow` (or `mark.slow`), so a module without those words holds none."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_") or not slow_stage(config):
+        return None
+    return "mark.slow" not in collection_path.read_text() or None
+
+
 def slow_stage(config: pytest.Config) -> bool:
     """`pytest -m slow`: its session has a real server (`stage_server`) that the in-process flows share."""
     return config.getoption("markexpr") == "slow"

@@ -244,6 +244,11 @@ def quiet_env(home: Path, port: int) -> dict[str, str]:
             "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
             "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_SECONDS),
             "PREFECT_SERVER_EVENTS_PROACTIVE_GRANULARITY": "PT1S",  # the crash automation looks for silence (5 s)
+            # The scheduler's full pass once, at the start: a test's schedule is planned by the pass over
+            # deployments changed in the last seconds (every 5 s), so a command that changes a schedule
+            # and does not touch its deployment (as `fleet resume` once did) fails its test at once
+            # rather than passing whenever the full pass (a minute) happens to come in time.
+            "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "3600",
             "PYTHONPATH": str(Path(__file__).parent),  # test-only kernel definitions
         }
     )

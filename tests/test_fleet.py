@@ -262,10 +262,10 @@ def test_the_nightly_is_the_fleet_run_and_a_paused_schedule_stays_paused(fleet_s
     resumed = server.run("kernelsweep", "fleet", "resume")
     assert resumed.returncode == 0 and "resumed fleet/fleet" in resumed.stderr, resumed.stderr
     assert _schedules(server)["fleet/fleet"][0]["active"]
-    planned = poll(
+    planned = poll(  # within seconds: `resume` touched the deployment (the servers' full pass is off)
         lambda: server.flow_runs(deployment_id={"any_": [fleet["id"]]}, state={"type": {"any_": ["SCHEDULED"]}}),
-        timeout=180,
-        what="the server planning the nightly fleet runs",
+        timeout=60,
+        what="the server planning the nightly fleet runs after the resume",
     )
     assert all(run["expected_start_time"].endswith(f"T{NIGHTLY_HOUR:02d}:00:00Z") for run in planned)
 

@@ -24,7 +24,7 @@ one nightly schedule, and the checks that refuse a spec nothing in the fleet can
 from __future__ import annotations
 
 from prefect.client.orchestration import SyncPrefectClient
-from prefect.client.schemas.actions import DeploymentScheduleCreate, WorkPoolCreate
+from prefect.client.schemas.actions import DeploymentScheduleCreate, DeploymentUpdate, WorkPoolCreate
 from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterTags, FlowRunFilter
 from prefect.client.schemas.responses import DeploymentResponse
 from prefect.client.schemas.schedules import CronSchedule
@@ -111,7 +111,10 @@ def reconcile_schedules(client: SyncPrefectClient, settings: FleetSettings) -> l
 
 
 def set_nightly_active(client: SyncPrefectClient, active: bool) -> list[str]:
-    """Pause or resume the nightly schedule; returns what changed."""
+    """Pause or resume the nightly schedule; returns what changed. A resumed schedule's deployment is
+    touched as well: Prefect's scheduler plans a deployment within seconds only when the deployment
+    itself changed (its recent-deployments pass), and a schedule edit alone waited for its full pass, a
+    minute, before the UI showed the next nightly runs."""
     fleet = deployment_names(client).get(FLEET_DEPLOYMENT)
     if fleet is None:
         return []
@@ -120,6 +123,8 @@ def set_nightly_active(client: SyncPrefectClient, active: bool) -> list[str]:
         if schedule.active != active:  # its parameters sent back: Prefect's server sets omitted ones to {}
             client.update_deployment_schedule(fleet.id, schedule.id, active=active, parameters=schedule.parameters)
             changed.append(f"{'resumed' if active else 'paused'} {FLEET_DEPLOYMENT} {_describe(schedule.schedule)}")
+    if active and changed:
+        client.update_deployment(fleet.id, DeploymentUpdate(description=fleet.description))
     return changed
 
 

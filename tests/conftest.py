@@ -83,6 +83,7 @@ FIRST_GROUPS = ("fleet", "fleet-ops", "nights")
 # 152 s, the killed sweep 129, the killed server 90, then 31-51 s each), as a scheduler packs jobs: the
 # machine is busy throughout, so the stage ends when its last test does. In collection order the killed
 # server's test started at 618 s and ran on alone for a minute after the other three processes had ended.
+SLOW_WORDS = "mark.slow"  # in every module that holds a slow test (`pytest_ignore_collect`)
 LONGEST_FIRST = (
     "test_fleet_demo.py",
     "test_reliability_kill.py",
@@ -98,6 +99,14 @@ LONGEST_FIRST = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     longest = LONGEST_FIRST if slow_stage(config) else ()
+    if not slow_stage(config):  # every module is collected here: hold the rule the slow stage collects by
+        slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+        unseen = sorted(path.name for path in slow_modules if SLOW_WORDS not in path.read_text())
+        if unseen:
+            raise pytest.UsageError(
+                f"{', '.join(unseen)}: slow tests marked without the words `{SLOW_WORDS}`, which the slow stage "
+                "would not collect; mark them with pytest.mark.slow"
+            )
 
     def rank(item: pytest.Item) -> int:
         marker = item.get_closest_marker("xdist_group")
@@ -139,10 +148,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The slow stage does not import the modules that hold no slow test: each of its four processes
     collected all 140-odd modules to deselect most of their tests. Every slow test is marked through
-    `pytest.mark.slow` (or `mark.slow`), so a module without those words holds none."""
+    `pytest.mark.slow` (or `mark.slow`), so a module without those words holds none; the default
+    stage, which collects every module, fails on a slow test marked otherwise."""
     if collection_path.suffix != ".py" or not collection_path.name.startswith("test_") or not slow_stage(config):
         return None
-    return "mark.slow" not in collection_path.read_text() or None
+    return SLOW_WORDS not in collection_path.read_text() or None
 
 
 def slow_stage(config: pytest.Config) -> bool:

@@ -11,7 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import FIRST_GROUPS, LONGEST_FIRST, pytest_ignore_collect, pytest_runtest_protocol
+from conftest import (
+    FIRST_GROUPS,
+    LONGEST_FIRST,
+    pytest_collection_modifyitems,
+    pytest_ignore_collect,
+    pytest_runtest_protocol,
+)
 
 TESTS = Path(__file__).parent
 _spec = importlib.util.spec_from_file_location("suite_cpu", TESTS.parent / "benchmarks" / "suite_cpu.py")
@@ -58,3 +64,23 @@ def test_the_slow_stage_skips_only_the_modules_that_hold_no_slow_test(tmp_path, 
         if pytest_ignore_collect(tmp_path / name, config):
             ignored.add(name)
     assert ignored == ({"test_unmarked.py"} if stage == "slow" else set())
+
+
+def test_the_default_stage_fails_on_a_slow_test_the_slow_stage_would_not_collect(tmp_path):
+    """The rule above, held where every module is collected: a slow marker given another way (a name
+    bound to it) would leave its test out of the slow stage unnoticed."""
+    config = SimpleNamespace(getoption=lambda name: "not slow" if name == "markexpr" else None)
+    sources = {
+        "test_marked.py": "pytestmark = pytest.mark.slow\n",
+        "test_aliased.py": "SLOW = getattr(pytest.mark, 'sl' + 'ow')\n@SLOW\ndef test_x(): ...\n",
+    }
+    items = []
+    for name, source in sources.items():
+        (tmp_path / name).write_text(source)
+        slow = SimpleNamespace(name="slow", args=(), kwargs={})
+        items.append(
+            SimpleNamespace(path=tmp_path / name, get_closest_marker=lambda m, s=slow: s if m == "slow" else None)
+        )
+    pytest_collection_modifyitems(config, items[:1])  # marked in words: collected by the slow stage
+    with pytest.raises(pytest.UsageError, match="test_aliased.py: slow tests marked without the words `mark.slow`"):
+        pytest_collection_modifyitems(config, items)

@@ -151,6 +151,34 @@ def test_a_tool_forked_from_the_template_ends_as_it_would_alone_and_goes_with_it
     assert killed.wait(timeout=30) == -signal.SIGKILL  # ended as its tool ended
 
 
+def _running(pid: int) -> bool:
+    """Alive, not a zombie its new parent has yet to reap."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_template_whose_starter_dies_while_it_imports_stops_on_its_own():
+    """A template's starter is a sweep's process, which dies with its host; a host killed during the
+    template's preload (numpy and the stand-ins, about a second) once left it reparented and serving for
+    ever (found after a fleet test's silent host). It stops once it sees that its starter is gone."""
+    starter = (
+        "import os\n"
+        "from kernelsweep.sim import template\n"
+        "template.template_env()\n"
+        "print(next(iter(template._templates.values())).pid, flush=True)\n"
+        "os._exit(0)\n"  # at once, as a killed process does: no exit handler stops the template
+    )
+    done = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, timeout=60, check=True)
+    orphan = int(done.stdout)
+    try:
+        poll(lambda: not _running(orphan) or None, timeout=60, what="the orphaned template to stop", every=0.2)
+    finally:
+        if _running(orphan):
+            os.kill(orphan, signal.SIGKILL)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs to become another user")
 def test_the_template_forks_nothing_for_another_user():
     """Its address is abstract (no file, so no folder's mode keeps others out): the kernel's word on

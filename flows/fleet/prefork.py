@@ -14,6 +14,7 @@ server stops with its worker, after the flow runs it forked have ended.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from kernelsweep.toolchain.prefork_server import Request, become, listen, serve
@@ -51,8 +52,9 @@ def flow_module(pool: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     """`python -m kernelsweep.flows.fleet.prefork ADDRESS [MODULE ...]`: serve at ADDRESS (a socket
     path, or `@name` in the abstract namespace), importing the engine and the MODULEs at the first request."""
+    owner = os.getppid()  # first: the worker that started this server (its imports come at the first request)
     address, *preload = argv if argv is not None else sys.argv[1:]
-    request = serve(listen(address), address, [*ENGINE_MODULES, *STORE_MODULES, *preload])
+    request = serve(listen(address), address, [*ENGINE_MODULES, *STORE_MODULES, *preload], owner)
     if request is not None:
         run_engine(request)
 

@@ -12,9 +12,9 @@ the faults, the latencies and the files are the tools' own, decided after the fo
 environment each call sends.
 
 One template serves a process (`template_env`): it is started at the first simulated toolchain and
-stops within a second of its owner's end (it checks its parent), after the tools it forked have
-ended. Its own output goes nowhere: a caller reading a command's streams to their end must not wait
-for the template, which outlives the command.
+stops within a second of its owner's end (it checks that its parent is still the starter its command
+line names), after the tools it forked have ended. Its own output goes nowhere: a caller reading a
+command's streams to their end must not wait for the template, which outlives the command.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def template_env() -> dict[str, str]:
             try:  # listening before the template runs: the first tools come before its start is through
                 with listen(address) as listener:
                     template = subprocess.Popen(
-                        [sys.executable, "-P", "-m", __name__, address, str(listener.fileno())],
+                        [sys.executable, "-P", "-m", __name__, address, str(listener.fileno()), str(os.getpid())],
                         env={**os.environ, **LEAN_ENV},
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
@@ -137,13 +137,13 @@ def _run_forked(argv: list[str], server: int) -> NoReturn:
 
 
 def main() -> None:
-    """`python -P -m kernelsweep.sim.template ADDRESS FD`: serve on the socket FD, listening at
-    ADDRESS, until the starting process ends."""
-    address, fd = sys.argv[1], int(sys.argv[2])
+    """`python -P -m kernelsweep.sim.template ADDRESS FD OWNER`: serve on the socket FD, listening at
+    ADDRESS, until the starting process (pid OWNER) ends."""
+    address, fd, owner = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     server = os.getpid()
     for module in PRELOAD:  # now, not at the first request: the run's set-up goes on meanwhile
         importlib.import_module(module)
-    request = serve(socket.socket(fileno=fd), address, ())
+    request = serve(socket.socket(fileno=fd), address, (), owner)
     if request is None:
         return
     become(request)

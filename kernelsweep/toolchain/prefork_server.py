@@ -98,11 +98,14 @@ def listen(address: str) -> socket.socket:
     return listener
 
 
-def serve(listener: socket.socket, address: str, preload: Sequence[str]) -> Request | None:
-    """Answer requests on `listener` (at `address`) until told to stop; returns None then, or, in a
-    forked child, the request it is to become (`become`). Only this user's processes are answered: an
-    abstract address, unlike a file in a private folder, is open to every user of the host."""
-    owner = os.getppid()
+def serve(listener: socket.socket, address: str, preload: Sequence[str], owner: int) -> Request | None:
+    """Answer requests on `listener` (at `address`) until told to stop, or until `owner` (the process
+    that started this one) is no longer its parent; returns None then, or, in a forked child, the
+    request it is to become (`become`). The owner is named, not read here: a starter that died before
+    this process got here (a host killed during a template's preload) left it reparented, and a
+    parent read then would have been the reaper, which never ends: the server served on for ever.
+    Only this user's processes are answered: an abstract address, unlike a file in a private folder,
+    is open to every user of the host."""
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)

@@ -65,6 +65,14 @@ def poll(check: Callable[[], T | None], *, timeout: float, what: str, every: flo
         time.sleep(every)
 
 
+def alive(pid: int) -> bool:
+    """Running, as opposed to gone or exited and waiting for its new parent (init) to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def recorded_task_run(task_run_id: str, api_url: str | None = None, timeout: float = 60) -> dict:
     """The task run (the API's JSON) from `api_url`, else the current Prefect API, once its server has
     recorded its final state. Prefect 3 writes a task run from the events its flow run emits, after the

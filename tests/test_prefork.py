@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prefect_server import poll
+from prefect_server import alive, poll
 
 from kernelsweep.flows.fleet.engine import SOCKET_ENV
 from kernelsweep.flows.server import descendants
@@ -151,14 +151,6 @@ def test_a_tool_forked_from_the_template_ends_as_it_would_alone_and_goes_with_it
     assert killed.wait(timeout=30) == -signal.SIGKILL  # ended as its tool ended
 
 
-def _running(pid: int) -> bool:
-    """Alive, not a zombie its new parent has yet to reap."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_template_whose_starter_dies_while_it_imports_stops_on_its_own():
     """A template's starter is a sweep's process, which dies with its host; a host killed during the
     template's preload (numpy and the stand-ins, about a second) once left it reparented and serving for
@@ -173,9 +165,9 @@ def test_a_template_whose_starter_dies_while_it_imports_stops_on_its_own():
     done = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, timeout=60, check=True)
     orphan = int(done.stdout)
     try:
-        poll(lambda: not _running(orphan) or None, timeout=60, what="the orphaned template to stop", every=0.2)
+        poll(lambda: not alive(orphan) or None, timeout=60, what="the orphaned template to stop", every=0.2)
     finally:
-        if _running(orphan):
+        if alive(orphan):
             os.kill(orphan, signal.SIGKILL)
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from prefect_server import free_port
+from prefect_server import alive, free_port
 
 from kernelsweep.flows.cli.server import STATE_FILE
 
@@ -49,14 +49,6 @@ def _flow_runs(api_url: str) -> list[dict]:
     )
     with urllib.request.urlopen(request, timeout=30) as answer:
         return json.loads(answer.read())
-
-
-def _alive(pid: int) -> bool:
-    """Running, as opposed to gone or exited and waiting for its new parent (init) to reap it."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.slow
@@ -90,7 +82,7 @@ def test_a_started_server_is_reused_by_runs_and_stopped_cleanly(tmp_path, prefec
     finally:
         stopped = _cli("server", "stop", env=env, cwd=tmp_path)
     assert stopped.returncode == 0, stopped.stderr
-    assert not _alive(recorded["pid"]) and not (home / STATE_FILE).exists()
+    assert not alive(recorded["pid"]) and not (home / STATE_FILE).exists()
     assert _cli("server", "status", env=env, cwd=tmp_path).returncode == 1
 
 

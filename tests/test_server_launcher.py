@@ -18,6 +18,7 @@ import urllib.error
 from pathlib import Path
 
 import pytest
+from prefect_server import poll
 
 from kernelsweep.flows import server
 
@@ -270,7 +271,13 @@ def test_a_services_process_apart_runs_no_distributor_for_websockets_it_does_not
 
     process = server.launch_services({"PATH": os.environ["PATH"]}, tmp_path / "services.log")
     try:
-        environ = Path(f"/proc/{process.pid}/environ").read_bytes().decode().split("\0")
+        # Popen returns once the exec has begun; the kernel fills in the new environment a moment later.
+        environ = poll(
+            lambda: Path(f"/proc/{process.pid}/environ").read_bytes().decode().split("\0")[:-1],
+            timeout=10,
+            what="the services process's environment",
+            every=0.01,
+        )
         argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode().split("\0")
     finally:
         server.terminate_tree(process)

@@ -13,13 +13,19 @@ the same value, so code that runs on 3.13 gets what it expects; a `DateTime` min
 minus a `timedelta`, is left to pendulum. Where Prefect no longer has the shim, nothing is changed.
 
 Run with `-m`, this module is also the `__main__` that multiprocessing's spawn imports again in each
-API process of `server start --workers N`, so the fix reaches those too.
+API process of `server start --workers N`, so the fix reaches those too. Run so, it first imports the
+server's modules with the cyclic collector paused and freezes them (kernelsweep.preload): about half
+a CPU-second less at each server's start, and full collections that no longer walk them while it serves.
 """
 
 from __future__ import annotations
 
 import datetime
 from typing import Any
+
+from kernelsweep.preload import import_and_freeze
+
+SERVER_MODULES = ("prefect.server.api.server", "prefect.cli")  # the app a server serves, its command line
 
 
 def install() -> bool:
@@ -43,6 +49,8 @@ def install() -> bool:
     return True
 
 
+if __name__ in ("__main__", "__mp_main__"):  # a server's process, or an API process spawn started
+    import_and_freeze(SERVER_MODULES)
 install()
 
 if __name__ == "__main__":

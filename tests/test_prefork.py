@@ -11,6 +11,7 @@ tests/test_fleet_ops.py) run real shards through the same path, and kill a worke
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -190,3 +191,34 @@ def test_the_template_forks_nothing_for_another_user():
     assert started is not None
     end = started[1].recv(8)
     assert len(end) == 8  # its wait status, once it ended
+
+
+SERVE_AND_SHOW = """
+import gc, json, os, sys
+from kernelsweep.toolchain.prefork_server import become, listen, serve
+address, owner = sys.argv[1], int(sys.argv[2])
+request = serve(listen(address), address, ["decimal"], owner)
+if request is not None:
+    become(request)
+    with open(os.environ["SHOW_TO"], "w") as out:
+        json.dump([gc.isenabled(), gc.get_freeze_count(), "decimal" in sys.modules], out)
+    os._exit(0)
+"""
+
+
+def test_a_forked_process_holds_the_servers_preload_frozen_with_the_collector_on(tmp_path):
+    """The server imports its modules at the first request and freezes them (kernelsweep.preload), so
+    no collection in a forked process walks them."""
+    address, shown = str(tmp_path / "socket"), tmp_path / "shown.json"
+    server = subprocess.Popen([sys.executable, "-P", "-c", SERVE_AND_SHOW, address, str(os.getpid())])
+    try:
+        poll(lambda: Path(address).exists() or None, timeout=30, what="the server listening", every=0.05)
+        started = fork_from_server(address, ["show"], {**os.environ, "SHOW_TO": str(shown)})
+        assert started is not None
+        assert len(started[1].recv(8)) == 8  # its wait status, once it ended
+        started[1].close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    enabled, frozen, imported = json.loads(shown.read_text())
+    assert enabled and imported and frozen > 5_000

@@ -62,3 +62,19 @@ def test_the_command_is_prefects_command_line():
     )
     assert done.returncode == 0, done.stderr
     assert prefect.__version__ in done.stdout
+
+
+def test_the_command_holds_the_servers_modules_frozen_with_the_collector_on():
+    """Run as `-m`, the command imports the server's app and command line before Prefect parses its
+    arguments, with the collector paused, and freezes them (kernelsweep.preload)."""
+    show = (
+        "import atexit, gc, json, runpy, sys\n"
+        "atexit.register(lambda: print(json.dumps([gc.isenabled(), gc.get_freeze_count(),"
+        " 'prefect.server.api.server' in sys.modules])))\n"
+        "sys.argv = ['prefect', 'version']\n"
+        f"runpy.run_module({server.SERVER_PROCESS!r}, run_name='__main__', alter_sys=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-P", "-c", show], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    enabled, frozen, server_imported = json.loads(done.stdout.splitlines()[-1])
+    assert enabled and server_imported and frozen > 100_000

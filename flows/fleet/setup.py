@@ -30,7 +30,6 @@ from prefect.client.schemas.responses import DeploymentResponse
 from prefect.client.schemas.schedules import CronSchedule
 from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
-from prefect.workers.process import ProcessWorker
 
 from kernelsweep.fleet import HostReport
 from kernelsweep.fleet.plan import FLEET_DEPLOYMENT, NIGHTLY_VARIABLE, POOL_PREFIX, QUEUES, FleetSettings
@@ -46,7 +45,10 @@ ENGINE_COMMAND = "python -m kernelsweep.flows.fleet.engine"
 
 def process_pool_template() -> dict:
     """Prefect's process job template, its flow runs' output not streamed through the worker, each
-    flow run Prefect's engine alone."""
+    flow run Prefect's engine alone. Prefect's workers are imported here, not with the module: every
+    forked shard imports this module (through the compile farm's) and never needs them."""
+    from prefect.workers.process import ProcessWorker
+
     template = ProcessWorker.get_default_base_job_template()
     template["variables"]["properties"]["stream_output"]["default"] = False
     template["variables"]["properties"]["command"]["default"] = ENGINE_COMMAND

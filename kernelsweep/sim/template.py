@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import os
 import runpy
 import secrets
@@ -34,6 +33,7 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
+from kernelsweep.preload import import_and_freeze
 from kernelsweep.toolchain.parent_death import signal_on_parent_death
 from kernelsweep.toolchain.prefork_client import TEMPLATE_ENV
 from kernelsweep.toolchain.prefork_server import become, listen, serve
@@ -141,8 +141,7 @@ def main() -> None:
     ADDRESS, until the starting process (pid OWNER) ends."""
     address, fd, owner = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     server = os.getpid()
-    for module in PRELOAD:  # now, not at the first request: the run's set-up goes on meanwhile
-        importlib.import_module(module)
+    import_and_freeze(PRELOAD)  # now, not at the first request: the run's set-up goes on meanwhile
     request = serve(socket.socket(fileno=fd), address, (), owner)
     if request is None:
         return

@@ -19,7 +19,6 @@ then waits for the processes it forked and returns.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import marshal
 import os
 import random
@@ -34,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelsweep.preload import import_and_freeze
 from kernelsweep.toolchain.prefork_client import NUMBER, STREAMS, unix_address
 
 OWNER_CHECK_SECONDS = 1.0  # how often the server looks whether the process that started it still runs
@@ -136,8 +136,7 @@ def serve(listener: socket.socket, address: str, preload: Sequence[str], owner: 
                     conn.close()
                     continue
                 if not loaded:
-                    for module in preload:
-                        importlib.import_module(module)
+                    import_and_freeze(preload)  # each child's collections walk none of it again
                     loaded = True
                 sys.stdout.flush()
                 sys.stderr.flush()

@@ -64,17 +64,21 @@ def test_the_command_is_prefects_command_line():
     assert prefect.__version__ in done.stdout
 
 
-def test_the_command_holds_the_servers_modules_frozen_with_the_collector_on():
-    """Run as `-m`, the command imports the server's app and command line before Prefect parses its
-    arguments, with the collector paused, and freezes them (kernelsweep.preload)."""
+@pytest.mark.parametrize(
+    ("command", "app_imported"), [(["version"], True), (["server", "services", "ls"], False)], ids=["api", "services"]
+)
+def test_the_command_holds_the_servers_modules_frozen_with_the_collector_on(command, app_imported):
+    """Run as `-m`, the command imports what its process serves before Prefect parses its arguments,
+    with the collector paused, and freezes it (kernelsweep.preload): the API's app, except in a
+    services process, which serves no API."""
     show = (
         "import atexit, gc, json, runpy, sys\n"
         "atexit.register(lambda: print(json.dumps([gc.isenabled(), gc.get_freeze_count(),"
         " 'prefect.server.api.server' in sys.modules])))\n"
-        "sys.argv = ['prefect', 'version']\n"
+        f"sys.argv = ['prefect', *{command!r}]\n"
         f"runpy.run_module({server.SERVER_PROCESS!r}, run_name='__main__', alter_sys=True)\n"
     )
     done = subprocess.run([sys.executable, "-P", "-c", show], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    enabled, frozen, server_imported = json.loads(done.stdout.splitlines()[-1])
-    assert enabled and server_imported and frozen > 100_000
+    enabled, frozen, imported = json.loads(done.stdout.splitlines()[-1])
+    assert enabled and frozen > 100_000 and imported == app_imported

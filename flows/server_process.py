@@ -14,7 +14,7 @@ minus a `timedelta`, is left to pendulum. Where Prefect no longer has the shim, 
 
 Run with `-m`, this module is also the `__main__` that multiprocessing's spawn imports again in each
 API process of `server start --workers N`, so the fix reaches those too. Run so, it first imports the
-server's modules with the cyclic collector paused and freezes them (kernelsweep.preload): 0.6-0.8
+server's modules with the cyclic collector paused and freezes them (kernelsweep.toolchain.preload): 0.6-0.8
 CPU-s less at each server's start, and full collections that no longer walk them while it serves.
 """
 
@@ -24,7 +24,7 @@ import datetime
 import sys
 from typing import Any
 
-from kernelsweep.preload import import_and_freeze
+from kernelsweep.toolchain.preload import import_and_freeze
 
 # What a server's process imports before Prefect's command line runs, frozen: the API's app, or for
 # `server services start` (which serves no API: the app would cost it 0.45 CPU-s) the services' base.

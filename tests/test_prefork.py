@@ -207,7 +207,7 @@ if request is not None:
 
 
 def test_a_forked_process_holds_the_servers_preload_frozen_with_the_collector_on(tmp_path):
-    """The server imports its modules at the first request and freezes them (kernelsweep.preload), so
+    """The server imports its modules at the first request and freezes them (kernelsweep.toolchain.preload), so
     no collection in a forked process walks them."""
     address, shown = str(tmp_path / "socket"), tmp_path / "shown.json"
     server = subprocess.Popen([sys.executable, "-P", "-c", SERVE_AND_SHOW, address, str(os.getpid())])

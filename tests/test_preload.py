@@ -1,4 +1,4 @@
-"""kernelsweep.preload: the modules a long-lived or forking process imports, imported with the cyclic
+"""kernelsweep.toolchain.preload: the modules a long-lived or forking process imports, imported with the cyclic
 collector paused and then frozen. Checked in fresh interpreters: freezing is for the whole process."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 SHOW = """
 import gc, json, sys
-from kernelsweep.preload import import_and_freeze
+from kernelsweep.toolchain.preload import import_and_freeze
 before = gc.get_freeze_count()
 try:
     import_and_freeze(sys.argv[1:])

@@ -69,7 +69,7 @@ def test_the_command_is_prefects_command_line():
 )
 def test_the_command_holds_the_servers_modules_frozen_with_the_collector_on(command, app_imported):
     """Run as `-m`, the command imports what its process serves before Prefect parses its arguments,
-    with the collector paused, and freezes it (kernelsweep.preload): the API's app, except in a
+    with the collector paused, and freezes it (kernelsweep.toolchain.preload): the API's app, except in a
     services process, which serves no API."""
     show = (
         "import atexit, gc, json, runpy, sys\n"

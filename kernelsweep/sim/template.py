@@ -33,10 +33,10 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from kernelsweep.preload import import_and_freeze
 from kernelsweep.toolchain.parent_death import signal_on_parent_death
 from kernelsweep.toolchain.prefork_client import TEMPLATE_ENV
 from kernelsweep.toolchain.prefork_server import become, listen, serve
+from kernelsweep.toolchain.preload import import_and_freeze
 
 # What the stand-ins and the workers import before their work, so each forked copy has it already.
 PRELOAD = (

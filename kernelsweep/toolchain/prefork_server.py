@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsweep.preload import import_and_freeze
 from kernelsweep.toolchain.prefork_client import NUMBER, STREAMS, unix_address
+from kernelsweep.toolchain.preload import import_and_freeze
 
 OWNER_CHECK_SECONDS = 1.0  # how often the server looks whether the process that started it still runs
 

@@ -321,17 +321,17 @@ def unpack(archive: Path, folder: Path) -> Path:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(folder, filter="data")
         else:  # Python 3.11.0-3.11.3 (Debian 12's python3.11 is 3.11.2) has no extraction filters
-            tar.extractall(folder, members=_files_and_folders_inside(tar, folder))
+            tar.extractall(folder, members=_files_and_folders_inside(tar, archive, folder))
     return folder
 
 
-def _files_and_folders_inside(tar: tarfile.TarFile, folder: Path) -> list[tarfile.TarInfo]:
-    """The archive's members when each is a file or folder that lands inside `folder`, as the "data"
-    filter requires of the IR folders `tracing.request.pack` makes; else a TarError, as that filter raises, before
-    anything is written."""
+def _files_and_folders_inside(tar: tarfile.TarFile, archive: Path, folder: Path) -> list[tarfile.TarInfo]:
+    """The archive's members when each is a file or folder landing inside `folder`, as the "data" filter
+    requires of the IR folders `tracing.request.pack` makes; else a TarError (as that filter raises)
+    before anything is written."""
     root = folder.resolve()
     members = tar.getmembers()
     for member in members:
         if not (member.isfile() or member.isdir()) or not (root / member.name).resolve().is_relative_to(root):
-            raise tarfile.TarError(f"{tar.name}: {member.name!r} is not a file or folder inside the IR folder")
+            raise tarfile.TarError(f"{archive}: {member.name!r} is not a file or folder inside the IR folder")
     return members

@@ -33,8 +33,10 @@ def test_the_ir_folder_comes_back_as_it_was_packed(python, tmp_path):
     (ir / "weights").mkdir(parents=True)
     (ir / "kernel.py").write_text("def kernel(a): return a\n")
     (ir / "weights" / "w0.bin").write_bytes(bytes(range(256)))
+    (ir / "kernel.py").chmod(0o6777)  # setuid, setgid, writable by all: the "data" filter drops those bits
     back = unpack(pack(ir, tmp_path / "ir.tar"), tmp_path / "back")
     assert _files(back) == _files(ir) and len(_files(back)) == 2
+    assert (back / "kernel.py").stat().st_mode & 0o7777 == 0o755
 
 
 @pytest.mark.parametrize("kind", ["parent", "absolute", "link"])

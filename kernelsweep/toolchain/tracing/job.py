@@ -327,11 +327,13 @@ def unpack(archive: Path, folder: Path) -> Path:
 
 def _files_and_folders_inside(tar: tarfile.TarFile, archive: Path, folder: Path) -> list[tarfile.TarInfo]:
     """The archive's members when each is a file or folder landing inside `folder`, as the "data" filter
-    requires of the IR folders `tracing.request.pack` makes; else a TarError (as that filter raises)
+    requires of the IR folders `tracing.request.pack` makes, with the mode bits that filter drops
+    (setuid, setgid, sticky, group and other write) dropped; else a TarError (as that filter raises)
     before anything is written."""
     root = folder.resolve()
     members = tar.getmembers()
     for member in members:
         if not (member.isfile() or member.isdir()) or not (root / member.name).resolve().is_relative_to(root):
             raise tarfile.TarError(f"{archive}: {member.name!r} is not a file or folder inside the IR folder")
+        member.mode &= 0o755
     return members

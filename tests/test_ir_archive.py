@@ -1,7 +1,8 @@
 """The IR folder's round trip through its tar (`pack` after tracing, `unpack` before compiling), on
 Pythons with tarfile's extraction filters (3.11.4+) and without them (3.11.0-3.11.3: Debian 12's
-python3.11 is 3.11.2), where an archive member that is not a file or folder inside the IR folder is
-refused before anything is written, as the "data" filter refuses it."""
+python3.11 is 3.11.2). Without filters, an archive member that is not a file or folder inside the IR
+folder is refused before anything is written, and the mode bits the "data" filter drops are dropped;
+with them, the filter does the same, except that it puts an absolute name inside the folder."""
 
 from __future__ import annotations
 

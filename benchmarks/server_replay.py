@@ -164,10 +164,13 @@ def points_of(calls: list[Exchange]) -> list[str | None]:
 
 def _task_run_event(call: Exchange) -> tuple[str, str] | None:
     """The task run id and the task run's name, when `call` sends a task-run event."""
-    if call.kind != "ws":
-        return None
+    return _task_run_of(call.body) if call.kind == "ws" else None
+
+
+def _task_run_of(message: str) -> tuple[str, str] | None:
+    """The task run id and name a websocket message's task-run event is about; None for any other."""
     with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
-        event = json.loads(call.body)
+        event = json.loads(message)
         if event["event"].startswith("prefect.task-run."):
             resource = event["resource"]
             return resource["prefect.resource.id"].removeprefix("prefect.task-run."), resource["prefect.resource.name"]
@@ -198,6 +201,7 @@ class Tally:
     errors: dict[str, int] = field(default_factory=dict)
     retries: int = 0  # calls refused and tried again, as Prefect's client does
     points: int = 0
+    task_runs: set[str] = field(default_factory=set)  # the task runs whose events were sent
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -273,6 +277,9 @@ async def _replay_steps(
             except (OSError, websockets.WebSocketException) as exc:
                 tally.error(f"WS {step.route}: {type(exc).__name__}")
                 sockets.pop(step.path, None)
+                continue
+            if (event := _task_run_of(body)) is not None:
+                tally.task_runs.add(event[0])
             continue
         try:
             answer = await _call(client, step.method, ids.fill(step.path), body, tally)
@@ -396,6 +403,7 @@ class Figure:
     calls: int
     retries: int
     errors: dict[str, int]
+    recorded: tuple[int, int]  # task runs the server recorded, of those whose events were sent
     load: str
 
     @property
@@ -411,13 +419,13 @@ class Figure:
                 f"{self.points} points in {self.wall:5.1f} s: "
                 f"server {self.server_ms:4.0f} ms CPU / point ({parts}) = {per_core:5.1f} points/s per server core; "
                 f"API p50/p95/p99 {p50:.0f}/{p95:.0f}/{p99:.0f} ms over {self.calls} calls; {self.retries} refused and "
-                f"retried, {errors} errors; "
+                f"retried, {errors} errors; {self.recorded[0]} of {self.recorded[1]} task runs recorded; "
                 f"load generator {self.generator_ms:.0f} ms / point; {self.load}")  # fmt: skip
 
 
 def measure(server: Server, fixture: Fixture, setup: str, command: str, hosts: int, per_host: int) -> Figure:
     idle = idle_rates(server)
-    tally = Tally()
+    tally, task_runs = Tally(), server.task_runs()
     before, started, own = server.cpu_parts(), time.perf_counter(), _own_cpu()
     asyncio.run(_replay(server.api_url, fixture, hosts, per_host, tally))
     wall = time.perf_counter() - started
@@ -426,12 +434,13 @@ def measure(server: Server, fixture: Fixture, setup: str, command: str, hosts: i
     settle_server(server)  # the services work off the events the API queued
     spent = time.perf_counter() - started
     after = server.cpu_parts()
+    recorded = (server.task_runs() - task_runs, len(tally.task_runs))
     points = max(tally.points, 1)
     cpu_ms = {name: max(0.0, after[name] - before[name] - idle[name] * spent) / points * 1000 for name in after}
     quantiles = statistics.quantiles(tally.latencies, n=100) if len(tally.latencies) > 1 else [0.0] * 99
     latency = (quantiles[49] * 1000, quantiles[94] * 1000, quantiles[98] * 1000)
     return Figure(setup, command, hosts, tally.points, wall, cpu_ms, generator / points * 1000, latency,
-                  len(tally.latencies), tally.retries, tally.errors, seen_load)  # fmt: skip
+                  len(tally.latencies), tally.retries, tally.errors, recorded, seen_load)  # fmt: skip
 
 
 def _own_cpu() -> float:

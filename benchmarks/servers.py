@@ -47,6 +47,7 @@ from kernelsweep.flows.server import (
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 QUIET_CLIENT = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+REDIS_CONNECTIONS = 1000  # per server process; an API process needs one per host publishing at once
 
 
 def _prefect_defaults() -> dict[str, str]:
@@ -149,17 +150,27 @@ class Redis:
     pid: int
 
     def messaging_env(self) -> dict[str, str]:
-        """Prefect's documented Redis settings for a multi-server setup (docs/fleet.md): messaging,
-        causal ordering, lease storage and the background services' docket, all on this Redis."""
+        """Prefect's Redis settings every process of a multi-server setup takes (docs/fleet.md):
+        messaging, lease storage and the background services' docket, all on this Redis. The URL
+        raises a process's Redis connections from redis-py's default of 100: an API process takes one
+        for each event websocket publishing at that moment, and past 100 it closes the others."""
         return {
             "PREFECT_MESSAGING_BROKER": "prefect_redis.messaging",
+            "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": "prefect_redis.lease_storage",
+            "PREFECT_REDIS_MESSAGING_URL": f"redis://{LOOPBACK}:{self.port}/0?max_connections={REDIS_CONNECTIONS}",
+            "PREFECT_SERVER_DOCKET_URL": f"redis://{LOOPBACK}:{self.port}/1",
+        }
+
+    def api_env(self, api_processes: int) -> dict[str, str]:
+        """What the API processes take besides: with several, the events' duplicate check on Redis (a
+        client's event sent again after a reconnect can reach another one), and the causal ordering
+        too, which `prefect server start --workers N` refuses to start without (Prefect 3.9.1) though
+        only the triggers, in the services process, use it. One API process keeps both in memory."""
+        if api_processes == 1:
+            return self.messaging_env()
+        return self.messaging_env() | {
             "PREFECT_MESSAGING_CACHE": "prefect_redis.messaging",
             "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING": "prefect_redis.ordering",
-            "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": "prefect_redis.lease_storage",
-            "PREFECT_REDIS_MESSAGING_HOST": LOOPBACK,
-            "PREFECT_REDIS_MESSAGING_PORT": str(self.port),
-            "PREFECT_REDIS_MESSAGING_DB": "0",
-            "PREFECT_SERVER_DOCKET_URL": f"redis://{LOOPBACK}:{self.port}/1",
         }
 
 
@@ -219,6 +230,13 @@ class Server:
     def cpu_seconds(self) -> float:
         return sum(self.cpu_parts().values())
 
+    def task_runs(self) -> int:
+        """Task runs the server has recorded so far."""
+        if self.database:
+            return int(self.database.query("SELECT count(*) FROM task_run")[0][0])
+        with contextlib.closing(sqlite3.connect(self.home / "prefect.db", timeout=60)) as db:
+            return int(db.execute("SELECT count(*) FROM task_run").fetchone()[0])
+
     def database_bytes(self) -> int:
         """PostgreSQL's own size of the database; SQLite's pages in use (the WAL's included, the free
         list not), which unlike the files' sizes does not jump with each WAL checkpoint."""
@@ -268,9 +286,10 @@ def multi_server(
     env = server_env(LOOPBACK, port, base)
     migrate = [sys.executable, "-P", "-m", "prefect", "server", "database", "upgrade", "-y"]
     subprocess.run(migrate, env=env, cwd=NEUTRAL_FOLDER, capture_output=True, check=True, timeout=600)
-    services = launch_services(env, home / "services.log")
+    services = launch_services(env, home / "services.log")  # the one services process: SERVICES_PROCESS_SETTINGS
+    api = {**env, **broker.api_env(api_processes), **(settings or {})}
     try:
-        with serving(port, env, home / "server.log", ui=False, workers=api_processes, services=False) as process:
+        with serving(port, api, home / "server.log", ui=False, workers=api_processes, services=False) as process:
             yield Server(home, port, process.pid, database, {"background services": services.pid, "Redis": broker.pid})
     finally:
         terminate_tree(services)

@@ -90,12 +90,29 @@ BATCHED_RECORDING_SETTINGS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1",
 }
-# A services process started apart serves no websocket, so it has no subscriber for the event and log
-# distributors that `prefect server services start` runs with every other service (Prefect 3.9.1):
-# each would read every event (and log) from the broker for nobody. The API processes run their own.
+# The one services process of a scaled-out server (docs/fleet.md), beside API processes that share
+# its PostgreSQL and Redis:
+# - It serves no websocket, so it has no subscriber for the event and log distributors that `prefect
+#   server services start` runs with every other service (Prefect 3.9.1): each would read every event
+#   (and log) from the broker for nobody. The API processes run their own.
+# - The triggers keep their causal ordering (which event waits for which) in memory, as in a server of
+#   one process: Prefect's Redis ordering exists for several services processes sharing the triggers'
+#   work, and costs five Redis calls an event (a point's 15 events: about 75). Run several services
+#   processes and this must be `prefect_redis.ordering` again.
+# - The triggers read events from Redis 100 at a time (Prefect: 1), as the recorder and persister
+#   do (BATCHED_RECORDING_SETTINGS): one read, one claim check and one acknowledgement per batch, not
+#   per event. Redis holds a batch until it is acknowledged, so a process killed mid-batch has it
+#   delivered again; nothing read is lost.
+# - The events it publishes (the automations' own) are checked for duplicates in memory: it is the
+#   only publisher of them.
+# Measured in docs/fleet.md ("One services process"): 55 ms of server CPU per point down to 38 at 100
+# hosts' worth.
 SERVICES_PROCESS_SETTINGS = {
     "PREFECT_SERVER_EVENTS_STREAM_OUT_ENABLED": "false",
     "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "false",
+    "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING": "prefect.server.events.ordering.memory",
+    "PREFECT_SERVER_SERVICES_TRIGGERS_READ_BATCH_SIZE": "100",
+    "PREFECT_MESSAGING_CACHE": "prefect.server.utilities.messaging.memory",
 }
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b: ")  # a traceback's last line
 # Between the launcher's start and the server's: argv[1] is the caller's pid, argv[2:] the server's argv.

@@ -262,14 +262,38 @@ def test_an_api_call_retries_what_prefects_client_retries_and_no_more(status, bu
     assert refused == [status] * retried and pauses == [2**n for n in range(retried)]
 
 
-def test_a_services_process_apart_runs_no_distributor_for_websockets_it_does_not_serve(tmp_path, monkeypatch):
+def test_the_one_services_process_gets_its_own_settings(tmp_path, monkeypatch):
     """`prefect server services start` runs the event and log distributors with every other service;
     apart from the API processes no websocket client listens to them, so the launcher turns them off
-    there and only there: the process gets the settings, and Prefect reads them as the two
-    distributors' switches (`server.events.stream_out_enabled`, `server.logs.stream_out_enabled`)."""
+    there and only there. Being the only services process, it keeps the triggers' causal ordering and
+    its events' duplicate check in memory and reads the triggers' events in batches. The process gets
+    the settings, and Prefect reads them as those switches; a value the caller sets (several services
+    processes need Redis's ordering) wins."""
     import prefect.settings
 
-    process = server.launch_services({"PATH": os.environ["PATH"]}, tmp_path / "services.log")
+    argv, environ = _services_started_with({"PATH": os.environ["PATH"]}, tmp_path)
+    assert argv[1:7] == ["-P", "-m", server.SERVER_PROCESS, "server", "services", "start"]  # with the fix, as the API
+    assert {f"{name}={value}" for name, value in server.SERVICES_PROCESS_SETTINGS.items()} <= set(environ)
+    assert prefect.settings.Settings().server.events.stream_out_enabled  # a server's own process keeps them
+    for name, value in server.SERVICES_PROCESS_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    settings = prefect.settings.Settings().server
+    assert not settings.events.stream_out_enabled and not settings.logs.stream_out_enabled
+    assert settings.events.causal_ordering == "prefect.server.events.ordering.memory"
+    assert settings.events.messaging_cache == "prefect.server.utilities.messaging.memory"
+    assert settings.services.triggers.read_batch_size == 100
+
+
+def test_a_services_setting_from_the_caller_wins(tmp_path):
+    shared = {"PATH": os.environ["PATH"], "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING": "prefect_redis.ordering"}
+    _, environ = _services_started_with(shared, tmp_path)
+    assert "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING=prefect_redis.ordering" in environ
+    assert "PREFECT_SERVER_SERVICES_TRIGGERS_READ_BATCH_SIZE=100" in environ
+
+
+def _services_started_with(env: dict[str, str], tmp_path: Path) -> tuple[list[str], list[str]]:
+    """The command line and environment `launch_services(env)` gave its process (then stopped)."""
+    process = server.launch_services(env, tmp_path / "services.log")
     try:
         # Popen returns once the exec has begun; the kernel fills in the new environment a moment later.
         environ = poll(
@@ -281,10 +305,4 @@ def test_a_services_process_apart_runs_no_distributor_for_websockets_it_does_not
         argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode().split("\0")
     finally:
         server.terminate_tree(process)
-    assert argv[1:7] == ["-P", "-m", server.SERVER_PROCESS, "server", "services", "start"]  # with the fix, as the API
-    assert {f"{name}={value}" for name, value in server.SERVICES_PROCESS_SETTINGS.items()} <= set(environ)
-    assert prefect.settings.Settings().server.events.stream_out_enabled  # a server's own process keeps them
-    for name, value in server.SERVICES_PROCESS_SETTINGS.items():
-        monkeypatch.setenv(name, value)
-    settings = prefect.settings.Settings().server
-    assert not settings.events.stream_out_enabled and not settings.logs.stream_out_enabled
+    return argv, environ

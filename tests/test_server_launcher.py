@@ -267,14 +267,24 @@ def test_the_one_services_process_gets_its_own_settings(tmp_path, monkeypatch):
     apart from the API processes no websocket client listens to them, so the launcher turns them off
     there and only there. Being the only services process, it keeps the triggers' causal ordering and
     its events' duplicate check in memory and reads the triggers' events in batches. The process gets
-    the settings, and Prefect reads them as those switches; a value the caller sets (several services
-    processes need Redis's ordering) wins."""
+    the settings, and Prefect reads them as those switches, over a profile's Redis values; a value the
+    caller's environment sets (several services processes need Redis's ordering) wins."""
     import prefect.settings
 
     argv, environ = _services_started_with({"PATH": os.environ["PATH"]}, tmp_path)
     assert argv[1:7] == ["-P", "-m", server.SERVER_PROCESS, "server", "services", "start"]  # with the fix, as the API
     assert {f"{name}={value}" for name, value in server.SERVICES_PROCESS_SETTINGS.items()} <= set(environ)
     assert prefect.settings.Settings().server.events.stream_out_enabled  # a server's own process keeps them
+    # A profile set up by Prefect's self-hosting guide (`prefect config set`) holds the Redis values;
+    # the services process's environment wins over it.
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text(
+        'active = "redis"\n[profiles.redis]\n'
+        'PREFECT_SERVER_EVENTS_CAUSAL_ORDERING = "prefect_redis.ordering"\n'
+        'PREFECT_MESSAGING_CACHE = "prefect_redis.messaging"\n'
+    )
+    monkeypatch.setenv("PREFECT_PROFILES_PATH", str(profiles))
+    assert prefect.settings.Settings().server.events.causal_ordering == "prefect_redis.ordering"
     for name, value in server.SERVICES_PROCESS_SETTINGS.items():
         monkeypatch.setenv(name, value)
     settings = prefect.settings.Settings().server

@@ -161,14 +161,15 @@ class Redis:
             "PREFECT_SERVER_DOCKET_URL": f"redis://{LOOPBACK}:{self.port}/1",
         }
 
-    def api_env(self, api_processes: int) -> dict[str, str]:
+    @staticmethod
+    def api_env(api_processes: int) -> dict[str, str]:
         """What the API processes take besides: with several, the events' duplicate check on Redis (a
         client's event sent again after a reconnect can reach another one), and the causal ordering
         too, which `prefect server start --workers N` refuses to start without (Prefect 3.9.1) though
         only the triggers, in the services process, use it. One API process keeps both in memory."""
         if api_processes == 1:
-            return self.messaging_env()
-        return self.messaging_env() | {
+            return {}
+        return {
             "PREFECT_MESSAGING_CACHE": "prefect_redis.messaging",
             "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING": "prefect_redis.ordering",
         }

@@ -267,13 +267,25 @@ def test_the_one_services_process_gets_its_own_settings(tmp_path, monkeypatch):
     apart from the API processes no websocket client listens to them, so the launcher turns them off
     there and only there. Being the only services process, it keeps the triggers' causal ordering and
     its events' duplicate check in memory and reads the triggers' events in batches. The process gets
-    the settings, and Prefect reads them as those switches, over a profile's Redis values; a value the
-    caller's environment sets (several services processes need Redis's ordering) wins."""
+    the settings, except one the caller's environment sets (several services processes need Redis's
+    ordering), and Prefect reads them as those switches, over a profile's Redis values."""
     import prefect.settings
 
-    argv, environ = _services_started_with({"PATH": os.environ["PATH"]}, tmp_path)
+    caller = {"PATH": os.environ["PATH"], "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING": "prefect_redis.ordering"}
+    process = server.launch_services(caller, tmp_path / "services.log")
+    try:
+        # Popen returns once the exec has begun; the kernel fills in the new environment a moment later.
+        environ = poll(
+            lambda: Path(f"/proc/{process.pid}/environ").read_bytes().decode().split("\0")[:-1],
+            timeout=10,
+            what="the services process's environment",
+            every=0.01,
+        )
+        argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode().split("\0")
+    finally:
+        server.terminate_tree(process)
     assert argv[1:7] == ["-P", "-m", server.SERVER_PROCESS, "server", "services", "start"]  # with the fix, as the API
-    assert {f"{name}={value}" for name, value in server.SERVICES_PROCESS_SETTINGS.items()} <= set(environ)
+    assert {f"{name}={value}" for name, value in (server.SERVICES_PROCESS_SETTINGS | caller).items()} <= set(environ)
     assert prefect.settings.Settings().server.events.stream_out_enabled  # a server's own process keeps them
     # A profile set up by Prefect's self-hosting guide (`prefect config set`) holds the Redis values;
     # the services process's environment wins over it.
@@ -292,27 +304,3 @@ def test_the_one_services_process_gets_its_own_settings(tmp_path, monkeypatch):
     assert settings.events.causal_ordering == "prefect.server.events.ordering.memory"
     assert settings.events.messaging_cache == "prefect.server.utilities.messaging.memory"
     assert settings.services.triggers.read_batch_size == 100
-
-
-def test_a_services_setting_from_the_caller_wins(tmp_path):
-    shared = {"PATH": os.environ["PATH"], "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING": "prefect_redis.ordering"}
-    _, environ = _services_started_with(shared, tmp_path)
-    assert "PREFECT_SERVER_EVENTS_CAUSAL_ORDERING=prefect_redis.ordering" in environ
-    assert "PREFECT_SERVER_SERVICES_TRIGGERS_READ_BATCH_SIZE=100" in environ
-
-
-def _services_started_with(env: dict[str, str], tmp_path: Path) -> tuple[list[str], list[str]]:
-    """The command line and environment `launch_services(env)` gave its process (then stopped)."""
-    process = server.launch_services(env, tmp_path / "services.log")
-    try:
-        # Popen returns once the exec has begun; the kernel fills in the new environment a moment later.
-        environ = poll(
-            lambda: Path(f"/proc/{process.pid}/environ").read_bytes().decode().split("\0")[:-1],
-            timeout=10,
-            what="the services process's environment",
-            every=0.01,
-        )
-        argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode().split("\0")
-    finally:
-        server.terminate_tree(process)
-    return argv, environ

@@ -106,7 +106,7 @@ BATCHED_RECORDING_SETTINGS = {
 # - The events it publishes (the automations' own) are checked for duplicates in memory: it is the
 #   only publisher of them.
 # Measured in docs/fleet.md ("One services process"): 55 ms of server CPU per point down to 38 at 100
-# hosts' worth.
+# hosts' worth (34-35 with hiredis, which the server-redis extra brings).
 SERVICES_PROCESS_SETTINGS = {
     "PREFECT_SERVER_EVENTS_STREAM_OUT_ENABLED": "false",
     "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "false",

@@ -84,9 +84,9 @@ def point_inputs(
         return dict(hit.refs)
     refs = {}
     for name, array in definition.build_inputs(point.params, point.dtype, point.seed).items():
-        path = workdir / names.input_file(name)
+        path = _cleared(workdir / names.input_file(name))
         path.write_bytes(np.ascontiguousarray(array).tobytes())
-        refs[name] = store.put_file(path)
+        refs[name] = store.put_file(path, take=True)
     cache.record(store, INPUTS, REFERENCE_DTYPE, key, refs)
     return refs
 
@@ -103,18 +103,25 @@ def expected_outputs(
             return cached
     arrays = {}
     for info in definition.input_infos(point.params, point.dtype):
-        path = store.fetch(inputs[info.name], workdir / names.input_file(info.name), rebuildable=True)
+        path = store.fetch(inputs[info.name], workdir / names.input_file(info.name), rebuildable=True, read_only=True)
         arrays[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
     expected = {
         name: np.asarray(value, dtype=np.float64) for name, value in definition.reference(arrays, point.params).items()
     }
     refs, shapes = {}, {}
     for name, value in expected.items():
-        path = workdir / f"reference-{names.slug(name)}.bin"
+        path = _cleared(workdir / f"reference-{names.slug(name)}.bin")
         np.ascontiguousarray(value).tofile(path)
-        refs[name], shapes[name] = store.put_file(path), json.dumps(list(value.shape))
+        refs[name], shapes[name] = store.put_file(path, take=True), json.dumps(list(value.shape))
     cache.record(store, REFERENCE, REFERENCE_DTYPE, key, refs, shapes)
     return expected
+
+
+def _cleared(path: Path) -> Path:
+    """A name to write: a read-only fetch may have left a link into the store there, and writing
+    through it would change the store's bytes."""
+    path.unlink(missing_ok=True)
+    return path
 
 
 def _load(store: ArtifactStore, entry: cache.Entry, workdir: Path) -> dict[str, np.ndarray] | None:
@@ -123,7 +130,7 @@ def _load(store: ArtifactStore, entry: cache.Entry, workdir: Path) -> dict[str, 
     for name, ref in entry.refs.items():
         try:
             shape = tuple(json.loads(entry.meta[name]))
-            path = store.fetch(ref, workdir / f"reference-{names.slug(name)}.bin", rebuildable=True)
+            path = store.fetch(ref, workdir / f"reference-{names.slug(name)}.bin", rebuildable=True, read_only=True)
             loaded[name] = np.fromfile(path, dtype=np.float64).reshape(shape)
         except (KeyError, ValueError, TypeError):
             return None

@@ -91,8 +91,8 @@ def trace_stage(ctx: StageContext, point: Point) -> TraceResult:
             lease=_executing_lease(ctx, point),
         )
         seconds = out.worker_seconds - (out.compile_seconds or 0.0)
-        refs = {"ir": ctx.store.put_file(out.ir_path)}
-        refs |= {"neff": ctx.store.put_file(out.neff_path)} if out.neff_path else {}
+        refs = {"ir": ctx.store.put_file(out.ir_path, take=True)}
+        refs |= {"neff": ctx.store.put_file(out.neff_path, take=True)} if out.neff_path else {}
         if cpu:
             refs |= model_refs(ctx, point, definition, out, workdir)
     if out.tracer != choice.first or out.fallbacks:  # recorded under the tracer that made it
@@ -178,7 +178,7 @@ def _built_as_keyed(ctx: StageContext, neff: ArtifactRef, target: str) -> bool:
     (compiled again, its entry written anew) with one warning; a NEFF that names neither is trusted."""
     with scratch("neff-check") as workdir:
         try:
-            info = read_neff(ctx.store.fetch(neff, workdir / "file.neff", rebuildable=True)).info
+            info = read_neff(ctx.store.fetch(neff, workdir / "file.neff", rebuildable=True, read_only=True)).info
         except NeffFormatError as exc:
             log.warning("cached NEFF %s is not a NEFF (%s): a cache miss, compiling it again", neff.sha256[:12], exc)
             return False
@@ -258,14 +258,15 @@ def compile_stage(ctx: StageContext, point: Point, traced: TraceResult) -> Compi
             debug_info=False,  # `neuronx-cc compile` runs without NKI_DEBUG_INFO
         )
     with scratch("compile") as workdir:
-        folder = tracing.unpack(ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True), workdir / "ir")
+        ir = ctx.store.fetch(traced.ir, workdir / names.IR, rebuildable=True, read_only=True)
+        folder = tracing.unpack(ir, workdir / "ir")
         with ctx.compile_limiter:  # compiles are CPU- and memory-heavy: bounded, unlike the other stages
             started = time.perf_counter()
             neff = compiler.compile_ir(
                 ctx.toolchain, folder / names.PENGUIN, folder, target, lnc, COMPILE_TIMEOUT_SECONDS
             )
             seconds = time.perf_counter() - started
-        ref = ctx.store.put_file(neff)
+        ref = ctx.store.put_file(neff, take=True)
     cache.record(ctx.store, "compile", ctx.versions.compiler, key, {"neff": ref}, {HOST_META: ctx.host_name or ""})
     return CompileResult(
         neff=ref, seconds=seconds, compile_options=options, model=traced.model, compile_host=ctx.host_name,
@@ -300,9 +301,9 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
     first = point.drop.after if point.drop is not None and point.drop.after < repeats else repeats
     dge = dge_notifs(ctx, point.platform)
     with scratch("capture") as workdir:
-        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
+        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True, read_only=True)
         files = {
-            name: ctx.store.fetch(ref, workdir / names.input_file(name), rebuildable=True)
+            name: ctx.store.fetch(ref, workdir / names.input_file(name), rebuildable=True, read_only=True)
             for name, ref in inputs.inputs.items()
         }
         results, visible, seconds, timed = _captures(ctx, point, neff, files, workdir, range(first), dge, repeats)
@@ -315,9 +316,9 @@ def capture_stage(ctx: StageContext, point: Point, compiled: CompileResult, inpu
                 ctx, point, neff, files, workdir, range(first, repeats), dge, repeats
             )
             results, seconds = results + more, seconds + more_seconds
-        ntffs = [ctx.store.put_file(result.ntff) for result in results]
+        ntffs = [ctx.store.put_file(result.ntff, take=True) for result in results]
         saved = profiler.outputs_by_kernel_name(results[0].outputs, _neff_outputs(neff), _output_names(point))
-        outputs = {name: ctx.store.put_file(path) for name, path in saved.items()}
+        outputs = {name: ctx.store.put_file(path, take=True) for name, path in saved.items()}
     if compiled.model is not None:
         outputs = dict(compiled.model.outputs)
     return CaptureResult(
@@ -441,11 +442,11 @@ def extract_stage(
     Fields are read through the schema the installed Explorer prints, where the profile has none."""
     profile_format = explorer.view_format(ctx.capture.profile_format, ctx.toolchain.profiler, ctx.versions.profiler)
     with scratch("extract") as workdir:
-        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True)
+        neff = ctx.store.fetch(_captured_neff(compiled), workdir / names.NEFF, rebuildable=True, read_only=True)
         profiles, viewed = [], []
         for repeat, ntff_ref in enumerate(captured.ntffs):
             run_dir = workdir / f"repeat-{repeat}"
-            ntff = ctx.store.fetch(ntff_ref, run_dir / names.NTFF)
+            ntff = ctx.store.fetch(ntff_ref, run_dir / names.NTFF, read_only=True)
             latency_us, metrics, view, path = viewed_latency(ctx, neff, ntff, run_dir, profile_format, repeat)
             warning = view.dma_warning or profiler.dma_warning("\n".join(metrics.warnings))
             profiles.append((latency_us, metrics, ctx.store.put_file(path), warning))
@@ -518,6 +519,6 @@ def _check(
             raise ExtractError(
                 f"capture saved no output named {info.name!r} (saved: {saved})", error_class="MissingOutput"
             )
-        path = ctx.store.fetch(captured.outputs[info.name], workdir / names.output_file(info.name))
+        path = ctx.store.fetch(captured.outputs[info.name], workdir / names.output_file(info.name), read_only=True)
         actual[info.name] = np.fromfile(path, dtype=numpy_dtype(info.dtype)).reshape(info.shape)
     return check_outputs(actual, expected, point.dtype)

@@ -84,6 +84,53 @@ def test_local_fetch_hashes_once_what_is_unchanged_and_again_what_was_rewritten(
     assert not store.has(ref)
 
 
+def test_a_read_only_fetch_links_the_verified_file_and_refuses_a_corrupt_one(tmp_path, payload, monkeypatch):
+    """A tool's input need not be copied: the link leads to the store's own read-only file, hashed
+    once while unchanged, and the link replaces whatever held the name (never written through)."""
+    from kernelsweep.stores import artifacts
+
+    hashed: list[Path] = []
+    monkeypatch.setattr(artifacts, "sha256_file", lambda path: hashed.append(path) or _sha(path))
+    store = LocalArtifactStore(tmp_path / "store")
+    ref = store.put_file(payload)
+    stored = Path(ref.uri.removeprefix("file://"))
+    dest = tmp_path / "work" / "x.neff"
+    dest.parent.mkdir()
+    dest.write_bytes(b"an older file of that name")
+    for _ in range(2):
+        assert store.fetch(ref, dest, read_only=True) == dest
+        assert dest.is_symlink() and dest.resolve() == stored and dest.read_bytes() == payload.read_bytes()
+    assert hashed == [payload]  # the put's, only
+    assert stored.stat().st_mode & 0o777 == 0o444
+
+    stored.chmod(0o644)
+    stored.write_bytes(bytes(b ^ 1 for b in payload.read_bytes()))  # same size, other bytes
+    with pytest.raises(StoreError, match="corrupt.*moved aside"):
+        store.fetch(ref, tmp_path / "work2" / "x.neff", rebuildable=True, read_only=True)
+    assert not (tmp_path / "work2" / "x.neff").exists() and not stored.exists()
+
+
+def test_a_taken_file_is_moved_in_only_when_nothing_else_names_it(tmp_path, payload):
+    """A tool's output the stage is done with is renamed into the store (no copy of megabytes); a file
+    with a second name, or a link, is copied, so no other name can change an artifact."""
+    store = LocalArtifactStore(tmp_path / "store")
+    ref = store.put_file(payload, take=True)
+    stored = Path(ref.uri.removeprefix("file://"))
+    assert not payload.exists() and ref.sha256 == _sha(stored) and stored.stat().st_mode & 0o777 == 0o444
+    assert store.fetch(ref, tmp_path / "back.neff").read_bytes() == stored.read_bytes()
+
+    twice = tmp_path / "twice.bin"
+    twice.write_bytes(os.urandom(1024))
+    os.link(twice, tmp_path / "other-name.bin")
+    linked = tmp_path / "link.bin"
+    linked.symlink_to(tmp_path / "other-name.bin")
+    for path in (twice, linked):
+        taken = Path(store.put_file(path, take=True).uri.removeprefix("file://"))
+        assert path.exists() and taken.stat().st_ino != (tmp_path / "other-name.bin").stat().st_ino
+    (tmp_path / "other-name.bin").write_bytes(b"changed under its other name")
+    assert _sha(taken) == Path(taken).name  # the store's copy did not change with it
+
+
 def test_local_fetch_of_missing_or_forged_refs(tmp_path):
     store = LocalArtifactStore(tmp_path / "store")
     with pytest.raises(StoreError, match="missing"):

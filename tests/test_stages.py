@@ -4,6 +4,7 @@ semantics, repeats and the median, and what a stage raises when its inputs are w
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from stage_context import point, sim_context
@@ -84,6 +85,36 @@ def test_capture_and_extract_report_the_median_of_the_repeats(tmp_path):
     stored = ctx.store.fetch(extracted.profile, tmp_path / "check" / "profile.json")
     assert read_profile(stored).values["total_time_us"] == latency.median_us
     assert extracted.correctness.passed
+
+
+def test_the_tools_read_links_into_the_store_and_every_artifact_stays_as_stored(tmp_path, monkeypatch):
+    """Capture and view read the NEFF, the inputs and the NTFF through links into the store, not
+    copies made per stage; so a tool that wrote to its input would change an artifact, and after a
+    whole chain every stored file must still hash to its name."""
+    from kernelsweep import stages
+    from kernelsweep.stores.artifacts import sha256_file
+
+    links: list[bool] = []  # for each file a tool was given: a link, when it was given
+    real_capture, real_view = stages.capture_one, stages.profiler.view
+
+    def capture_one(ctx, neff: Path, files: dict[str, Path], *args):
+        links.extend(path.is_symlink() for path in (neff, *files.values()))
+        return real_capture(ctx, neff, files, *args)
+
+    def view(toolchain, neff: Path, ntff: Path, *args):
+        links.extend(path.is_symlink() for path in (neff, ntff))
+        return real_view(toolchain, neff, ntff, *args)
+
+    monkeypatch.setattr(stages, "capture_one", capture_one)
+    monkeypatch.setattr(stages.profiler, "view", view)
+    ctx, p = sim_context(tmp_path, repeats=2), point()
+    compiled = compile_stage(ctx, p, trace_stage(ctx, p))
+    inputs = inputs_stage(ctx, p)
+    captured = capture_stage(ctx, p, compiled, inputs)
+    assert extract_stage(ctx, p, compiled, inputs, captured).correctness.passed
+    assert links == [True] * (2 * 3 + 2 * 2)  # two captures of NEFF + 2 inputs, two views of NEFF + NTFF
+    stored = [path for path in (ctx.store.root / "sha256").rglob("*") if path.is_file()]
+    assert len(stored) > 8 and all(sha256_file(path) == path.name for path in stored)
 
 
 def test_captures_lease_at_the_points_lnc_and_refuse_one_without_cores(tmp_path):

@@ -10,7 +10,10 @@ reported, with a warning, and left where they are, since a past row's capture, p
 can never be made again. Only a caller that will make the bytes again (a run, for its IR, NEFF and
 inputs, `fetch(..., rebuildable=True)`; the caches, for what they name) has them moved aside to
 `<root>/quarantine/` (`set_aside`), where they stay for inspection, so the next put writes them
-afresh. A fetch always copies: a fetched file is the caller's to change, never a link into the store.
+afresh. A fetch copies by default: a fetched file is the caller's to change. A stage whose tools only
+read their inputs asks for `read_only`, and a local store then places a symbolic link to its own
+verified, read-only file (as a build sandbox links its inputs) instead of copying megabytes per point;
+a stage done with a tool's output hands it over with `take`, and a local store moves it in when it can.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -57,10 +61,13 @@ class ArtifactRef:
 class ArtifactStore(Protocol):
     """What the stages need: put a file by content, fetch a ref's verified bytes under a chosen name."""
 
-    def put_file(self, path: Path) -> ArtifactRef: ...
+    def put_file(self, path: Path, *, take: bool = False) -> ArtifactRef:
+        """`take`: the caller is done with `path` (a tool's output in a scratch folder), which may be
+        moved into the store rather than copied."""
 
-    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False) -> Path:
-        """The ref's verified bytes at `dest`; corrupt ones are moved aside only when `rebuildable`."""
+    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False, read_only: bool = False) -> Path:
+        """The ref's verified bytes at `dest`; corrupt ones are moved aside only when `rebuildable`.
+        `read_only`: the caller only reads `dest`, which may then be a link to the store's own file."""
 
     def has(self, ref: ArtifactRef) -> bool:
         """Whether the store holds the ref's bytes intact (what it holds broken is reported, not touched)."""
@@ -137,31 +144,50 @@ class LocalArtifactStore:
     def _path(self, sha256: str) -> Path:
         return self.root / content_key(sha256)
 
-    def put_file(self, path: Path) -> ArtifactRef:
-        """Idempotent: a file already present (at its size) is not written again."""
+    def put_file(self, path: Path, *, take: bool = False) -> ArtifactRef:
+        """Idempotent: a file already present (at its size) is not written again. A taken file is
+        renamed into place when it is a plain file of this file system with no other name (a link
+        elsewhere would let its other name change the artifact); anything else is copied."""
         sha = sha256_file(path)
         target = self._path(sha)
         size = path.stat().st_size
         if not (target.is_file() and target.stat().st_size == size):  # absent, or truncated: (re)write
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
-            os.close(fd)
-            shutil.copyfile(path, tmp)
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, target)  # atomic: readers never see a partial artifact
+            if not (take and self._moved(path, target)):
+                fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+                os.close(fd)
+                shutil.copyfile(path, tmp)
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, target)  # atomic: readers never see a partial artifact
             self._intact[sha] = _stamp(target)
         return ArtifactRef(uri=target.as_uri(), sha256=sha, size_bytes=size)
 
-    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False) -> Path:
-        """Copy an artifact to `dest` (tools need their own file names), verifying its hash unless this
-        store wrote or verified the file and it has not changed since; bytes found corrupt are moved
-        aside when `rebuildable`, else left in place."""
+    @staticmethod
+    def _moved(path: Path, target: Path) -> bool:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_dev != target.parent.stat().st_dev:
+            return False
+        os.chmod(path, 0o444)
+        try:
+            os.replace(path, target)  # one rename: atomic, as the copy's
+        except OSError:  # another mount of the same device (a bind mount) cannot be renamed across
+            return False
+        return True
+
+    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False, read_only: bool = False) -> Path:
+        """An artifact at `dest` (tools need their own file names), verified unless this store wrote or
+        verified the file and it has not changed since; bytes found corrupt are moved aside when
+        `rebuildable`, else left in place. A copy, or for `read_only` a link to the verified file."""
         source = self._path(ref.sha256)
         if not source.is_file():
             raise StoreError(f"artifact {ref.sha256[:12]} is missing from {self.root}")
         stamp = _stamp(source)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.unlink(missing_ok=True)  # never write through whatever is there (an old link, say)
+        if read_only:
+            self._verify(ref, source, stamp, rebuildable)
+            dest.symlink_to(source)
+            return dest
         shutil.copyfile(source, dest)
         unchanged = _stamp(source) == stamp
         if unchanged and self._intact.get(ref.sha256) == stamp:
@@ -174,6 +200,16 @@ class LocalArtifactStore:
         if unchanged:
             self._intact[ref.sha256] = stamp
         return dest
+
+    def _verify(self, ref: ArtifactRef, source: Path, stamp: tuple[int, ...], rebuildable: bool) -> None:
+        """The store's own file hashed, unless it is unchanged since this store last knew it intact."""
+        if self._intact.get(ref.sha256) == stamp:
+            return
+        if sha256_file(source) != ref.sha256:
+            raise _corrupt(ref, str(source), self.set_aside(ref) if rebuildable else None)
+        if _stamp(source) != stamp:
+            raise StoreError(f"artifact {ref.sha256[:12]} changed while it was verified at {source}; try again")
+        self._intact[ref.sha256] = stamp
 
     def has(self, ref: ArtifactRef) -> bool:
         source = self._path(ref.sha256)
@@ -242,8 +278,9 @@ class S3ArtifactStore:
             raise
         return True
 
-    def put_file(self, path: Path) -> ArtifactRef:
-        """Idempotent: one HEAD, and an upload (multipart when large) only if the hash is not there yet."""
+    def put_file(self, path: Path, *, take: bool = False) -> ArtifactRef:
+        """Idempotent: one HEAD, and an upload (multipart when large) only if the hash is not there yet
+        (`take` changes nothing: an upload copies)."""
         sha = sha256_file(path)
         key = self._key(sha)
         try:
@@ -254,8 +291,9 @@ class S3ArtifactStore:
             raise s3.translate(exc, f"storing artifact {sha[:12]} at {self.location.uri(key)}") from exc
         return ArtifactRef(uri=self.location.uri(key), sha256=sha, size_bytes=path.stat().st_size)
 
-    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False) -> Path:
-        """Download next to `dest` under a hidden name, verify, then rename: `dest` is whole or absent."""
+    def fetch(self, ref: ArtifactRef, dest: Path, *, rebuildable: bool = False, read_only: bool = False) -> Path:
+        """Download next to `dest` under a hidden name, verify, then rename: `dest` is whole or absent
+        (a download is a copy, `read_only` or not)."""
         key = self._key(ref.sha256)
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".incoming-")

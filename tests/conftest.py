@@ -12,6 +12,7 @@ that the fresh PREFECT_HOMEs of those own servers start from.
 from __future__ import annotations
 
 import fcntl
+import atexit
 import os
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="kernelsweep-tests-"))
+atexit.register(shutil.rmtree, _SESSION_TMP, ignore_errors=True)  # each test process its own; none left in /tmp
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")  # CLI subprocesses on a busy CI host

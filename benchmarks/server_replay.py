@@ -404,6 +404,7 @@ class Figure:
     retries: int
     errors: dict[str, int]
     recorded: tuple[int, int]  # task runs the server recorded, of those whose events were sent
+    redis_calls: float | None  # commands Redis served per point; None for a setup without Redis
     load: str
 
     @property
@@ -415,18 +416,20 @@ class Figure:
         p50, p95, p99 = self.latency_ms
         errors = sum(self.errors.values())
         per_core = 1000.0 / self.server_ms if self.server_ms > 0 else float("inf")
+        redis = "" if self.redis_calls is None else f"Redis {self.redis_calls:.0f} calls / point; "
         return (f"  {SETUP_NAMES[self.setup]:<38} ({self.command:<11}) {self.hosts:>3} hosts' worth, "
                 f"{self.points} points in {self.wall:5.1f} s: "
                 f"server {self.server_ms:4.0f} ms CPU / point ({parts}) = {per_core:5.1f} points/s per server core; "
                 f"API p50/p95/p99 {p50:.0f}/{p95:.0f}/{p99:.0f} ms over {self.calls} calls; {self.retries} refused and "
                 f"retried, {errors} errors; {self.recorded[0]} of {self.recorded[1]} task runs recorded; "
-                f"load generator {self.generator_ms:.0f} ms / point; {self.load}")  # fmt: skip
+                f"{redis}load generator {self.generator_ms:.0f} ms / point; {self.load}")  # fmt: skip
 
 
 def measure(server: Server, fixture: Fixture, setup: str, command: str, hosts: int, per_host: int) -> Figure:
     idle = idle_rates(server)
     tally, task_runs = Tally(), server.task_runs()
     before, started, own = server.cpu_parts(), time.perf_counter(), _own_cpu()
+    commands = server.redis_commands()
     asyncio.run(_replay(server.api_url, fixture, hosts, per_host, tally))
     wall = time.perf_counter() - started
     generator = _own_cpu() - own
@@ -436,11 +439,12 @@ def measure(server: Server, fixture: Fixture, setup: str, command: str, hosts: i
     after = server.cpu_parts()
     recorded = (server.task_runs() - task_runs, len(tally.task_runs))
     points = max(tally.points, 1)
+    redis_calls = None if commands is None else (server.redis_commands() - commands) / points
     cpu_ms = {name: max(0.0, after[name] - before[name] - idle[name] * spent) / points * 1000 for name in after}
     quantiles = statistics.quantiles(tally.latencies, n=100) if len(tally.latencies) > 1 else [0.0] * 99
     latency = (quantiles[49] * 1000, quantiles[94] * 1000, quantiles[98] * 1000)
     return Figure(setup, command, hosts, tally.points, wall, cpu_ms, generator / points * 1000, latency,
-                  len(tally.latencies), tally.retries, tally.errors, recorded, seen_load)  # fmt: skip
+                  len(tally.latencies), tally.retries, tally.errors, recorded, redis_calls, seen_load)  # fmt: skip
 
 
 def _own_cpu() -> float:

@@ -161,6 +161,13 @@ class Redis:
             "PREFECT_SERVER_DOCKET_URL": f"redis://{LOOPBACK}:{self.port}/1",
         }
 
+    def commands(self) -> int:
+        """Commands Redis has served so far (INFO's `total_commands_processed`, this INFO among them)."""
+        from redis import Redis as Client  # only a setup with Redis needs the client
+
+        with contextlib.closing(Client(host=LOOPBACK, port=self.port)) as client:
+            return int(client.info("stats")["total_commands_processed"])
+
     @staticmethod
     def api_env(api_processes: int) -> dict[str, str]:
         """What the API processes take besides: with several, the events' duplicate check on Redis (a
@@ -211,6 +218,7 @@ class Server:
     pid: int
     database: Postgres | None  # None: SQLite in `home`
     others: dict[str, int] = field(default_factory=dict)  # more processes of the setup, by name: their pids
+    broker: Redis | None = None  # the setup's Redis, if it has one
 
     @property
     def api_url(self) -> str:
@@ -230,6 +238,10 @@ class Server:
 
     def cpu_seconds(self) -> float:
         return sum(self.cpu_parts().values())
+
+    def redis_commands(self) -> int | None:
+        """Commands the setup's Redis has served so far; None without one."""
+        return self.broker.commands() if self.broker else None
 
     def task_runs(self) -> int:
         """Task runs the server has recorded so far."""
@@ -291,6 +303,7 @@ def multi_server(
     api = {**env, **broker.api_env(api_processes), **(settings or {})}
     try:
         with serving(port, api, home / "server.log", ui=False, workers=api_processes, services=False) as process:
-            yield Server(home, port, process.pid, database, {"background services": services.pid, "Redis": broker.pid})
+            others = {"background services": services.pid, "Redis": broker.pid}
+            yield Server(home, port, process.pid, database, others, broker)
     finally:
         terminate_tree(services)

@@ -167,10 +167,10 @@ class LocalArtifactStore:
         st = path.lstat()
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_dev != target.parent.stat().st_dev:
             return False
-        os.chmod(path, 0o444)
         try:
+            os.chmod(path, 0o444)
             os.replace(path, target)  # one rename: atomic, as the copy's
-        except OSError:  # another mount of the same device (a bind mount) cannot be renamed across
+        except OSError:  # another user's file; another mount of the same device (a bind mount)
             return False
         return True
 

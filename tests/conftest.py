@@ -11,8 +11,8 @@ that the fresh PREFECT_HOMEs of those own servers start from.
 
 from __future__ import annotations
 
-import fcntl
 import atexit
+import fcntl
 import os
 import shutil
 import subprocess

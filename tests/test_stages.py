@@ -89,9 +89,11 @@ def test_capture_and_extract_report_the_median_of_the_repeats(tmp_path):
 
 def test_the_tools_read_links_into_the_store_and_every_artifact_stays_as_stored(tmp_path, monkeypatch):
     """Capture and view read the NEFF, the inputs and the NTFF through links into the store, not
-    copies made per stage; so a tool that wrote to its input would change an artifact, and after a
-    whole chain every stored file must still hash to its name."""
+    copies made per stage, and what the stages make is moved into the store, not copied; so a tool
+    that wrote to its input would change an artifact, and after a whole chain every stored file must
+    still hash to its name."""
     from kernelsweep import stages
+    from kernelsweep.stores import artifacts
     from kernelsweep.stores.artifacts import sha256_file
 
     links: list[bool] = []  # for each file a tool was given: a link, when it was given
@@ -107,12 +109,24 @@ def test_the_tools_read_links_into_the_store_and_every_artifact_stays_as_stored(
 
     monkeypatch.setattr(stages, "capture_one", capture_one)
     monkeypatch.setattr(stages.profiler, "view", view)
+    copied: list[str] = []  # the files the store copied rather than linked or moved in
+    real_copy = artifacts.shutil.copyfile
+
+    def copyfile(src: Path, dst: Path) -> Path:
+        copied.append(Path(src).name)
+        return real_copy(src, dst)
+
+    monkeypatch.setattr(artifacts.shutil, "copyfile", copyfile)
     ctx, p = sim_context(tmp_path, repeats=2), point()
     compiled = compile_stage(ctx, p, trace_stage(ctx, p))
     inputs = inputs_stage(ctx, p)
     captured = capture_stage(ctx, p, compiled, inputs)
     assert extract_stage(ctx, p, compiled, inputs, captured).correctness.passed
     assert links == [True] * (2 * 3 + 2 * 2)  # two captures of NEFF + 2 inputs, two views of NEFF + NTFF
+    # the tools' outputs, the inputs and the reference are moved in; only files the stages do not own
+    # (the kernel's sources) and the viewed profiles (a Parquet view's folder is read again) are copied
+    summary = stages.profiler.PROFILE_OUTPUTS["summary-json"]
+    assert [name for name in copied if not name.endswith(".py")] == [summary, summary]
     stored = [path for path in (ctx.store.root / "sha256").rglob("*") if path.is_file()]
     assert len(stored) > 8 and all(sha256_file(path) == path.name for path in stored)
 

@@ -151,11 +151,12 @@ class Redis:
 
     def messaging_env(self) -> dict[str, str]:
         """Prefect's Redis settings every process of a multi-server setup takes (docs/fleet.md):
-        messaging, lease storage and the background services' docket, all on this Redis. The URL
+        messaging (prefect-redis's broker with its round trips batched, `kernelsweep.flows.redis_broker`),
+        lease storage and the background services' docket, all on this Redis. The URL
         raises a process's Redis connections from redis-py's default of 100: an API process takes one
         for each event websocket publishing at that moment, and past 100 it closes the others."""
         return {
-            "PREFECT_MESSAGING_BROKER": "prefect_redis.messaging",
+            "PREFECT_MESSAGING_BROKER": "kernelsweep.flows.redis_broker",
             "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": "prefect_redis.lease_storage",
             "PREFECT_REDIS_MESSAGING_URL": f"redis://{LOOPBACK}:{self.port}/0?max_connections={REDIS_CONNECTIONS}",
             "PREFECT_SERVER_DOCKET_URL": f"redis://{LOOPBACK}:{self.port}/1",

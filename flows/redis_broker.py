@@ -1,17 +1,19 @@
 """Prefect's Redis broker (`prefect_redis.messaging`) with its per-event round trips batched: the
-`PREFECT_MESSAGING_BROKER` a multi-server setup names (docs/fleet.md, "One services process").
+`PREFECT_MESSAGING_BROKER` a multi-server setup names (docs/fleet.md, "The broker's round trips").
 
 prefect-redis 0.3 makes two round trips to Redis for every event an API process receives: its
 publisher awaits one XADD per event even when it flushes a batch of them, and the API's event
 distributor (what `/events/out` and the workers' cancellation observers read) reads the stream back
 with XREAD COUNT 1, as `ephemeral_subscription` gives its consumer no batch size. A one-process
 server passes the same events in memory, which is why the scaled-out setup cost a few ms a point more.
-Here the publisher sends each batch in one pipeline (the same XADDs, in the same order, unordered
-with nothing else: no transaction) and the ephemeral consumers read up to `EPHEMERAL_READ_BATCH`
-events a round trip (as many as are there; a read still returns the moment one arrives). Everything
-else is prefect-redis's own, so its settings, consumer groups, trimming and dead-letter queue apply.
-Both are reported upstream in docs/fleet.md; when prefect-redis batches them itself, name
-`prefect_redis.messaging` again and delete this module.
+Here the publisher sends each batch in one pipeline (the same XADDs in the same order, not as a
+transaction) and the ephemeral consumers read up to `EPHEMERAL_READ_BATCH` events a round trip (as
+many as are there; a blocking read still returns as soon as one arrives). Everything else is
+prefect-redis's own, so its settings, consumer groups, trimming and dead-letter queue apply. The
+publisher overrides a private method, hence the server-redis extra's prefect-redis below 0.4 (and
+`tests/test_redis_broker.py` beside prefect-redis's broker). Both changes are reported upstream in
+docs/fleet.md; when prefect-redis batches them itself, name `prefect_redis.messaging` again and
+delete this module.
 """
 
 from __future__ import annotations

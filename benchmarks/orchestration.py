@@ -10,9 +10,14 @@ the inputs and the float64 reference, measured apart, the same in both trees): t
 `kernelsweep run` runs a sweep) against one Prefect server, alternately, so a change in the machine's
 load falls on both. The base tree is `git archive`d into a temporary folder and imported in place of
 this one by pointing the editable install's package map at it (so the venv must hold an editable
-install: `pip install -e .`). Printed beside each figure: the load average, and the part of the run's
-CPU that is importing modules (the flow's own, and pandas and fastapi, which pyarrow's conversion of the
-rows and Prefect's serialisation of the flow's parameters import): paid once per run, not per point.
+install: `pip install -e .`). Both trees' packages are compiled to bytecode first, as an installed
+package is: on a machine that sets PYTHONDONTWRITEBYTECODE the exported tree would otherwise compile its
+modules from source in every run, a cost no user's run pays. Both children start with Prefect imported
+and started (`prefect.main`: its logging configured), as a worker's flow run process is; `import
+prefect` alone is lazy and would leave that start inside the measured window. Printed beside each
+figure: the load average, and the part of the run's CPU that is importing modules (the flow's own, and
+pandas and fastapi, which pyarrow's conversion of the rows and Prefect's serialisation of the flow's
+parameters import): paid once per run, not per point.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from workloads import HERE, Host, mlp_spec
 BASE_COMMIT = "767f644"  # the code before issue 39's cuts
 TARGET_RATIO = 0.5
 ROOT = HERE.parent
+PACKAGES = ("kernelsweep", "flows", "tasks")  # the folders the package map imports from
 # Run a script with the `kernelsweep` packages of TREE instead of this checkout's: argv is TREE SCRIPT ARGS...
 _LAUNCHER = """import runpy, sys
 from pathlib import Path
@@ -45,6 +51,7 @@ for finder in sys.meta_path:
 else:
     sys.exit("kernelsweep is not an editable install here: `pip install -e .`, then run this again")
 import kernelsweep
+import prefect.main  # Prefect started (its logging configured), as a worker's flow run process has it: both trees
 if not Path(kernelsweep.__file__).is_relative_to(tree):
     sys.exit(f"kernelsweep was imported from {kernelsweep.__file__}, not from {tree}")
 sys.argv, sys.path[0] = [script, *sys.argv[4:]], str(Path(script).parent)
@@ -67,6 +74,13 @@ def export(commit: str, into: Path) -> Path:
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
+
+
+def compiled(tree: Path) -> Path:
+    """The tree with its packages' bytecode written (compileall writes it whatever the environment says)."""
+    packages = [str(tree / name) for name in PACKAGES if (tree / name).is_dir()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, stdout=subprocess.DEVNULL)
+    return tree
 
 
 def in_tree(tree: Path, script: Path, *args: str) -> list[str]:
@@ -104,31 +118,17 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=64, help="zero-latency MLP points per sweep (4 x a power of 2)")
     parser.add_argument("--rounds", type=int, default=2, help="sweeps per tree, alternating")
     args = parser.parse_args()
-    host = Host(cores=4, compile_slots=2, time_scale=0.0)
-    base = Path(tempfile.mkdtemp(prefix="kernelsweep-orchestration-"))
-    trees = {f"base {args.base}": export(args.base, base / "base-tree"), "this checkout": ROOT}
     print(
         f"orchestration CPU per point, {args.points} zero-latency points, {args.rounds} rounds; at the start: {load()}"
     )
-    arithmetic = correctness_arithmetic_ms(mlp_spec(args.points, base / "arithmetic", host.compile_slots))
-    cpu: dict[str, list[float]] = {name: [] for name in trees}
-    with prefect_server(base / "server") as server:
-        env = {**user_env(), **server.client_env()}
-        warm_up(base, server)
-        imports = {name: import_seconds(tree, env, base) for name, tree in trees.items()}
-        for round_ in range(args.rounds):
-            for number, (name, tree) in enumerate(trees.items()):
-                settle(server.cpu_seconds)  # the previous sweep's events are recorded before this one starts
-                figures = sweep_cpu(tree, fresh(base, f"sweep-{round_}-{number}"), args.points, host, env)
-                cpu[name].append(figures["self_cpu"])
-                print(f"  round {round_ + 1}, {name}: {figures['self_cpu']:.2f} CPU-s in the sweep process, "
-                      f"{figures['children_cpu']:.2f} in its tools; {load()}")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="kernelsweep-orchestration-") as folder:
+        arithmetic, cpu, imports = measure(args.base, args.points, args.rounds, Path(folder))
     print(
         f"\n  correctness arithmetic (inputs + float64 reference, the same code in both): {arithmetic:.0f} ms / point"
     )
     print(f"  {'ms / point (median of rounds)':<34} {'whole':>7} {'- arithmetic':>13} {'- imports too':>14}")
     per_point = {}
-    for name in trees:
+    for name in cpu:
         whole = statistics.median(cpu[name]) / args.points * 1000
         per_point[name] = whole - arithmetic
         once = imports[name] / args.points * 1000
@@ -136,6 +136,28 @@ def main() -> None:
               f"   (imports {imports[name]:.2f} CPU-s once per run)")  # fmt: skip
     old, new = per_point.values()
     print(f"  this checkout / base, without the arithmetic: {new / old:.2f} (target <= {TARGET_RATIO}); {load()}")
+
+
+def measure(
+    commit: str, points: int, rounds: int, base: Path
+) -> tuple[float, dict[str, list[float]], dict[str, float]]:
+    """The arithmetic's ms a point; each tree's sweep CPU by round, and its imports' CPU."""
+    host = Host(cores=4, compile_slots=2, time_scale=0.0)
+    trees = {f"base {commit}": compiled(export(commit, base / "base-tree")), "this checkout": compiled(ROOT)}
+    arithmetic = correctness_arithmetic_ms(mlp_spec(points, base / "arithmetic", host.compile_slots))
+    cpu: dict[str, list[float]] = {name: [] for name in trees}
+    with prefect_server(base / "server") as server:
+        env = {**user_env(), **server.client_env()}
+        warm_up(base, server)
+        imports = {name: import_seconds(tree, env, base) for name, tree in trees.items()}
+        for round_ in range(rounds):
+            for number, (name, tree) in enumerate(trees.items()):
+                settle(server.cpu_seconds)  # the previous sweep's events are recorded before this one starts
+                figures = sweep_cpu(tree, fresh(base, f"sweep-{round_}-{number}"), points, host, env)
+                cpu[name].append(figures["self_cpu"])
+                print(f"  round {round_ + 1}, {name}: {figures['self_cpu']:.2f} CPU-s in the sweep process, "
+                      f"{figures['children_cpu']:.2f} in its tools; {load()}")  # fmt: skip
+    return arithmetic, cpu, imports
 
 
 if __name__ == "__main__":

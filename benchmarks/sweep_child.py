@@ -161,7 +161,9 @@ def main(mode: str, job_file: str) -> None:
     if shard is not None:
         points = points[shard["start"] : shard["stop"]]
     if mode in ("flow", "shard", "floor"):
-        import prefect  # noqa: F401  imported before the clock starts, as a worker's flow run process has it
+        # Prefect imported and started before the clock, as a worker's flow run process has it: `import
+        # prefect` alone is lazy, and the first `from prefect import flow` would set up its logging inside
+        import prefect.main  # noqa: F401
     first: list[float] = []
     cpu_before = _cpu()
     started = time.perf_counter()

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -171,21 +172,44 @@ def prefect_harness(request):
         with temporary_settings({PREFECT_API_URL: request.getfixturevalue("stage_server").api_url}):
             yield
         return
-    from prefect.testing.utilities import prefect_test_harness
+    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
+    from prefect.testing import utilities
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+    database = request.getfixturevalue("migrated_prefect_db")
+    with pytest.MonkeyPatch.context() as patch:
+        # The harness makes its SQLite file in a new folder; found there already migrated, the harness's
+        # server skips Alembic's migration of an empty database: 6 s to start here instead of 15.
+        patch.setattr(utilities, "mkdtemp", lambda: _seeded_folder(database))
+        with utilities.prefect_test_harness(server_startup_timeout=120):
+            url = PREFECT_SERVER_DATABASE_CONNECTION_URL.value()
+            assert url.endswith(HARNESS_DATABASE), f"the harness's database is {url} now: seed that name instead"
+            yield
+
+
+HARNESS_DATABASE = "prefect-test.db"  # the file `prefect_test_harness` names in the folder it makes
+
+
+def _seeded_folder(database: Path) -> str:
+    folder = tempfile.mkdtemp()
+    shutil.copyfile(database, Path(folder) / HARNESS_DATABASE)
+    return folder
 
 
 @pytest.fixture(scope="session")
 def migrated_prefect_db(tmp_path_factory, worker_id) -> Path:
     """An empty Prefect database already at the newest schema, made once per test run (shared by the
-    xdist workers) by Prefect's own `prefect server database upgrade`. A fresh PREFECT_HOME seeded with
-    a copy skips the Alembic migration of a new SQLite database at its first server start, several CPU
-    seconds each time; the server still checks the schema and finds nothing to do."""
+    xdist workers; their controller starts making it while they start) by Prefect's own `prefect server
+    database upgrade`. A fresh PREFECT_HOME seeded with a copy skips the Alembic migration of a new
+    SQLite database at its first server start, several CPU seconds each time; the server still checks
+    the schema and finds nothing to do."""
     shared = tmp_path_factory.getbasetemp()
     if worker_id != "master":
         shared = shared.parent  # the run's folder, above each worker's own
+    return _database_template(shared)
+
+
+def _database_template(shared: Path) -> Path:
+    """The template in `shared`, made under a lock by whichever process comes first."""
     home = shared / "prefect-db-template"
     with open(shared / "prefect-db-template.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -214,23 +238,35 @@ def prefect_home(tmp_path, migrated_prefect_db) -> Path:
     return seed_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)
 
 
+@pytest.hookimpl(trylast=True)  # after the temporary-path plugin's, whose folder the template goes in
 def pytest_configure(config: pytest.Config) -> None:
-    """The slow stage's xdist controller starts the stage's shared server (`stage_server`) in the
-    background while its processes start; they wait for it where a test first needs it."""
-    if slow_stage(config) and not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
+    """An xdist controller starts, while its processes start and collect, what they all need first: in
+    the default stage the migrated database template (`migrated_prefect_db`, for the in-process flows'
+    harness), in the slow stage the stage's shared server (`stage_server`). They wait for it where a
+    test first needs it."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    if slow_stage(config):
         from prefect_server import SharedServer
 
         config.stash[_SHARED] = SharedServer.start()
         os.environ[SHARED_SERVER_ENV] = str(config.stash[_SHARED].address)
+    else:
+        basetemp = config._tmp_path_factory.getbasetemp()  # the workers' folders are in it (xdist's own use)
+        config.stash[_TEMPLATE] = threading.Thread(target=_database_template, args=(basetemp,), name="db-template")
+        config.stash[_TEMPLATE].start()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _TEMPLATE in config.stash:
+        config.stash[_TEMPLATE].join()
     if _SHARED in config.stash:
         config.stash[_SHARED].stop()
 
 
 SHARED_SERVER_ENV = "KERNELSWEEP_TEST_SHARED_SERVER"  # where the controller writes its server's address
 _SHARED = pytest.StashKey["SharedServer"]()
+_TEMPLATE = pytest.StashKey[threading.Thread]()
 
 
 @pytest.fixture(scope="session")

@@ -84,7 +84,7 @@ def context(root: Path, name: str, store: Path, scale: float, cores: int, slots:
         capture=mlp_spec(4, root, slots).capture,
         leasers=leasers,
         compile_slots=slots,
-        versions=collect(toolchain),
+        versions=collect(toolchain, root / name / "probe"),
         host_name=name,
     )
 

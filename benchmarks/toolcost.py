@@ -86,7 +86,7 @@ def _context(root: Path, toolchain: Toolchain) -> StageContext:
         capture=CaptureSettings.model_validate({"num_exec": 2}),
         leasers={2: CoreLeaser(root / "leases", [0, 1], lnc=2)},
         compile_slots=1,
-        versions=collect(toolchain),
+        versions=collect(toolchain, root / "probe"),
     )
 
 

@@ -17,13 +17,15 @@ from kernelsweep.toolchain.versions import collect
 def sim_context(root: Path, *, cores: int = 2, env: dict[str, str] | None = None, **capture: object) -> StageContext:
     """`cores` logical cores at LNC=2 (a trn2 device's own config): twice as many at LNC=1."""
     toolchain = sim_toolchain(root / "sim", env={"KERNELSWEEP_SIM_CORES": str(cores), **(env or {})})
+    probe_dir = root / "probe"
+    probe_dir.mkdir(parents=True, exist_ok=True)
     return StageContext(
         toolchain=toolchain,
         store=LocalArtifactStore(root / "artifacts"),
         capture=CaptureSettings.model_validate({"num_exec": 2, **capture}),
         leasers={lnc: CoreLeaser(root / "leases", list(range(2 * cores // lnc)), lnc=lnc) for lnc in (1, 2)},
         compile_slots=2,
-        versions=collect(toolchain),
+        versions=collect(toolchain, probe_dir),
     )
 
 

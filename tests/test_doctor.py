@@ -204,7 +204,7 @@ def test_instance_type_comes_from_dmi_and_only_looks_like_one(tmp_path):
 def test_collect_on_the_stand_in_host(neuron_host):
     tools = {t: (str(TOOLS / "bin" / t),) for t in ("neuronx-cc", "neuron-explorer", "neuron-profile", "neuron-ls")}
     found = versions.collect(
-        Toolchain(kind="neuron", commands=tools, tracers=TRACERS), search_path=neuron_host.path,
+        Toolchain(kind="neuron", commands=tools, tracers=TRACERS), neuron_host.temp_dir, search_path=neuron_host.path,
         dmi_product_name=neuron_host.dmi_product_name,
     )  # fmt: skip
     assert found == versions.ToolVersions(
@@ -215,7 +215,7 @@ def test_collect_on_the_stand_in_host(neuron_host):
 
 
 def test_collect_on_the_simulator_says_simulated(tmp_path):
-    found = versions.collect(sim_toolchain(tmp_path))
+    found = versions.collect(sim_toolchain(tmp_path), tmp_path)
     assert found.compiler.endswith("+kernelsweep.sim") and found.profiler.endswith("+kernelsweep.sim")
     assert found.runtime.endswith("+kernelsweep.sim") and found.nki == "0.7.0+kernelsweep.sim"
     assert (found.tracer, found.profiler_tool, found.instance_type) == (

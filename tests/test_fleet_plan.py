@@ -6,6 +6,7 @@ import importlib
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,7 @@ def test_the_worker_puts_its_own_interpreter_on_path_as_python(tmp_path, monkeyp
     only_python3.parent.mkdir()
     only_python3.symlink_to(sys.executable)
     monkeypatch.setattr(sys, "executable", str(only_python3))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the wrapper's folder is this test's, not /tmp's
     wrapper = Path(python_folder()) / "python"
     assert wrapper.parent != only_python3.parent and python_folder() == str(wrapper.parent)  # the same one again
     ran = subprocess.run([str(wrapper), "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)

@@ -70,3 +70,37 @@ def test_the_next_run_removes_a_killed_captures_folder_and_never_a_live_ones(tmp
     assert host_checks._scratch(host_checks.Host(temp_dir=tmp_path)).found.startswith(
         "1 folder(s), 0.3 MiB, 0 of runs that died"
     )
+
+
+# The SDK's interpreter, as the probe finds it in a venv: one that starts and never answers.
+SILENT_SDK_PYTHON = '#!/bin/sh\necho $$ > "{started}.new" && mv "{started}.new" "{started}"\nexec sleep 300\n'
+
+
+@pytest.mark.slow
+def test_a_run_killed_while_it_probes_the_tracers_leaves_a_folder_the_next_run_removes(tmp_path):
+    """The tracer probe at a run's start works in an owned scratch folder too: a bare temporary folder
+    before, which every run killed during its probe left behind for good."""
+    from prefect_server import poll
+
+    from kernelsweep.this_host import scratch
+
+    started, python, temp = tmp_path / "started", tmp_path / "sdk-python", tmp_path / "tmp"
+    python.write_text(SILENT_SDK_PYTHON.format(started=started))
+    python.chmod(0o755)
+    temp.mkdir()
+    argv = [str(Path(sys.executable).parent / "kernelsweep"), "bench", "vector_add", "--shape", "n=2048",
+            "--toolchain", "cpu", "--artifacts", str(tmp_path / "artifacts")]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(temp), "KERNELSWEEP_NEURON_PYTHON": str(python)}
+    run = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        silent = int(poll(lambda: started.is_file() and started.read_text(), timeout=120, what="the probe's worker"))
+        run.send_signal(signal.SIGKILL)  # mid-probe: its worker has started and not answered
+        run.wait()
+        os.kill(silent, signal.SIGKILL)  # a stand-in: a real worker arms its own parent-death signal
+    finally:
+        run.kill()
+        run.wait()
+
+    [left] = temp.glob("kernelsweep-probe-*")
+    assert (left / scratch.MARK).is_file()  # owned, by a process that is gone
+    assert scratch.remove_orphans(temp) == 1 and not left.exists()

@@ -142,7 +142,7 @@ def test_legacy_route_keeps_the_weights_and_compiles_with_the_reference_flags(ho
 
 def test_the_newest_generation_whose_signatures_fit_wins(host, tmp_path):
     host("legacy", "standalone", "driver_0606")  # each prepended: driver_0606's nki comes first
-    probe = tracing.probe(NEURON)
+    probe = tracing.probe(NEURON, tmp_path)
     assert [(s.name, s.available) for s in probe.statuses] == [
         ("nki.compiler.driver", True),
         ("nki.compiler.frontend", True),
@@ -155,7 +155,7 @@ def test_the_newest_generation_whose_signatures_fit_wins(host, tmp_path):
 
 def test_an_api_no_adapter_knows_is_unavailable_not_a_failure_at_every_point(host, tmp_path):
     host("unknown_variant")
-    probe = tracing.probe(NEURON)
+    probe = tracing.probe(NEURON, tmp_path)
     assert probe.selected.tracer_id == "nki.jit/artifacts"  # the last resort, which needs a core lease
     reasons = {s.name: s.reason for s in probe.statuses}
     assert (

@@ -91,7 +91,7 @@ def test_the_row_names_the_route_and_the_stage_leases_the_points_core(host, tmp_
         capture=CaptureSettings(),
         leasers={2: leaser},
         compile_slots=1,
-        versions=collect(toolchain),
+        versions=collect(toolchain, tmp_path),
     )
     assert ctx.versions.tracer == "nki.jit/artifacts"  # the probe found nothing else
     traced = trace_stage(ctx, POINT)

@@ -139,7 +139,8 @@ def test_nki_0_7_traces_with_the_python_tracing_frontend_and_records_the_setting
     old = run(tmp_path / "custom")
     assert (old.tracer, old.nki_compiler_frontend) == ("nki.compiler.driver", "custom")
     assert recorded(calls)["compile_to_bir"]["frontend"] == "ParserFrontend"
-    assert tracing.probe(NEURON).nki_compiler_frontend == "custom"  # what the cache keys take, before any trace
+    probed = tracing.probe(NEURON, tmp_path / "probe")
+    assert probed.nki_compiler_frontend == "custom"  # what the cache keys take, before any trace
 
 
 def test_the_simulated_nki_0_7_refuses_a_kernel_lnc_the_compiler_does_not_use(tmp_path, monkeypatch, capfd):

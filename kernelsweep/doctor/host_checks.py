@@ -74,7 +74,8 @@ def diagnose(host: Host | None = None) -> list[Check]:
     tools = find_neuron_tools(host.path, extra)
     toolchain = Toolchain(kind="neuron", commands=tools, tracers=TRACERS, neuron_python=python)
     try:
-        probed: tracing.TracerProbe | None = tracing.probe(toolchain)
+        with scratch.scratch("probe") as probe_dir:
+            probed: tracing.TracerProbe | None = tracing.probe(toolchain, probe_dir)
         problem = ""
     except KernelsweepError as exc:  # the worker cannot start there (a Python older than 3.10)
         probed, problem = None, exc.message

@@ -103,7 +103,7 @@ class Smoke:
         return read_neff(self.neff)
 
     def probe(self, step: Step) -> None:
-        found = tracing.probe(self.toolchain, check_runtime_at_lnc=self.point.lnc)
+        found = tracing.probe(self.toolchain, self.fresh("probe"), check_runtime_at_lnc=self.point.lnc)
         for status in found.statuses:
             state = f"{status.tracer_id} (nki {status.nki_version})" if status.available else status.reason
             mark = " [best effort]" if status.best_effort else ""

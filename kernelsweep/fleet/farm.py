@@ -34,6 +34,7 @@ from kernelsweep.this_host.context import (
     sdk_tools,
 )
 from kernelsweep.this_host.family import HostPlatform
+from kernelsweep.this_host.scratch import scratch
 from kernelsweep.toolchain.compile_cost import CompilePeaks
 from kernelsweep.toolchain.resolve import Toolchain
 from kernelsweep.toolchain.tracing.tracers import TRACERS
@@ -77,7 +78,8 @@ def prepare_compile(
     """A stage context that can trace and compile but leases no NeuronCore: a compile host has none;
     `env` the SDK build to compile as (compile_toolchain)."""
     toolchain = compile_toolchain(spec, locations, env)
-    versions = collect(toolchain)
+    with scratch("probe") as probe_dir:
+        versions = collect(toolchain, probe_dir)
     peaks = CompilePeaks(locations.sim_state_dir / "leases" if toolchain.is_simulation else locations.lock_dir)
     limit = spec.execution.compile_memory_limit_gb
     return StageContext(

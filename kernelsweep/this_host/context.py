@@ -179,7 +179,8 @@ def prepare(
     scratch.remove_orphans()  # what runs killed on this host left in the temporary folder
     python = neuron_python(spec.neuron_python, locations) if spec.toolchain != "sim" else None
     toolchain, notice = resolve_toolchain(spec.toolchain, locations.sim_state_dir, locations.tool_paths, python)
-    versions = collect(toolchain)
+    with scratch.scratch("probe") as probe_dir:
+        versions = collect(toolchain, probe_dir)
     if toolchain.kind == "cpu" and versions.tracer is None:
         raise UsageError(
             f"--toolchain cpu traces and compiles with the real Neuron SDK, but {python.path if python else 'Python'}"

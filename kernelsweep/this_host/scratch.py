@@ -1,5 +1,6 @@
-"""Scratch folders with an owner: a stage's working files (a capture's NEFF, inputs and repeats) in a
-`kernelsweep-<stage>-*` folder of the temporary folder, removed when the stage ends.
+"""Scratch folders with an owner: a stage's working files (a capture's NEFF, inputs and repeats), or
+the tracer probe's at a run's start, in a `kernelsweep-<stage>-*` folder of the temporary folder,
+removed when the stage ends.
 
 A process killed mid-stage cannot remove its folder, and a fleet host that crashes nightly would
 fill its disk with them. So each folder holds a mark naming its process (pid and the kernel's start
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 PREFIX = "kernelsweep-"
-STAGES = ("trace", "compile", "inputs", "capture", "extract", "neff-check")  # the stages that make scratch folders
+STAGES = ("trace", "compile", "inputs", "capture", "extract", "neff-check", "probe")  # those that make scratch folders
 MARK = ".kernelsweep-owner"  # `<pid> <start time>`
 
 log = logging.getLogger(__name__)

@@ -102,6 +102,7 @@ def _compiler(toolchain: Toolchain, probed: tracing.TracerProbe | None, timeout_
 
 def collect(
     toolchain: Toolchain,
+    probe_dir: Path,
     *,
     search_path: str | None = None,
     dmi_product_name: Path = DMI_PRODUCT_NAME,
@@ -109,10 +110,10 @@ def collect(
 ) -> ToolVersions:
     """Every version a row records: the toolchain's fixed ones (the simulator's), else asked of
     the tools it runs and of the host. The tracer and the NKI it traces with come from a probe in a
-    trace worker, the same process kind that will trace."""
+    trace worker, the same process kind that will trace, its files in `probe_dir`."""
     fixed = toolchain.fixed_versions
     runtime = fixed["runtime"] if "runtime" in fixed else runtime_version(search_path, timeout_seconds)
-    probed = tracing.probe(toolchain) if toolchain.tracers else None
+    probed = tracing.probe(toolchain, probe_dir) if toolchain.tracers else None
     chosen = probed.selected if probed else None
     nki = fixed["nki"] if "nki" in fixed else (chosen.nki_version if chosen else nki_version())
     instance = fixed["instance_type"] if "instance_type" in fixed else instance_type(dmi_product_name)

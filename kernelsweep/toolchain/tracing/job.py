@@ -112,19 +112,20 @@ def tracer_label(used: str, fell_through: tuple[str, ...]) -> str:
 
 
 def probe(
-    toolchain: Toolchain, timeout_seconds: float = PROBE_TIMEOUT_SECONDS, check_runtime_at_lnc: int | None = None
+    toolchain: Toolchain,
+    workdir: Path,
+    timeout_seconds: float = PROBE_TIMEOUT_SECONDS,
+    check_runtime_at_lnc: int | None = None,
 ) -> TracerProbe:
     """Ask a worker which of the toolchain's tracers this host can run (no kernel is traced); with
     `check_runtime_at_lnc`, also whether importing them made the worker hold a device (neuron-ls
-    run at that LNC, as every listing is)."""
+    run at that LNC, as every listing is). The worker's files go in `workdir`, the caller's scratch
+    folder (kernelsweep.this_host.scratch), so a run killed mid-probe leaves one the next run removes."""
     job: dict[str, Any] = {"mode": "probe"}
     if check_runtime_at_lnc is not None and "neuron-ls" in toolchain.commands:
         job["neuron_ls"] = toolchain.command("neuron-ls") + ["-j"]
         job["neuron_ls_env"] = {"NEURON_LOGICAL_NC_CONFIG": str(check_runtime_at_lnc)}
-    import tempfile  # deferred: the trace worker imports this module and never probes
-
-    with tempfile.TemporaryDirectory(prefix="kernelsweep-probe-") as tmp:
-        argv, result, _ = _run_worker(toolchain, Path(tmp), job, timeout_seconds, "probing tracers")
+    argv, result, _ = _run_worker(toolchain, workdir, job, timeout_seconds, "probing tracers")
     _raise_error(result, argv)
     statuses = tuple(TracerStatus(**s) for s in result["statuses"])
     return TracerProbe(

@@ -241,9 +241,10 @@ def prefect_home(tmp_path, migrated_prefect_db) -> Path:
 @pytest.hookimpl(trylast=True)  # after the temporary-path plugin's, whose folder the template goes in
 def pytest_configure(config: pytest.Config) -> None:
     """An xdist controller starts, while its processes start and collect, what they all need first: in
-    the default stage the migrated database template (`migrated_prefect_db`, for the in-process flows'
-    harness), in the slow stage the stage's shared server (`stage_server`). They wait for it where a
-    test first needs it."""
+    the whole default stage (the README's command) the migrated database template (`migrated_prefect_db`,
+    for the in-process flows' harness), in the slow stage the stage's shared server (`stage_server`).
+    They wait for it where a test first needs it. A run of chosen files makes the template only if a
+    test asks for it (the session would otherwise wait for one it may never use)."""
     if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
         return
     if slow_stage(config):
@@ -251,7 +252,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.stash[_SHARED] = SharedServer.start()
         os.environ[SHARED_SERVER_ENV] = str(config.stash[_SHARED].address)
-    else:
+    elif config.args_source is pytest.Config.ArgsSource.TESTPATHS:
         basetemp = config._tmp_path_factory.getbasetemp()  # the workers' folders are in it (xdist's own use)
         config.stash[_TEMPLATE] = threading.Thread(target=_database_template, args=(basetemp,), name="db-template")
         config.stash[_TEMPLATE].start()
